@@ -1,0 +1,295 @@
+"""THE workspace layout: every offset in the symmetric workspace, defined once (paper §4.1-4.6).
+
+Kernels (build side) and the runtime both import this module; nothing else computes an offset.
+One :class:`WorkspaceLayout` describes one rank's copy of the single symmetric allocation (every
+rank's copy has the same layout; peers are reached through the peer descriptor's signed offsets).
+
+Regions, in allocation order (each 256-byte aligned — TMA needs 16 B, 256 keeps every region on
+its own cache lines so signals never share a line with data):
+
+inputs (written by the caller, read locally and by peers during the pull)
+  x             [capacity, H]            u8 (E4M3FN bytes)
+  x_sf          [capacity, H/128]        f32 (Hopper: FP32 per-128 scales) | i32 (Blackwell: 4 packed UE8M0 per-32 scales)
+  topk_idx      [capacity, k]            i32  (global expert id; -1 = no expert)
+  topk_weights  [capacity, k]            f32
+token ring (role1 -> role2), ring_blocks blocks of up to bm_max token rows
+  ring_x        [ring_blocks, bm_max, H]        u8
+  ring_sf       [ring_blocks, H/128, sf_rows]   f32/i32, MN-major (sf_rows = bm_max rounded per arch)
+  ring_meta     [ring_blocks, bm_max, 4]        i32: routing weight (f32 bits), src_rank, src_token, topk slot
+  ring_block    [ring_blocks, 4]                i32: expert, token count, pool block, generation
+L2 activation ring (role2 W1 epilogue -> role2 W2)
+  l2_x          [ring_blocks, bm_max, I]        u8
+  l2_sf         [ring_blocks, I/128, sf_rows]   f32/i32
+per-ring-block signals (device-persistent; generation-tagged values, reset in-kernel by role3)
+  l1_full_count [ring_blocks] u32   released by role1: == BM*(gen+1) when generation gen is full
+  l1_empty_count[ring_blocks] u32   released by role2 when a block's activations are consumed
+  l2_full_mask  [ring_blocks] u64   one bit per finished W1 N128 tile (2I/128 <= 64)
+  l2_empty_count[ring_blocks] u32   released when a block's L2 activations are consumed
+routing / counters
+  send_count    [E] u64                 packed (contributors << 32) | tokens, local send counter
+  recv_count    [2, E_local, P] u64     per-expert receive counters, double-buffered by parity
+  recv_prefix   [2, E_local, P] u32     prefix sums published beside the counts
+  src_index     [E_local, P, capacity] i32  routing entries (src_token << 5 | slot) written by peers
+  expert_stats  [E_local] u64           optional per-expert receive statistics
+persistent control (never reset between replays)
+  tag1_barrier  [P] u32 arrivals from each peer + [1] u32 phase   (phase-encoded, paper §4.3 step 5)
+  recv_parity   [1] u32                 generation N mod 2 consumed by this replay
+  combine_ready [P] u64                 readiness generation published by each peer (release/acquire)
+  selftest      [64] u32                handshake self-test state (producer/consumer generations, payload)
+combine (role2 -> role3)
+  combine       [k + 1, capacity, H] bf16   slot k holds the shared expert's output
+
+Ring capacity (paper §4.3): max routed assignments A = capacity * P * min(k, E_local); the pool of
+logical blocks is ceil(A / BM) + E_local; the live ring holds min(pool, live_model) blocks where
+the live model is (compute clusters) * (L1 waves + L2 waves) — the number of blocks the compute
+partition can have in flight. The ring is sized for the largest byte need over the BM candidates, so
+one workspace serves every BM the heuristic may pick; :meth:`WorkspaceLayout.check_partition`
+refuses a partition whose live model exceeds the ring (never start with an undersized ring).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gcmoe_runtime.abi import PEER_MAX_RANKS
+from gcmoe_runtime.artifacts.record import canonical_json, sha256_hex
+
+LAYOUT_VERSION = 1
+REGION_ALIGN = 256
+
+DTYPE_BYTES = {"u8": 1, "i32": 4, "u32": 4, "f32": 4, "u64": 8, "bf16": 2}
+MAX_EXPERTS = 2048  # paper Appendix A: static signal sizing
+MAX_COMBINE_SLOTS = 32  # k + 1 shared <= 32: one warp lane per combine slot
+SELFTEST_WORDS = 64
+
+#: Selftest region word indices (handshake self-test kernels).
+SELFTEST_COUNTER = 0  # generation-tagged counter released by the producer
+SELFTEST_PRODUCER_GEN = 1  # producer's persistent replay count
+SELFTEST_CONSUMER_GEN = 2  # consumer's persistent replay count
+SELFTEST_FINALIZE_GEN = 3  # finalize's persistent replay count
+SELFTEST_ERRORS = 4  # payload mismatches seen by the consumer
+SELFTEST_PAYLOAD = 8  # producer writes payload words [8, 8 + SELFTEST_PAYLOAD_WORDS)
+SELFTEST_PAYLOAD_WORDS = 32
+
+
+class LayoutError(ValueError):
+    pass
+
+
+def _align(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+@dataclass(frozen=True)
+class LayoutSpec:
+    """Everything the layout depends on. Equal specs give byte-identical layouts."""
+
+    arch: str  # "sm_90a" | "sm_100a" | "sm_103a"
+    world_size: int  # P
+    num_experts: int  # E (global)
+    topk: int  # k
+    hidden: int  # H
+    intermediate: int  # I
+    capacity: int  # per-rank token capacity T_max
+    bm_candidates: tuple[int, ...]
+    compute_sms: int  # the real compute-partition size the ring is checked against
+    shared_experts: bool = False
+    cluster_size: int = 2  # role2 cluster (paper Table 1: (2,1,1))
+    l1_waves: int = 2  # L1 waves pre-published before the first L2 wave
+    l2_waves: int = 1
+
+    def __post_init__(self) -> None:
+        def bad(fieldname: str, value: Any, rule: str) -> None:
+            raise LayoutError(f"workspace layout: {fieldname}={value!r} {rule}")
+
+        if self.arch not in ("sm_90a", "sm_100a", "sm_103a"):
+            bad("arch", self.arch, "is not one of sm_90a, sm_100a, sm_103a")
+        if not 1 <= self.world_size <= PEER_MAX_RANKS:
+            bad("world_size", self.world_size, f"outside 1..{PEER_MAX_RANKS} (peer descriptor limit)")
+        if not 1 <= self.num_experts <= MAX_EXPERTS:
+            bad("num_experts", self.num_experts, f"outside 1..{MAX_EXPERTS}")
+        if self.num_experts % self.world_size:
+            bad("num_experts", self.num_experts, f"is not divisible by world_size {self.world_size}")
+        if not 1 <= self.topk <= self.num_experts:
+            bad("topk", self.topk, f"outside 1..num_experts ({self.num_experts})")
+        if self.topk + 1 > MAX_COMBINE_SLOTS:  # the shared slot is always reserved
+            bad("topk", self.topk, f"needs k + 1 <= {MAX_COMBINE_SLOTS} (one warp lane per combine slot)")
+        if self.hidden <= 0 or self.hidden % 128:
+            bad("hidden", self.hidden, "must be a positive multiple of 128")
+        if self.intermediate <= 0 or self.intermediate % 128:
+            bad("intermediate", self.intermediate, "must be a positive multiple of 128")
+        if 2 * self.intermediate // 128 > 64:
+            bad("intermediate", self.intermediate, "gives 2I/128 > 64 W1 tiles (64-bit l2_full_mask)")
+        if self.capacity < 1:
+            bad("capacity", self.capacity, "must be >= 1")
+        if not self.bm_candidates or any(b < 1 or b > 256 or b % 8 for b in self.bm_candidates):
+            bad("bm_candidates", self.bm_candidates, "must be non-empty multiples of 8 in 8..256")
+        if self.compute_sms < 1:
+            bad("compute_sms", self.compute_sms, "must be >= 1")
+        if self.cluster_size < 1 or self.l1_waves < 1 or self.l2_waves < 1:
+            bad("cluster_size/l1_waves/l2_waves", (self.cluster_size, self.l1_waves, self.l2_waves), "must be >= 1")
+
+    @property
+    def experts_per_rank(self) -> int:
+        return self.num_experts // self.world_size
+
+    @property
+    def blackwell(self) -> bool:
+        return self.arch != "sm_90a"
+
+
+@dataclass(frozen=True)
+class RingModel:
+    bm: int
+    assignments: int
+    pool_blocks: int
+    live_model: int
+    live_blocks: int  # blocks the ring must hold for this BM
+
+
+def ring_model(spec: LayoutSpec, bm: int, compute_sms: int | None = None) -> RingModel:
+    """Paper §4.3 maximum-in-flight model for one BM."""
+    e = spec.experts_per_rank
+    sms = spec.compute_sms if compute_sms is None else compute_sms
+    assignments = spec.capacity * spec.world_size * min(spec.topk, e)
+    pool = math.ceil(assignments / bm) + e
+    live_model = max(1, sms // spec.cluster_size) * (spec.l1_waves + spec.l2_waves)
+    return RingModel(bm, assignments, pool, live_model, min(pool, live_model))
+
+
+def sf_rows(spec: LayoutSpec, bm: int) -> int:
+    """Scale rows per ring block (MN-major): Blackwell's UTCCP wants align(BM, 128) rows
+    (paper Eq. 3); Hopper's FP32 scales need 16-byte rows, i.e. a multiple of 4."""
+    return _align(bm, 128) if spec.blackwell else _align(bm, 4)
+
+
+@dataclass(frozen=True)
+class Region:
+    name: str
+    offset: int
+    dtype: str
+    shape: tuple[int, ...]
+    persistent: bool  # survives replays untouched by role3's reset
+    doc: str
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * DTYPE_BYTES[self.dtype]
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.nbytes
+
+
+@dataclass(frozen=True)
+class WorkspaceLayout:
+    spec: LayoutSpec
+    ring_blocks: int
+    bm_max: int
+    sf_rows_max: int
+    regions: dict[str, Region] = field(repr=False)
+    total_bytes: int = 0
+    version: int = LAYOUT_VERSION
+
+    @classmethod
+    def build(cls, spec: LayoutSpec) -> "WorkspaceLayout":
+        models = [ring_model(spec, bm) for bm in spec.bm_candidates]
+        ring_blocks = max(m.live_blocks for m in models)
+        bm_max = max(spec.bm_candidates)
+        sfr = max(sf_rows(spec, bm) for bm in spec.bm_candidates)
+        P, E, k, H, I, T = spec.world_size, spec.num_experts, spec.topk, spec.hidden, spec.intermediate, spec.capacity
+        el = spec.experts_per_rank
+        sf_dtype = "i32" if spec.blackwell else "f32"
+        rb = ring_blocks
+        table = [
+            ("x", "u8", (T, H), False, "FP8 activations (caller-written)"),
+            ("x_sf", sf_dtype, (T, H // 128), False, "activation scales (caller-written)"),
+            ("topk_idx", "i32", (T, k), False, "routing expert ids (caller-written)"),
+            ("topk_weights", "f32", (T, k), False, "routing weights (caller-written)"),
+            ("ring_x", "u8", (rb, bm_max, H), False, "token ring activations"),
+            ("ring_sf", sf_dtype, (rb, H // 128, sfr), False, "token ring scales, MN-major"),
+            ("ring_meta", "i32", (rb, bm_max, 4), False, "per-token weight bits, src_rank, src_token, slot"),
+            ("ring_block", "i32", (rb, 4), False, "per-block expert, tokens, pool block, generation"),
+            ("l2_x", "u8", (rb, bm_max, I), False, "L2 activation ring"),
+            ("l2_sf", sf_dtype, (rb, I // 128, sfr), False, "L2 activation scales, MN-major"),
+            ("l1_full_count", "u32", (rb,), False, "signal: block filled (BM*(gen+1))"),
+            ("l1_empty_count", "u32", (rb,), False, "signal: block activations consumed"),
+            ("l2_full_mask", "u64", (rb,), False, "signal: finished W1 N128 tiles"),
+            ("l2_empty_count", "u32", (rb,), False, "signal: block L2 activations consumed"),
+            ("send_count", "u64", (E,), False, "packed (contributors<<32)|tokens per global expert"),
+            ("recv_count", "u64", (2, el, P), False, "per-expert receive counters by parity"),
+            ("recv_prefix", "u32", (2, el, P), False, "per-expert receive prefix sums by parity"),
+            ("src_index", "i32", (el, P, T), False, "routing entries (src_token<<5|slot) from peers"),
+            ("expert_stats", "u64", (el,), False, "optional per-expert receive statistics"),
+            ("tag1_barrier", "u32", (P + 1,), True, "tag-1 barrier arrivals per peer + phase"),
+            ("recv_parity", "u32", (1,), True, "receive-counter parity of the next replay"),
+            ("combine_ready", "u64", (P,), True, "combine readiness generation per peer"),
+            ("selftest", "u32", (SELFTEST_WORDS,), True, "handshake self-test state"),
+            ("combine", "bf16", (k + 1, T, H), False, "combine buffer: k routed slots + shared slot"),
+        ]
+        regions: dict[str, Region] = {}
+        off = 0
+        for name, dt, shape, persistent, doc in table:
+            off = _align(off, REGION_ALIGN)
+            regions[name] = Region(name, off, dt, tuple(int(s) for s in shape), persistent, doc)
+            off = regions[name].end
+        total = _align(off, REGION_ALIGN)
+        return cls(spec, ring_blocks, bm_max, sfr, regions, total)
+
+    # --- queries ---------------------------------------------------------------------------
+    def region(self, name: str) -> Region:
+        try:
+            return self.regions[name]
+        except KeyError:
+            raise LayoutError(f"workspace layout has no region {name!r}; regions: {list(self.regions)}") from None
+
+    def offset(self, name: str) -> int:
+        return self.region(name).offset
+
+    def blocks_for(self, bm: int) -> int:
+        """Ring blocks of ``bm`` tokens that fit (block b at byte b * bm * H in ring_x)."""
+        if bm not in self.spec.bm_candidates:
+            raise LayoutError(f"BM={bm} is not among this workspace's candidates {self.spec.bm_candidates}")
+        return self.ring_blocks
+
+    def check_partition(self, compute_sms: int) -> None:
+        """Refuse a compute partition whose in-flight model needs more ring blocks than exist."""
+        for bm in self.spec.bm_candidates:
+            m = ring_model(self.spec, bm, compute_sms)
+            if m.live_blocks > self.ring_blocks:
+                raise LayoutError(
+                    f"token ring undersized for compute_sms={compute_sms}: BM={bm} needs {m.live_blocks} live "
+                    f"blocks, the workspace has {self.ring_blocks} (built for compute_sms={self.spec.compute_sms})"
+                )
+
+    def reset_regions(self) -> list[str]:
+        """Regions role3 resets in-kernel between replays (all non-persistent signal/counter state)."""
+        return ["l1_full_count", "l1_empty_count", "l2_full_mask", "l2_empty_count", "send_count", "expert_stats"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "spec": asdict(self.spec),
+            "ring_blocks": self.ring_blocks,
+            "bm_max": self.bm_max,
+            "sf_rows_max": self.sf_rows_max,
+            "total_bytes": self.total_bytes,
+            "regions": {n: {"offset": r.offset, "dtype": r.dtype, "shape": list(r.shape)} for n, r in self.regions.items()},
+        }
+
+    def digest(self) -> str:
+        """Hash recorded by kernels built against this layout and checked at load."""
+        return sha256_hex(canonical_json(self.to_json()))
+
+    # --- torch views (runtime side; torch imported lazily) -----------------------------------
+    def view(self, buf: Any, name: str) -> Any:
+        """A typed view of region ``name`` into a flat uint8 torch tensor of ``total_bytes``."""
+        import torch
+
+        dt = {"u8": torch.uint8, "i32": torch.int32, "u32": torch.int32, "f32": torch.float32,
+              "u64": torch.int64, "bf16": torch.bfloat16}
+        r = self.region(name)
+        if buf.dtype != torch.uint8 or buf.dim() != 1 or buf.numel() < self.total_bytes:
+            raise LayoutError(f"workspace view: need a flat uint8 tensor of >= {self.total_bytes} bytes")
+        return buf[r.offset : r.end].view(dt[r.dtype]).view(r.shape)

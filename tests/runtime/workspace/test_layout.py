@@ -1,0 +1,97 @@
+import math
+
+import pytest
+
+from gcmoe_runtime.workspace.layout import (
+    REGION_ALIGN,
+    LayoutError,
+    LayoutSpec,
+    WorkspaceLayout,
+    ring_model,
+)
+
+
+def spec(**kw):
+    base = dict(arch="sm_90a", world_size=2, num_experts=16, topk=4, hidden=1024, intermediate=512,
+                capacity=64, bm_candidates=(8, 16, 32, 64), compute_sms=128)
+    base.update(kw)
+    return LayoutSpec(**base)
+
+
+def test_regions_aligned_disjoint_and_inside_total():
+    lay = WorkspaceLayout.build(spec())
+    regs = sorted(lay.regions.values(), key=lambda r: r.offset)
+    for a, b in zip(regs, regs[1:]):
+        assert a.end <= b.offset
+    assert all(r.offset % REGION_ALIGN == 0 for r in regs)
+    assert regs[-1].end <= lay.total_bytes and lay.total_bytes % REGION_ALIGN == 0
+
+
+def test_region_shapes_follow_the_operator():
+    s = spec()
+    lay = WorkspaceLayout.build(s)
+    assert lay.region("x").shape == (64, 1024) and lay.region("x").dtype == "u8"
+    assert lay.region("x_sf").shape == (64, 8) and lay.region("x_sf").dtype == "f32"
+    assert lay.region("combine").shape == (5, 64, 1024) and lay.region("combine").dtype == "bf16"
+    assert lay.region("recv_count").shape == (2, 8, 2)
+    assert lay.region("l2_full_mask").dtype == "u64"
+    assert lay.region("src_index").shape == (8, 2, 64)
+    assert lay.region("ring_x").shape == (lay.ring_blocks, 64, 1024)
+    assert lay.region("tag1_barrier").persistent and not lay.region("l1_full_count").persistent
+    bw = WorkspaceLayout.build(spec(arch="sm_100a"))
+    assert bw.region("x_sf").dtype == "i32" and bw.sf_rows_max == 128
+
+
+def test_ring_capacity_model_matches_paper_formula():
+    s = spec(capacity=256, world_size=8, num_experts=256, topk=8)
+    m = ring_model(s, 32)
+    assert m.assignments == 256 * 8 * min(8, 32)
+    assert m.pool_blocks == math.ceil(m.assignments / 32) + 32
+    assert m.live_model == (128 // 2) * 3
+    assert m.live_blocks == min(m.pool_blocks, m.live_model)
+
+
+def test_ring_is_sized_for_every_bm_and_refuses_bigger_partition():
+    lay = WorkspaceLayout.build(spec(capacity=4096, compute_sms=64))
+    assert lay.ring_blocks == max(ring_model(lay.spec, b).live_blocks for b in (8, 16, 32, 64))
+    lay.check_partition(64)
+    with pytest.raises(LayoutError, match="token ring undersized for compute_sms=128"):
+        lay.check_partition(128)
+
+
+def test_same_spec_same_digest_other_spec_other_digest():
+    a, b = WorkspaceLayout.build(spec()), WorkspaceLayout.build(spec())
+    assert a.digest() == b.digest() and a.to_json() == b.to_json()
+    assert a.digest() != WorkspaceLayout.build(spec(capacity=65)).digest()
+
+
+@pytest.mark.parametrize(
+    "kw,msg",
+    [
+        (dict(world_size=73, num_experts=73 * 2), "world_size=73"),
+        (dict(num_experts=15), "not divisible by world_size"),
+        (dict(num_experts=4096), "num_experts=4096"),
+        (dict(topk=32), "k \\+ 1 <= 32"),
+        (dict(hidden=1000), "hidden=1000"),
+        (dict(intermediate=4224), "2I/128 > 64"),
+        (dict(bm_candidates=(12,)), "bm_candidates"),
+        (dict(arch="sm_80"), "arch='sm_80'"),
+    ],
+)
+def test_spec_rejects(kw, msg):
+    with pytest.raises(LayoutError, match=msg):
+        spec(**kw)
+
+
+def test_torch_views_cover_the_regions():
+    torch = pytest.importorskip("torch")
+    lay = WorkspaceLayout.build(spec())
+    buf = torch.zeros(lay.total_bytes, dtype=torch.uint8)
+    c = lay.view(buf, "combine")
+    assert c.dtype == torch.bfloat16 and tuple(c.shape) == (5, 64, 1024)
+    lay.view(buf, "l1_full_count")[3] = 7
+    assert int(buf[lay.offset("l1_full_count") + 12]) == 7
+    with pytest.raises(LayoutError, match="no region 'nope'"):
+        lay.view(buf, "nope")
+    with pytest.raises(LayoutError, match="flat uint8"):
+        lay.view(buf[:-1], "x")
