@@ -71,7 +71,7 @@ def test_same_spec_same_digest_other_spec_other_digest():
         (dict(world_size=73, num_experts=73 * 2), "world_size=73"),
         (dict(num_experts=15), "not divisible by world_size"),
         (dict(num_experts=4096), "num_experts=4096"),
-        (dict(topk=32), "k \\+ 1 <= 32"),
+        (dict(topk=32, num_experts=64), "k \\+ 1 <= 32"),
         (dict(hidden=1000), "hidden=1000"),
         (dict(intermediate=4224), "2I/128 > 64"),
         (dict(bm_candidates=(12,)), "bm_candidates"),
