@@ -17,7 +17,8 @@ from gcmoe_runtime.artifacts import layout
 from gcmoe_runtime.artifacts.record import sha256_hex
 from gcmoe_runtime.artifacts.store import Store, StoreCorruption, StoreError, UnknownKey
 
-from .conftest import IDENTITY, IDENTITY_DIGEST, make_artifact
+sys.path.insert(0, str(Path(__file__).parent))
+from artifact_fakes import IDENTITY, IDENTITY_DIGEST, make_artifact, three_artifacts  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -56,7 +57,8 @@ def test_unknown_key_and_bad_key(tmp_path):
         store.get_object("d" * 64)
 
 
-def test_resolve_key_prefix(tmp_path, artifacts):
+def test_resolve_key_prefix(tmp_path):
+    artifacts = three_artifacts()
     store = Store(tmp_path)
     for rec, cubin, _ in artifacts:
         store.put_artifact(rec, cubin, IDENTITY)
@@ -111,7 +113,7 @@ CHILD = textwrap.dedent(
     """
     import os, sys
     sys.path.insert(0, {repo!r}); sys.path.insert(0, {tests!r})
-    from conftest import make_artifact, IDENTITY
+    from artifact_fakes import make_artifact, IDENTITY
     from gcmoe_runtime.artifacts import store as S
     mode = {mode!r}
     rec, cubin, ptx = make_artifact()

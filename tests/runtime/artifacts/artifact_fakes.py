@@ -1,9 +1,7 @@
-"""Fixtures for artifact-format tests: small, self-consistent records (pure data, no compiler)."""
+"""Fakes for artifact-format tests: small, self-consistent records (pure data, no compiler)."""
 from __future__ import annotations
 
 import hashlib
-
-import pytest
 
 from gcmoe_runtime.artifacts.record import ArtifactRecord, LaunchFacts, ParamSpec, sha256_hex
 
@@ -33,6 +31,5 @@ def make_artifact(role: str = "role1", bm: int = 64, p: int = 2, manifest: str =
     return rec, cubin, ptx
 
 
-@pytest.fixture
-def artifacts():
+def three_artifacts():
     return [make_artifact("role1", 64, 2), make_artifact("role1", 128, 2), make_artifact("role2", 64, 2)]
