@@ -1,0 +1,335 @@
+"""Serve-time arithmetic shared by the builder and the runtime (plain Python, no dependencies).
+
+Owns three things, each a pure function of integers:
+
+* the **green partition** (paper §4.2): the compute target ``floor((total - requested) / alignment) * alignment``
+  and its validation (>= 32 compute SMs, even compute count, >= 2 dispatch SMs, sum = device SMs);
+* the **tile heuristics** that pick the ring block size BM (and, on SM90, the role2 thread variant) from the
+  expected tokens per expert (paper §4.4 "Block-size heuristic" and "Hopper path (SM90)");
+* the **ring-capacity model** (paper §4.3): ``Tmax * P * min(k, e)`` assignments and
+  ``ceil(assignments / BM) + e`` logical ring blocks.
+
+The builder enumerates one role2 variant per tile choice these functions can make for T in [1, capacity];
+the runtime calls the very same functions per token count to pick the compiled variant, so the two can
+never disagree. gcmoe_runtime never imports gcmoe_build; this module imports nothing of the project.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+# --------------------------------------------------------------------------------------------------
+# Architectures and their BM / thread menus
+# --------------------------------------------------------------------------------------------------
+
+#: Target architectures the project knows, mapped to their kernel family.
+ARCH_FAMILY = {"sm_90a": "sm90", "sm_100a": "sm100", "sm_103a": "sm100"}
+
+#: SM90: BM is the WGMMA N dimension (operand-swapped: weights are the register A operand, m64, and the
+#: token block is N), so any multiple of 8 up to 64 is legal; we compile the power-of-two ladder.
+SM90_BM_CANDIDATES = (8, 16, 32, 64)
+#: SM100 (paper §4.4): 2-CTA tcgen05 MMA, each CTA of the pair owns BM/2 rows; TMEM/SMEM budget caps 240.
+SM100_BM_CANDIDATES = (16, 32, 64, 96, 128, 192, 240)
+BM_CANDIDATES = {"sm90": SM90_BM_CANDIDATES, "sm100": SM100_BM_CANDIDATES}
+
+#: SM90 role2 thread variants (paper §4.4): one TMA/producer warpgroup + two consumer (decode + WGMMA)
+#: warpgroups, or two warpgroups that load and compute themselves.
+SM90_THREADS_PIPELINED = 384
+SM90_THREADS_NONPIPELINED = 256
+#: SM100 role2 is always 384 threads in a (2,1,1) cluster (paper Table 1).
+SM100_ROLE2_THREADS = 384
+
+#: Default dispatch SM request per family (paper Table 2: GC_MOE_SM90_DISPATCH_SMS=4, GC_MOE_DISPATCH_SMS=16).
+DEFAULT_DISPATCH_REQUEST = {"sm90": 4, "sm100": 16}
+
+#: Rows of W1/W2 one SM90 role2 CTA tile covers (two consumer warpgroups x m64) and its K step.
+SM90_WEIGHT_TILE_ROWS = 128
+SM90_WEIGHT_TILE_K = 128
+#: SM90: depth (in K128 weight steps) of the 384-thread variant's producer ring; the pipelined variant is
+#: chosen once a compute SM has at least this many steps to stream (see choose_sm90_tile). Calibration
+#: constant, to be re-measured on H200.
+SM90_PIPELINE_STAGES = 4
+
+# Partition rules (paper §4.2).
+MIN_COMPUTE_SMS = 32
+MIN_DISPATCH_SMS = 2
+
+
+def arch_family(arch: str) -> str:
+    """'sm90' or 'sm100' for a known target arch; ValueError naming the known ones otherwise."""
+    try:
+        return ARCH_FAMILY[arch]
+    except KeyError:
+        raise ValueError(f"unknown target arch {arch!r}; known: {sorted(ARCH_FAMILY)}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Green partition (paper §4.2)
+# --------------------------------------------------------------------------------------------------
+
+
+class PartitionError(ValueError):
+    """An impossible or invalid green-context split. Carries the offending field, its value and the limit."""
+
+    def __init__(self, field: str, value: object, limit: str, reason: str):
+        self.field = field
+        self.value = value
+        self.limit = limit
+        self.reason = reason
+        super().__init__(f"green partition: {field} = {value!r} {reason} (limit: {limit})")
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A driver-aligned green split: role1 runs on dispatch_sms, role2/3/4 on compute_sms."""
+
+    dispatch_sms: int
+    compute_sms: int
+
+    @property
+    def total_sms(self) -> int:
+        return self.dispatch_sms + self.compute_sms
+
+
+def _require_int(field: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PartitionError(field, value, f"an integer >= {minimum}", "is not an integer")
+    if value < minimum:
+        raise PartitionError(field, value, f">= {minimum}", f"is below {minimum}")
+    return value
+
+
+def compute_target(total_sms: int, requested_dispatch_sms: int, alignment: int) -> int:
+    """The compute partition the driver will give: ``floor((total - requested) / alignment) * alignment``."""
+    return ((total_sms - requested_dispatch_sms) // alignment) * alignment
+
+
+def validate_partition(dispatch_sms: int, compute_sms: int, total_sms: int) -> Partition:
+    """Check a split (computed, or read back from the driver): the rules of paper §4.2.
+
+    >= 32 compute SMs (the compute kernel's scheduler and the finalize grid assume a real partition),
+    an even compute count (role2 runs 2-CTA clusters on SM100 and pairs CTAs on SM90),
+    >= 2 dispatch SMs (role1 needs more than one CTA for its grid-synchronised phases), and
+    dispatch + compute == device SMs (the two green contexts tile the device; nothing is left idle).
+    """
+    _require_int("total_sms", total_sms, 1)
+    _require_int("dispatch_sms", dispatch_sms, 0)
+    _require_int("compute_sms", compute_sms, 0)
+    if compute_sms < MIN_COMPUTE_SMS:
+        raise PartitionError("compute_sms", compute_sms, f">= {MIN_COMPUTE_SMS}",
+                             f"is below the minimum compute partition of {MIN_COMPUTE_SMS} SMs")
+    if compute_sms % 2:
+        raise PartitionError("compute_sms", compute_sms, "an even number", "is odd")
+    if dispatch_sms < MIN_DISPATCH_SMS:
+        raise PartitionError("dispatch_sms", dispatch_sms, f">= {MIN_DISPATCH_SMS}",
+                             f"is below the minimum dispatch partition of {MIN_DISPATCH_SMS} SMs")
+    if dispatch_sms + compute_sms != total_sms:
+        raise PartitionError("dispatch_sms + compute_sms", dispatch_sms + compute_sms, f"== {total_sms}",
+                             f"does not equal the device's {total_sms} SMs")
+    return Partition(dispatch_sms, compute_sms)
+
+
+def green_partition(total_sms: int, requested_dispatch_sms: int, alignment: int,
+                    min_partition: int = 1) -> Partition:
+    """The split the driver produces for a dispatch request (paper §4.2 step 2), validated.
+
+    ``cuDevSmResourceSplitByCount`` is asked for the compute target; the dispatch partition is the
+    complement, so it is at least the request and absorbs the alignment remainder
+    (132 SMs, alignment 8: request 4 -> 4/128, 8 -> 12/120, 16 -> 20/112).
+    """
+    _require_int("total_sms", total_sms, 1)
+    _require_int("alignment", alignment, 1)
+    _require_int("min_partition", min_partition, 1)
+    _require_int("requested_dispatch_sms", requested_dispatch_sms, 1)
+    if requested_dispatch_sms >= total_sms:
+        raise PartitionError("requested_dispatch_sms", requested_dispatch_sms, f"< {total_sms}",
+                             f"leaves no SMs for compute on a {total_sms}-SM device")
+    compute = compute_target(total_sms, requested_dispatch_sms, alignment)
+    if compute < min_partition:
+        raise PartitionError("compute_sms", compute, f">= {min_partition} (driver minimum partition)",
+                             "is below the driver's minimum partition size")
+    return validate_partition(total_sms - compute, compute, total_sms)
+
+
+# --------------------------------------------------------------------------------------------------
+# Tile heuristics (paper §4.4)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TileChoice:
+    """What the heuristic picked for one token count, and the numbers it picked it from."""
+
+    bm: int  # ring block size (tokens per block)
+    threads: int  # role2 threads per CTA
+    blocks_per_expert: int  # ring blocks an expert at the coverage target spans
+    expected_tokens: float  # m-hat: expected tokens per local expert
+    coverage: float  # the token count BM * blocks_per_expert is sized to cover
+
+    @property
+    def pipelined(self) -> bool:
+        return self.threads == SM90_THREADS_PIPELINED
+
+
+def _check_shape(tokens: int, ranks: int, top_k: int, experts: int) -> None:
+    for name, v, lo in (("tokens", tokens, 0), ("ranks", ranks, 1), ("top_k", top_k, 1), ("experts", experts, 1)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise ValueError(f"tile heuristic: {name} = {v!r} must be an integer >= {lo}")
+    if experts % ranks:
+        raise ValueError(f"tile heuristic: experts = {experts} is not divisible by ranks = {ranks}")
+    if top_k > experts:
+        raise ValueError(f"tile heuristic: top_k = {top_k} exceeds experts = {experts}")
+
+
+def _sorted_candidates(candidates: Sequence[int], allowed: Sequence[int]) -> tuple[int, ...]:
+    cands = tuple(sorted(set(candidates)))
+    if not cands:
+        raise ValueError("tile heuristic: empty BM candidate list")
+    bad = [c for c in cands if c not in allowed]
+    if bad:
+        raise ValueError(f"tile heuristic: BM candidates {bad} not in {list(allowed)}")
+    return cands
+
+
+def expected_tokens_per_expert(tokens: int, ranks: int, top_k: int, experts: int) -> float:
+    """m-hat = T * P * k / E: under balanced routing every rank sends T*k assignments over E experts."""
+    return tokens * ranks * top_k / experts
+
+
+def _pick_bm(coverage: float, cands: tuple[int, ...], min_blocks: int = 1) -> tuple[int, int]:
+    """Blocks from the largest candidate, then the smallest candidate covering coverage/blocks."""
+    blocks = max(min_blocks, math.ceil(coverage / cands[-1]) if coverage > 0 else 1)
+    per_block = coverage / blocks
+    bm = next((c for c in cands if c >= per_block), cands[-1])
+    return bm, blocks
+
+
+def sm90_weight_steps_per_block(hidden: int, intermediate: int) -> int:
+    """K128 weight steps role2 streams for one ring block of one expert on SM90: W1 is 2I x H, W2 is H x I."""
+    rows, k = SM90_WEIGHT_TILE_ROWS, SM90_WEIGHT_TILE_K
+    return (2 * intermediate // rows) * (hidden // k) + (hidden // rows) * (intermediate // k)
+
+
+def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidden: int, intermediate: int,
+                     compute_sms: int, candidates: Sequence[int] = SM90_BM_CANDIDATES) -> TileChoice:
+    """SM90 token-bound heuristic: BM in {8,16,32,64} and the 384-thread pipelined or 256-thread variant.
+
+    BM. A local expert's token count is Binomial(T*P, k/E) (each token picks k distinct experts of E), with
+    mean m-hat = T*P*k/E and standard deviation sigma = sqrt(m-hat * (1 - k/E)). We size blocks to cover
+    m-hat + sigma: the number of blocks comes from the largest candidate (ceil(cover / 64)), then BM is the
+    smallest candidate that covers cover/blocks. BM is the WGMMA N, so padding rows cost MMA issue slots
+    but no weight bytes: small BM at small T keeps the (decode-bound) issue count low, and the +sigma margin
+    keeps a typical expert in one block instead of spilling a second, nearly empty one.
+
+    Threads. Every active expert's weights are streamed once per layer in K128 steps (one step = one
+    128-row x 128-K weight tile). Count the steps one compute SM must stream: expected active local experts
+    e * (1 - (1 - k/E)^(T*P)), times blocks per expert, times the steps of one block, W1 (2I/128 row tiles x
+    H/128) plus W2 (H/128 x I/128), divided by compute_sms. The 384-thread variant spends a warpgroup on a
+    producer that runs SM90_PIPELINE_STAGES steps ahead of the two consumer warpgroups (FP4 decode + WGMMA);
+    when an SM has fewer steps than that, the producer cannot even fill its ring once, its mbarrier
+    hand-offs only add latency, and the 256-thread variant (the two warpgroups issue their own TMA loads;
+    smaller register and SMEM footprint, so two CTAs can share an SM) keeps more loads in flight per SM.
+    From SM90_PIPELINE_STAGES steps per SM on, the ring reaches steady state and loads overlap decode+MMA.
+    Production shapes (GLM-5.2, DeepSeek-V4.1-Flash) have ~1500 steps per active expert, so they pipeline
+    from T = 1; the non-pipelined variant serves small models and sparse calls. The stage count is a
+    calibration constant, to be re-measured on H200 when role2 exists.
+
+    Monotone in T: the active-expert count, the coverage and the block count never decrease with T, so
+    BM never decreases and, once pipelined, larger T stays pipelined. T = 0 (an empty rank that still
+    serves other ranks' tokens) is treated as T = 1 so it maps onto a compiled variant.
+    """
+    _check_shape(tokens, ranks, top_k, experts)
+    cands = _sorted_candidates(candidates, SM90_BM_CANDIDATES)
+    t = max(tokens, 1)
+    m_hat = expected_tokens_per_expert(t, ranks, top_k, experts)
+    p = top_k / experts
+    sigma = math.sqrt(m_hat * (1.0 - p))
+    coverage = m_hat + sigma
+    bm, blocks = _pick_bm(coverage, cands)
+    local_experts = experts // ranks
+    active_experts = local_experts * (1.0 - (1.0 - p) ** (t * ranks))
+    steps_per_sm = active_experts * blocks * sm90_weight_steps_per_block(hidden, intermediate) / compute_sms
+    threads = SM90_THREADS_PIPELINED if steps_per_sm >= SM90_PIPELINE_STAGES else SM90_THREADS_NONPIPELINED
+    return TileChoice(bm=bm, threads=threads, blocks_per_expert=blocks, expected_tokens=m_hat, coverage=coverage)
+
+
+def choose_sm100_tile(tokens: int, *, ranks: int, top_k: int, experts: int, intermediate: int,
+                      compute_sms: int, candidates: Sequence[int] = SM100_BM_CANDIDATES) -> TileChoice:
+    """SM100/SM103 block-size heuristic of paper §4.4.
+
+    Cover m-hat + sqrt(m-hat) (Poisson spread, as the paper states it) with the number of blocks at the
+    largest candidate, then take the smallest candidate covering cover/blocks; small batches therefore pin
+    BM to 16-32. "At least two blocks when the per-rank expert count is small": when one block per local
+    expert gives fewer W1 cluster tasks (e * I/128, a 2-CTA cluster pairs two N128 tiles) than the compute
+    partition has clusters (compute_sms / 2), split the coverage over two blocks, unless it already fits
+    the smallest candidate (splitting cannot shrink a block below it).
+    Role2 is always 384 threads on this path.
+    """
+    _check_shape(tokens, ranks, top_k, experts)
+    cands = _sorted_candidates(candidates, SM100_BM_CANDIDATES)
+    t = max(tokens, 1)
+    m_hat = expected_tokens_per_expert(t, ranks, top_k, experts)
+    coverage = m_hat + math.sqrt(m_hat)
+    local_experts = experts // ranks
+    few_experts = local_experts * (intermediate // 128) < compute_sms // 2
+    min_blocks = 2 if few_experts and coverage > cands[0] else 1
+    bm, blocks = _pick_bm(coverage, cands, min_blocks)
+    return TileChoice(bm=bm, threads=SM100_ROLE2_THREADS, blocks_per_expert=blocks, expected_tokens=m_hat,
+                      coverage=coverage)
+
+
+def choose_tile(arch: str, tokens: int, *, ranks: int, top_k: int, experts: int, hidden: int,
+                intermediate: int, compute_sms: int, candidates: Sequence[int] | None = None) -> TileChoice:
+    """The role2 tile for one call: dispatches to the arch family's heuristic."""
+    fam = arch_family(arch)
+    cands = BM_CANDIDATES[fam] if candidates is None else candidates
+    if fam == "sm90":
+        return choose_sm90_tile(tokens, ranks=ranks, top_k=top_k, experts=experts, hidden=hidden,
+                                intermediate=intermediate, compute_sms=compute_sms, candidates=cands)
+    return choose_sm100_tile(tokens, ranks=ranks, top_k=top_k, experts=experts, intermediate=intermediate,
+                             compute_sms=compute_sms, candidates=cands)
+
+
+def choose_shared_bm(tokens: int, candidates: Sequence[int] = SM90_BM_CANDIDATES) -> int:
+    """SM90 role4 (shared experts) block size: a shared expert sees every local token, so there is no
+    routing spread; the smallest candidate holding all T tokens, the largest one (several blocks) above it."""
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise ValueError(f"shared tile heuristic: tokens = {tokens!r} must be an integer >= 0")
+    cands = _sorted_candidates(candidates, SM90_BM_CANDIDATES)
+    return _pick_bm(float(max(tokens, 1)), cands)[0]
+
+
+def reachable_tiles(arch: str, capacity: int, **shape) -> list[TileChoice]:
+    """Every distinct (bm, threads) the heuristic picks for T in [1, capacity], in order of first use."""
+    seen: dict[tuple[int, int], TileChoice] = {}
+    for t in range(1, capacity + 1):
+        c = choose_tile(arch, t, **shape)
+        seen.setdefault((c.bm, c.threads), c)
+    return list(seen.values())
+
+
+# --------------------------------------------------------------------------------------------------
+# Ring capacity (paper §4.3)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RingCapacity:
+    local_experts: int  # e = E / P
+    assignments: int  # worst-case routed assignments one rank receives: Tmax * P * min(k, e)
+    logical_blocks: int  # ceil(assignments / BM) + e: every expert may end in a partial block
+
+
+def ring_capacity(capacity: int, ranks: int, top_k: int, experts: int, bm: int) -> RingCapacity:
+    """The maximum-in-flight ring model: a rank can receive at most min(k, e) assignments per source token
+    (a token's k experts are distinct, and at most e of them live on this rank) from each of P ranks'
+    Tmax tokens; packing them into BM blocks per expert needs at most ceil(assignments/BM) + e blocks."""
+    for name, v in (("capacity", capacity), ("ranks", ranks), ("top_k", top_k), ("experts", experts), ("bm", bm)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"ring capacity: {name} = {v!r} must be an integer >= 1")
+    if experts % ranks:
+        raise ValueError(f"ring capacity: experts = {experts} is not divisible by ranks = {ranks}")
+    e = experts // ranks
+    assignments = capacity * ranks * min(top_k, e)
+    return RingCapacity(local_experts=e, assignments=assignments, logical_blocks=-(-assignments // bm) + e)
