@@ -54,6 +54,7 @@ from typing import Any
 
 from gcmoe_runtime.abi import PEER_MAX_RANKS
 from gcmoe_runtime.artifacts.record import canonical_json, sha256_hex
+from gcmoe_runtime.heuristics import ring_capacity  # the pool model lives there, once
 
 LAYOUT_VERSION = 1
 REGION_ALIGN = 256
@@ -149,11 +150,11 @@ class RingModel:
 
 
 def ring_model(spec: LayoutSpec, bm: int, compute_sms: int | None = None) -> RingModel:
-    """Paper §4.3 maximum-in-flight model for one BM."""
-    e = spec.experts_per_rank
+    """Paper §4.3 maximum-in-flight model for one BM: the logical pool from heuristics.ring_capacity,
+    the live blocks from the actual compute partition (clusters x (L1 + L2 waves))."""
+    rc = ring_capacity(spec.capacity, spec.world_size, spec.topk, spec.num_experts, bm)
     sms = spec.compute_sms if compute_sms is None else compute_sms
-    assignments = spec.capacity * spec.world_size * min(spec.topk, e)
-    pool = math.ceil(assignments / bm) + e
+    assignments, pool = rc.assignments, rc.logical_blocks
     live_model = max(1, sms // spec.cluster_size) * (spec.l1_waves + spec.l2_waves)
     return RingModel(bm, assignments, pool, live_model, min(pool, live_model))
 

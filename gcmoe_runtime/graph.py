@@ -1,0 +1,194 @@
+"""The per-layer child CUDA graph (paper §4.1, §4.6, Figure 2).
+
+Nodes: role1 (dispatch green context) and role2 (compute green context) are concurrent roots —
+no edge between them, so the driver runs them side by side on disjoint SMs; role4 (SM90 fused
+shared experts), when present, is a third root on the compute context; role3 (compute context)
+depends on every root. Each node is a kernel node whose ``kern`` is the library ``CUkernel`` and
+whose ``ctx`` is ``cuCtxFromGreenCtx`` of its partition; block, cluster dimensions and dynamic
+shared memory come from the artifact's launch facts; the grid from the partition
+(``dispatch_sms`` / ``compute_sms`` / ``finalize_sms`` / ``fixed:<n>``). Parameters are copied by
+value into the nodes, so replays need no host work and no host reset: all state the kernels keep
+is device-persistent.
+
+Use :func:`get_layer_graph` (cached by cubin hash, parameter bytes and partition), then
+``launch(stream)`` outside capture or ``attach(stream)`` inside a caller's capture (e.g.
+``torch.cuda.graph``): the child graph is added to the capturing graph after the stream's current
+dependencies, and the stream continues after it (capture-dependency semantics).
+``serialize_roots=True`` builds the overlap-off ablation (role2 after role1) with the same kernels.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from gcmoe_runtime import driver
+from gcmoe_runtime.loader import LoadedKernel
+from gcmoe_runtime.params import KernelArgs
+
+ROLE_PARTITION = {"role1": "dispatch", "role2": "compute", "role3": "compute", "role4": "compute"}
+
+
+class GraphError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class RoleNode:
+    """One role's kernel, packed arguments and (optional) explicit grid size."""
+
+    kernel: LoadedKernel
+    args: KernelArgs
+    grid: int | None = None  # None: from the launch facts' grid rule
+
+
+def finalize_sms(compute_sms: int, tokens: int | None) -> int:
+    """Paper Table 1: min(compute_sms, 64) at up to 128 tokens per rank, compute_sms above."""
+    if tokens is not None and tokens > 128:
+        return compute_sms
+    return min(compute_sms, 64)
+
+
+def resolve_grid(rule: str, partition: Any, tokens: int | None = None) -> int:
+    if rule == "dispatch_sms":
+        return partition.dispatch_sms
+    if rule == "compute_sms":
+        return partition.compute_sms
+    if rule == "finalize_sms":
+        return finalize_sms(partition.compute_sms, tokens)
+    if rule.startswith("fixed:"):
+        n = int(rule.split(":", 1)[1])
+        if n < 1:
+            raise GraphError(f"launch grid rule {rule!r}: grid must be >= 1")
+        return n
+    raise GraphError(f"unknown launch grid rule {rule!r}")
+
+
+def _edges(roles: Mapping[str, RoleNode], serialize_roots: bool) -> dict[str, list[str]]:
+    if "role1" not in roles or "role2" not in roles:
+        raise GraphError(f"a layer graph needs role1 and role2; got {sorted(roles)}")
+    unknown = set(roles) - set(ROLE_PARTITION)
+    if unknown:
+        raise GraphError(f"unknown roles {sorted(unknown)}; known: {sorted(ROLE_PARTITION)}")
+    deps: dict[str, list[str]] = {"role1": [], "role2": ["role1"] if serialize_roots else []}
+    if "role4" in roles:
+        deps["role4"] = ["role2"] if serialize_roots else []
+    if "role3" in roles:
+        deps["role3"] = [r for r in ("role1", "role2", "role4") if r in roles]
+    return deps
+
+
+class LayerGraph:
+    """A built child graph and its executable instance."""
+
+    def __init__(self, roles: Mapping[str, RoleNode], partition: Any, *, tokens: int | None = None,
+                 serialize_roots: bool = False, drv: Any = None):
+        self.drv = drv or driver.REAL
+        self.partition = partition
+        self.deps = _edges(roles, serialize_roots)
+        cu = self.drv.cu
+        self.graph = self.drv.call("cuGraphCreate", 0)
+        self.nodes: dict[str, Any] = {}
+        for role in ("role1", "role2", "role4", "role3"):
+            if role not in roles:
+                continue
+            rn = roles[role]
+            lf = rn.kernel.record.launch
+            ctx = partition.dispatch_ctx if ROLE_PARTITION[role] == "dispatch" else partition.compute_ctx
+            grid = rn.grid if rn.grid is not None else resolve_grid(lf.grid, partition, tokens)
+            p = cu.CUgraphNodeParams()
+            p.type = cu.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
+            k = p.kernel
+            k.kern = rn.kernel.kernel
+            k.ctx = ctx
+            if grid % lf.cluster[0]:
+                raise GraphError(f"{role} ({rn.kernel.name}): grid {grid} is not a multiple of cluster {lf.cluster}")
+            k.gridDimX, k.gridDimY, k.gridDimZ = grid, lf.cluster[1], lf.cluster[2]
+            k.blockDimX, k.blockDimY, k.blockDimZ = lf.block
+            k.sharedMemBytes = int(lf.dynamic_smem)
+            k.kernelParams = rn.args.kernel_params
+            deps = [self.nodes[d] for d in self.deps[role]]
+            node = self.drv.call("cuGraphAddNode", self.graph, deps or None, None, len(deps), p)
+            if tuple(lf.cluster) != (1, 1, 1):
+                v = cu.CUkernelNodeAttrValue()
+                v.clusterDim.x, v.clusterDim.y, v.clusterDim.z = lf.cluster
+                self.drv.call("cuGraphKernelNodeSetAttribute", node,
+                              cu.CUkernelNodeAttrID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, v)
+            self.nodes[role] = node
+        self.exec = self.drv.call("cuGraphInstantiate", self.graph, 0)
+
+    def launch(self, stream: Any) -> None:
+        """Replay outside capture (``stream``: CUstream, int handle or torch stream)."""
+        self.drv.call("cuGraphLaunch", self.exec, _stream(self.drv, stream))
+
+    def attach(self, stream: Any) -> Any:
+        """Add the graph as a child node to ``stream``'s active capture; the stream continues after it."""
+        cu = self.drv.cu
+        s = _stream(self.drv, stream)
+        info = self.drv.call("cuStreamGetCaptureInfo", s)
+        status, parent, deps, ndeps = info[0], info[2], info[3], int(info[-1])
+        if status != cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE:
+            raise GraphError("attach() needs a stream under active capture; use launch() outside capture")
+        deps = list(deps or [])[:ndeps]
+        node = self.drv.call("cuGraphAddChildGraphNode", parent, deps or None, len(deps), self.graph)
+        self.drv.call("cuStreamUpdateCaptureDependencies", s, [node], None, 1,
+                      cu.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES)
+        return node
+
+    def run(self, stream: Any) -> None:
+        """attach() when ``stream`` is capturing, launch() otherwise."""
+        cu = self.drv.cu
+        s = _stream(self.drv, stream)
+        status = self.drv.call("cuStreamIsCapturing", s)
+        if status == cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE:
+            self.attach(s)
+        else:
+            self.launch(s)
+
+    def destroy(self) -> None:
+        self.drv.call("cuGraphExecDestroy", self.exec)
+        self.drv.call("cuGraphDestroy", self.graph)
+
+
+def _stream(drv: Any, stream: Any) -> Any:
+    cu = drv.cu
+    if stream is None:
+        return cu.CUstream(0)
+    if hasattr(stream, "cuda_stream"):  # torch.cuda.Stream
+        return cu.CUstream(int(stream.cuda_stream))
+    if isinstance(stream, int):
+        return cu.CUstream(stream)
+    return stream
+
+
+def cache_key(roles: Mapping[str, RoleNode], partition: Any, tokens: int | None, serialize_roots: bool) -> tuple:
+    """(cubin hash, entry, parameter bytes) per role + the partition identity."""
+    parts = []
+    for role in sorted(roles):
+        rn = roles[role]
+        parts.append((role, rn.kernel.record.cubin_sha256, rn.kernel.name,
+                      hashlib.sha256(rn.args.packed).hexdigest(), rn.grid))
+    return (tuple(parts), partition.key(), tokens, serialize_roots)
+
+
+_cache: dict[tuple, LayerGraph] = {}
+_cache_lock = threading.Lock()
+
+
+def get_layer_graph(roles: Mapping[str, RoleNode], partition: Any, *, tokens: int | None = None,
+                    serialize_roots: bool = False, drv: Any = None) -> LayerGraph:
+    """The cached graph for these kernels, arguments and partition (built on first use)."""
+    key = cache_key(roles, partition, tokens, serialize_roots)
+    with _cache_lock:
+        g = _cache.get(key)
+        if g is None:
+            g = _cache[key] = LayerGraph(roles, partition, tokens=tokens, serialize_roots=serialize_roots, drv=drv)
+        return g
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        for g in _cache.values():
+            g.destroy()
+        _cache.clear()
