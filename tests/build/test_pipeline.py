@@ -1,0 +1,144 @@
+"""Pipeline orchestration with a fast fake chain: planning, cache hits, no-kernel roles, failures,
+the process pool, progress output. (The real chain runs in test_cli.py's end-to-end test.)"""
+from __future__ import annotations
+
+import dataclasses
+import io
+import sys
+from pathlib import Path
+
+import pytest
+
+from gcmoe_runtime.artifacts.store import Store
+
+from gcmoe_build import pipeline
+from gcmoe_build.pipeline import CACHED, COMPILED, FAILED, NO_KERNEL, PipelineError
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fake_backend import FakeBackend, write_manifest  # noqa: E402
+
+VARIANTS = [
+    {"role": "role1", "BM": 64, "P": 2},
+    {"role": "role1", "BM": 128, "P": 2},
+    {"role": "role2", "BM": 64, "P": 2},
+    {"role": "role3", "P": 2},  # no kernel yet
+]
+
+
+@pytest.fixture
+def manifest(tmp_path):
+    return write_manifest(tmp_path / "tiny.json", VARIANTS)
+
+
+def _run(manifest, store, backend, jobs=1, **kw):
+    err = io.StringIO()
+    report = pipeline.run([manifest], store, jobs=jobs, backend=backend, stream=err, **kw)
+    return report, err.getvalue()
+
+
+def test_cold_then_warm(tmp_path, manifest):
+    calls = tmp_path / "calls"
+    backend = FakeBackend(calls_file=str(calls))
+    store = Store(tmp_path / "store")
+    report, err = _run(manifest, store, backend)
+    assert [r.status for r in report.results] == [COMPILED, COMPILED, COMPILED, NO_KERNEL]
+    assert report.ok and len(store.keys()) == 3
+    assert len(calls.read_text().splitlines()) == 3
+    for r in report.by_status(COMPILED):
+        assert store.get_record(r.planned.key) == r.record
+        assert store.get_object(r.record.ptx_sha256).startswith(b"// fake ptx")  # PTX kept in the store
+    assert "no kernel yet" in err and "[4/4" in err
+
+    report2, _ = _run(manifest, store, backend)
+    assert [r.status for r in report2.results] == [CACHED, CACHED, CACHED, NO_KERNEL]
+    assert len(calls.read_text().splitlines()) == 3  # nothing recompiled
+    text = report2.summary()
+    assert "3 cached" in text and "1 no kernel yet" in text and "store" in text and "KiB" in text
+    assert report2.store_bytes == store.size_bytes() > 0
+
+
+def test_no_kernel_variants_are_listed_not_compiled(tmp_path, manifest):
+    report, _ = _run(manifest, Store(tmp_path / "s"), FakeBackend())
+    nk = report.by_status(NO_KERNEL)
+    assert len(nk) == 1 and nk[0].planned.key is None and nk[0].record is None
+    line = [ln for ln in report.summary().splitlines() if "role3" in ln][0]
+    assert "no kernel yet" in line
+
+
+def test_parallel_pool(tmp_path, manifest):
+    calls = tmp_path / "calls"
+    store = Store(tmp_path / "store")
+    report, _ = _run(manifest, store, FakeBackend(calls_file=str(calls), delay_s=0.2), jobs=2)
+    assert report.ok and len(store.keys()) == 3 and report.jobs == 2
+    pids = {ln.split()[0] for ln in calls.read_text().splitlines()}
+    assert len(pids) == 2  # compiled in two worker processes
+    assert all(r.seconds >= 0.2 for r in report.by_status(COMPILED))
+
+
+def test_failure_is_reported_and_others_still_build(tmp_path):
+    m = write_manifest(tmp_path / "m.json", [{"role": "role1", "BM": 64, "fail": True}, {"role": "role2", "BM": 64}])
+    store = Store(tmp_path / "s")
+    report, _ = _run(m, store, FakeBackend())
+    assert [r.status for r in report.results] == [FAILED, COMPILED]
+    assert not report.ok
+    assert "PTX did not match" in report.results[0].error and "PTX did not match" in report.summary()
+    assert store.keys() == [report.results[1].planned.key]
+
+
+class KeyDisagrees(FakeBackend):
+    def compile(self, variant):
+        art = super().compile(variant)
+        return dataclasses.replace(art, record=dataclasses.replace(art.record, key="0" * 64))
+
+
+def test_key_disagreement_is_a_failure(tmp_path, manifest):
+    store = Store(tmp_path / "s")
+    report, _ = _run(manifest, store, KeyDisagrees())
+    assert all(r.status in (FAILED, NO_KERNEL) for r in report.results)
+    assert "key derivation disagrees" in report.results[0].error
+    assert store.keys() == []
+
+
+def test_arch_filter_and_dedup(tmp_path):
+    m = write_manifest(tmp_path / "m.json", VARIANTS[:2], arch=("sm_90a", "sm_100a"))
+    b = FakeBackend()
+    assert len(pipeline.plan([m], backend=b)) == 4
+    assert {p.variant.arch for p in pipeline.plan([m], "sm_100a", b)} == {"sm_100a"}
+    assert len(pipeline.plan([m, m], backend=b)) == 4  # same variants twice: compiled once
+    with pytest.raises(PipelineError, match="no variants for --arch sm_103a.*sm_100a"):
+        pipeline.plan([m], "sm_103a", b)
+
+
+def test_bundle_keys_requires_compiled(tmp_path, manifest):
+    store = Store(tmp_path / "s")
+    b = FakeBackend()
+    with pytest.raises(PipelineError, match="(?s)3 variant\\(s\\) are not compiled.*gcmoe-build compile"):
+        pipeline.bundle_keys([manifest], store, backend=b)
+    _run(manifest, store, b)
+    keys, no_kernel = pipeline.bundle_keys([manifest], store, backend=b)
+    assert sorted(keys) == store.keys() and [p.variant.role for p in no_kernel] == ["role3"]
+
+
+def test_damaged_cached_object_is_detected(tmp_path, manifest):
+    store = Store(tmp_path / "s")
+    b = FakeBackend()
+    report, _ = _run(manifest, store, b)
+    rec = report.results[0].record
+    store.object_path(rec.cubin_sha256).write_bytes(b"garbage")
+    with pytest.raises(Exception, match=rec.cubin_sha256):
+        _run(manifest, store, b)
+
+
+def test_progress_tty_and_quiet(tmp_path, manifest):
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    s = Tty()
+    bar = pipeline.Progress(2, s)
+    bar.step("a", COMPILED, 1.0)
+    bar.step("b", CACHED, 0.0)
+    assert s.getvalue().count("\r") == 2 and "[" + "#" * 30 + "] 2/2" in s.getvalue()
+    q = io.StringIO()
+    pipeline.run([manifest], Store(tmp_path / "s2"), jobs=1, backend=FakeBackend(), progress=False, stream=q)
+    assert q.getvalue() == ""
