@@ -51,14 +51,36 @@ def _formals():
     )
 
 
-def abi_plan():
+#: PTX the memory-order protocol must show per role (checked by the ABI pass: fail closed).
+REQUIRED_PTX = {
+    "selftest_handshake_producer": ("st.release.gpu.global.u32",),
+    "selftest_handshake_consumer": ("ld.acquire.gpu.global.u32", "st.release.gpu.global.u32", "trap"),
+    "selftest_handshake_finalize": ("ld.acquire.gpu.global.u32", "st.release.gpu.global.u32"),
+}
+
+
+def abi_plan(role: str):
     from gcmoe_build.abi.plan import AbiPlan
 
-    return AbiPlan(formals=_formals(), required_instructions=("ld.acquire.gpu", "st.release.gpu"))
+    return AbiPlan(formals=_formals(), required_instructions=REQUIRED_PTX[role])
 
 
-def build(role: str, arch: str):
-    """Return ``(host_fn, kernel_fn, fake_args)`` for ``role`` — what the frontend traces."""
+def build(variant):
+    """The KernelBuild for ``variant.role`` (protocol: gcmoe_build.kernels)."""
+    from gcmoe_build.kernels import KernelBuild
+    from gcmoe_runtime.artifacts.record import LaunchFacts
+
+    role, arch = variant.role, variant.arch
+    host, kernel, fake = _trace_parts(role, arch)
+    return KernelBuild(
+        host=host, kernel=kernel, args=fake, name_prefix=role, abi=abi_plan(role),
+        launch=LaunchFacts(block=(THREADS, 1, 1), cluster=(1, 1, 1), dynamic_smem=0, grid="fixed:1"),
+        extra={"selftest": "handshake"},
+    )
+
+
+def _trace_parts(role: str, arch: str):
+    """``(host_fn, kernel_fn, fake_args)`` for ``role`` — what the frontend traces."""
     if role not in ROLES:
         raise ValueError(f"unknown self-test role {role!r}; known: {ROLES}")
     from gcmoe_build.frontend.dsl import import_dsl
