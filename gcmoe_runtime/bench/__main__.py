@@ -1,0 +1,112 @@
+"""Command line: `python -m gcmoe_runtime.bench sweep|floor|gate|report|list`."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+
+def _tokens(s: str) -> tuple[int, ...]:
+    try:
+        ts = tuple(int(x) for x in s.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--tokens {s!r}: expected comma-separated integers") from None
+    if not ts or any(t < 1 for t in ts):
+        raise argparse.ArgumentTypeError(f"--tokens {s!r}: need positive integers")
+    return ts
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m gcmoe_runtime.bench", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    sw = sub.add_parser("sweep", help="run the protocol over models x implementations x T")
+    sw.add_argument("--model", action="append", required=True,
+                    help="manifest name (manifests/NAME.yaml), YAML path, or NAME:H=..,I=..,E=..,k=..[,shared=..,kgroup=..]")
+    sw.add_argument("--impl", action="append", required=True, help="registered name or module:factory")
+    sw.add_argument("--world", type=int, default=1, help="processes/GPUs (1, or = --ep)")
+    sw.add_argument("--ep", type=int, default=None, help="EP degree whose per-rank share is measured (default world)")
+    sw.add_argument("--tokens", type=_tokens, default=None, help="tokens per rank, default 1,2,4,...,256")
+    sw.add_argument("--shared", action="store_true", help="include the shared experts")
+    sw.add_argument("--replays", type=int, default=100)
+    sw.add_argument("--warmup", type=int, default=10)
+    sw.add_argument("--measured", type=int, default=30)
+    sw.add_argument("--deviation", default=None, help="why the protocol differs from the paper's (required if it does)")
+    sw.add_argument("--seed", type=int, default=0)
+    sw.add_argument("--gate", choices=("enforce", "record", "skip"), default="enforce")
+    sw.add_argument("--no-floor", action="store_true")
+    sw.add_argument("--subject", default=None, help="implementation whose speedup is reported (default: first --impl)")
+    sw.add_argument("--out", type=Path, required=True, help="output folder")
+    sw.add_argument("--stem", default="results")
+
+    fl = sub.add_parser("floor", help="measure streaming read bandwidth (+ NVLink round trip) to a JSON file")
+    fl.add_argument("--world", type=int, default=1)
+    fl.add_argument("--json", type=Path, required=True)
+    fl.add_argument("--no-pingpong", action="store_true")
+
+    gt = sub.add_parser("gate", help="run the idle-GPU gate only")
+    gt.add_argument("--json", type=Path, default=None)
+
+    rp = sub.add_parser("report", help="re-render markdown + plots from a results JSON")
+    rp.add_argument("results", type=Path)
+    rp.add_argument("--out", type=Path, default=None)
+    rp.add_argument("--subject", default=None)
+
+    sub.add_parser("list", help="list registered implementations")
+    a = ap.parse_args(argv)
+
+    if a.cmd == "list":
+        from .impl import make, registered
+
+        for n in registered():
+            print(f"{n}: {make(n).precision}")
+        return 0
+    if a.cmd == "gate":
+        from . import gate
+
+        r = gate.run_gate(gate.default_sampler(), gate.visible_devices(dict(os.environ)))
+        print(json.dumps(r.to_json(), indent=1))
+        if a.json:
+            a.json.write_text(json.dumps(r.to_json(), indent=1))
+        return 0 if r.passed else 3
+    if a.cmd == "floor":
+        from .runner import measure_floor
+
+        r = measure_floor(a.world, a.json, pingpong=not a.no_pingpong)
+        print(json.dumps({"read_gbps": [b["gbps"] for b in r["read_bandwidth"]], "nvlink": r["nvlink"]}))
+        return 0
+    if a.cmd == "report":
+        from .report import write_all
+
+        res = json.loads(a.results.read_text())
+        stem = a.results.stem
+        files = write_all(res, a.out or a.results.parent, a.subject, stem)
+        print("\n".join(map(str, files)))
+        return 0
+
+    from .protocol import ProtocolConfig
+    from .report import write_all
+    from .routing import Layout
+    from .runner import PAPER_TOKENS, SweepConfig, run_sweep
+    from .shapes import resolve_model
+
+    proto = ProtocolConfig(replays_per_window=a.replays, warmup_windows=a.warmup, measured_windows=a.measured)
+    if not proto.is_paper and not a.deviation:
+        ap.error("the protocol differs from the paper's (100 replays, 10+30 windows): say why with --deviation")
+    cfg = SweepConfig(models=[resolve_model(m) for m in a.model], impls=a.impl,
+                      layout=Layout(world=a.world, ep=a.ep or a.world), tokens=a.tokens or PAPER_TOKENS,
+                      shared=a.shared, protocol=proto, seed=a.seed, gate=a.gate, floor=not a.no_floor,
+                      command="python -m gcmoe_runtime.bench " + shlex.join(sys.argv[1:] if argv is None else argv),
+                      deviation=a.deviation)
+    res = run_sweep(cfg)
+    files = write_all(res, a.out, a.subject, a.stem)
+    print((a.out / f"{a.stem}.md").read_text())
+    print("wrote: " + ", ".join(str(f) for f in files), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

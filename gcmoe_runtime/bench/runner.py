@@ -1,0 +1,360 @@
+"""The sweep: gate -> floor -> (per rank) models x implementations x T under the protocol -> results.
+
+`run_sweep(SweepConfig)` is the entry the CLI uses. With world == 1 everything runs in this process on
+cuda:0; with world > 1 one process per GPU is spawned (NCCL, one GPU each) and rank 0 gathers every
+rank's windows. The gate runs first, in this process, before CUDA is touched here; the ceilings are
+measured in a short child process (so its contexts on every GPU are gone before the sweep starts).
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any
+
+from . import gate as gate_mod
+from . import models as M
+from .impl import RankContext, make
+from .progress import Progress
+from .protocol import PAPER, ProtocolConfig, L2Flusher, capture_graph, measure_windows, slowest_rank
+from .routing import Layout, build_point
+from .shapes import ModelShape
+
+PAPER_TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+SCHEMA = "gcmoe-bench/1"
+
+
+@dataclasses.dataclass
+class SweepConfig:
+    models: list[ModelShape]
+    impls: list[str]
+    layout: Layout
+    tokens: tuple[int, ...] = PAPER_TOKENS
+    shared: bool = False
+    protocol: ProtocolConfig = PAPER
+    seed: int = 0
+    gate: str = "enforce"            # enforce | record | skip
+    floor: bool = True
+    command: str = ""
+    deviation: str | None = None     # stated in the JSON when the protocol is not the paper's
+    impl_names: list[str] = dataclasses.field(default_factory=list)  # filled by run_sweep
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ----------------------------------------------------------------------------------------------- env
+
+def _smi(fields: str) -> list[list[str]] | None:
+    try:
+        r = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True, timeout=30, check=True)
+        return [[c.strip() for c in line.split(",")] for line in r.stdout.strip().splitlines()]
+    except Exception:
+        return None
+
+
+def gpu_clocks() -> list[dict] | None:
+    f = "index,name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,power.draw,power.limit,temperature.gpu"
+    rows = _smi(f)
+    if rows is None:
+        return None
+    return [dict(zip(f.split(","), r)) for r in rows]
+
+
+def environment() -> dict:
+    import platform
+
+    env: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform(),
+                           "hostname": socket.gethostname()}
+    try:
+        import torch
+
+        env["torch"] = torch.__version__
+        env["torch_cuda"] = torch.version.cuda
+        if torch.cuda.is_available():
+            p = torch.cuda.get_device_properties(0)
+            env["gpu"] = p.name
+            env["gpu_count"] = torch.cuda.device_count()
+            env["sm_count"] = p.multi_processor_count
+            env["l2_bytes"] = getattr(p, "L2_cache_size", None)
+            env["capability"] = f"{p.major}.{p.minor}"
+            try:
+                env["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+            except Exception:
+                pass
+    except ImportError:
+        env["torch"] = None
+    try:
+        import cuda.bindings
+
+        env["cuda_bindings"] = cuda.bindings.__version__
+    except Exception:
+        env["cuda_bindings"] = None
+    env["nvidia_smi"] = gpu_clocks()
+    commit = os.environ.get("GCMOE_GIT_COMMIT")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                                    cwd=Path(__file__).resolve().parent, check=True).stdout.strip()
+        except Exception:
+            commit = None
+    env["git_commit"] = commit
+    env["visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return env
+
+
+# --------------------------------------------------------------------------------------------- floor
+
+def measure_floor(world: int, out_json: Path, pingpong: bool = True) -> dict:
+    """Child-process entry (`python -m gcmoe_runtime.bench floor`): bandwidth per rank device + NVLink RTT."""
+    import torch
+
+    from .floor import measure_nvlink_roundtrip, measure_read_bandwidth
+
+    res: dict[str, Any] = {"read_bandwidth": [], "nvlink": None}
+    for d in range(world):
+        r = measure_read_bandwidth(torch.device(f"cuda:{d}"))
+        r["device"] = d
+        res["read_bandwidth"].append(r)
+    if pingpong and torch.cuda.device_count() >= 2:
+        try:
+            res["nvlink"] = measure_nvlink_roundtrip(0, 1)
+        except Exception as e:  # recorded, and fatal for the floor only when world > 1
+            res["nvlink"] = {"error": str(e)}
+    _atomic_write(out_json, json.dumps(res, indent=1))
+    return res
+
+
+def _floor_in_child(world: int) -> dict:
+    with tempfile.TemporaryDirectory() as td:
+        out = Path(td) / "floor.json"
+        r = subprocess.run([sys.executable, "-m", "gcmoe_runtime.bench", "floor", "--world", str(world),
+                            "--json", str(out)], capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            raise RuntimeError(f"floor measurement failed (rc {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
+        return json.loads(out.read_text())
+
+
+# ------------------------------------------------------------------------------------------- workers
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank_main(rank: int, cfg: SweepConfig, port: int, out_path: str | None) -> list | None:
+    import torch
+
+    layout = cfg.layout
+    torch.cuda.set_device(rank)
+    device = torch.device(f"cuda:{rank}")
+    group = None
+    if layout.world > 1:
+        import torch.distributed as dist
+
+        dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=layout.world, device_id=device)
+        group = dist.group.WORLD
+
+        def barrier() -> None:
+            dist.barrier(group=group, device_ids=[rank])
+    else:
+        barrier = None  # type: ignore[assignment]
+    flush = L2Flusher(cfg.protocol.l2_flush_bytes, device)
+    ctx = RankContext(rank=rank, world=layout.world, device=device, group=group, seed=cfg.seed)
+    impls = [make(s) for s in cfg.impls]
+    total = len(cfg.models) * len(impls) * len(cfg.tokens)
+    prog = Progress(total, enabled=(rank == 0))
+    rank_results: list[dict] = []
+    for shape in cfg.models:
+        m_res: dict[str, Any] = {"model": shape.name, "points": {}}
+        outputs: dict[int, Any] = {}
+        for impl in impls:
+            why = impl.unsupported(shape, layout, cfg.shared)
+            if why is None:
+                try:
+                    impl.load_model(shape, layout, ctx, cfg.shared)
+                except Exception as e:
+                    why = f"load_model failed: {e!r}"
+                    traceback.print_exc()
+            for T in cfg.tokens:
+                pt = build_point(shape, T, layout, rank, cfg.seed)
+                p = pt.plan
+                entry = m_res["points"].setdefault(T, {
+                    "counts": {"assignments": p.assignments, "active_experts": p.active_experts,
+                               "remote_sent": p.remote_sent, "shared_tokens": T if cfg.shared else 0},
+                    "impls": {}})
+                if why is not None:
+                    entry["impls"][impl.name] = {"status": "skipped", "reason": why}
+                    prog.step(f"{shape.name} T={T} {impl.name}", "skipped")
+                    continue
+                try:
+                    prep = impl.prepare(pt)
+                    replay = prep.replay
+                    graph = None
+                    if replay is None:
+                        graph = capture_graph(prep.step)
+                        replay = graph.replay
+                    wt = measure_windows(replay, cfg.protocol, flush, barrier)
+                    rec: dict[str, Any] = {"status": "ok", "warmup_us": wt.warmup_us, "measured_us": wt.measured_us,
+                                           "median_us": wt.median_us, "info": prep.info}
+                    if prep.output is not None:
+                        replay()
+                        torch.cuda.synchronize()
+                        o = prep.output.float().flatten()
+                        if T in outputs:
+                            ref = outputs[T]
+                            rec["cos_vs_first"] = float(torch.nn.functional.cosine_similarity(o, ref, dim=0)) \
+                                if o.numel() == ref.numel() else None
+                        else:
+                            outputs[T] = o.clone()
+                        rec["output_finite"] = bool(torch.isfinite(o).all())
+                    prep.close()
+                    del graph, prep
+                    prog.step(f"{shape.name} T={T} {impl.name}", f"{wt.median_us:9.2f} us (rank {rank})")
+                except Exception as e:
+                    traceback.print_exc()
+                    rec = {"status": "failed", "reason": f"{type(e).__name__}: {e}"}
+                    prog.step(f"{shape.name} T={T} {impl.name}", "FAILED")
+                entry["impls"][impl.name] = rec
+            impl.unload_model()
+        rank_results.append(m_res)
+    gathered: list | None
+    if layout.world > 1:
+        import torch.distributed as dist
+
+        gathered = [None] * layout.world if rank == 0 else None
+        dist.gather_object(rank_results, gathered, dst=0, group=group)
+        dist.destroy_process_group()
+    else:
+        gathered = [rank_results]
+    if rank == 0 and out_path:
+        _atomic_write(Path(out_path), json.dumps(gathered))
+    return gathered
+
+
+def _spawn_entry(rank: int, cfg: SweepConfig, port: int, out_path: str) -> None:
+    _rank_main(rank, cfg, port, out_path)
+
+
+# ------------------------------------------------------------------------------------------- assembly
+
+def assemble(cfg: SweepConfig, per_rank: list[list[dict]], env: dict, gate: dict | None, floor: dict | None,
+             impl_info: dict) -> dict:
+    """Combine every rank's windows into the results document (medians, slowest rank, models, floor)."""
+    world = cfg.layout.world
+    bw = [r["gbps"] for r in floor["read_bandwidth"]] if floor else None
+    rtt = None
+    if floor and floor.get("nvlink") and "round_trip_us" in floor["nvlink"]:
+        rtt = floor["nvlink"]["round_trip_us"]
+    models_out = []
+    for mi, shape in enumerate(cfg.models):
+        points = []
+        for T in cfg.tokens:
+            ranks = [per_rank[r][mi]["points"][T] for r in range(world)]
+            counts = [M.RankWork(**rk["counts"]) for rk in ranks]
+            pm = M.point_model(shape, counts, cfg.shared)
+            per_rank_bytes = [M.unique_active_bytes(shape, c.active_experts, cfg.shared) for c in counts]
+            floor_us = None
+            if bw is not None and (world == 1 or rtt is not None):
+                floor_us = M.floor_us(per_rank_bytes, bw[:world], rtt if world > 1 else None)
+            impls: dict[str, Any] = {}
+            for name in cfg.impl_names:
+                recs = [rk["impls"].get(name, {"status": "missing"}) for rk in ranks]
+                status = "ok" if all(r["status"] == "ok" for r in recs) else next(
+                    r["status"] for r in recs if r["status"] != "ok")
+                item: dict[str, Any] = {"status": status, "per_rank": [dict(rank=i, **r) for i, r in enumerate(recs)]}
+                if status == "ok":
+                    lat = slowest_rank([r["median_us"] for r in recs])
+                    item["latency_us"] = lat
+                    item["slowest_rank"] = max(range(world), key=lambda i: recs[i]["median_us"])
+                    item["tflops"] = pm.tflops(lat)
+                    item["hbm_gbps"] = pm.hbm_gbps(lat)
+                    item["nvlink_gbps"] = pm.nvlink_gbps(lat)
+                    if floor_us:
+                        item["floor_fraction"] = floor_us / lat
+                else:
+                    item["reason"] = next((r.get("reason") for r in recs if r.get("reason")), None)
+                impls[name] = item
+            points.append({"T": T, "total_tokens": cfg.layout.ep * T,
+                           "ranks": [dataclasses.asdict(c) for c in counts],
+                           "model": dataclasses.asdict(pm), "per_rank_hbm_bytes": per_rank_bytes,
+                           "floor_us": floor_us, "impls": impls})
+        models_out.append({"shape": shape.to_json(), "points": points})
+    return {
+        "schema": SCHEMA, "created_utc": utc_now(), "command": cfg.command,
+        "protocol": {**dataclasses.asdict(cfg.protocol), "paper_protocol": cfg.protocol.is_paper,
+                     "deviation": cfg.deviation},
+        "layout": {"world": world, "ep": cfg.layout.ep, "emulated_share": cfg.layout.emulated,
+                   "shared_experts": cfg.shared, "seed": cfg.seed},
+        "implementations": impl_info, "environment": env, "gate": gate, "floor": floor,
+        "models": models_out,
+        "definitions": {"latency": "slowest-rank median of per-invocation window latencies (µs)",
+                        "tflops": "6*assignments*H*I (+shared) over all ranks / latency",
+                        "hbm_gbps": "unique active MXFP4 expert weight+scale bytes (+FP8 shared) over ranks / latency",
+                        "nvlink_gbps": "(H + H/32 + 2H) per remote assignment over ranks / latency",
+                        "floor_us": "max_r unique active bytes_r / measured read bandwidth_r (+ NVLink RTT if P>1)"},
+    }
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def run_sweep(cfg: SweepConfig) -> dict:
+    # fail fast on unknown names, before any device work
+    cfg.impl_names = [make(s).name for s in cfg.impls]
+    gate_res = None
+    if cfg.gate != "skip":
+        devs = gate_mod.visible_devices(dict(os.environ))
+        print(f"[bench] idle-GPU gate: sampling for {gate_mod.GateCriteria().min_span_s:g} s ...", file=sys.stderr)
+        g = gate_mod.run_gate(gate_mod.default_sampler(), devs)
+        gate_res = g.to_json()
+        print(f"[bench] gate {'passed' if g.passed else 'FAILED'} ({g.sampler})"
+              + ("" if g.passed else ": " + "; ".join(g.reasons[:6])), file=sys.stderr)
+        if not g.passed and cfg.gate == "enforce":
+            raise SystemExit("idle-GPU gate failed (use --gate record to measure anyway, recorded in the JSON)")
+    floor = None
+    if cfg.floor:
+        print("[bench] measuring ceilings (streaming read, NVLink round trip) ...", file=sys.stderr)
+        floor = _floor_in_child(cfg.layout.world)
+        for r in floor["read_bandwidth"]:
+            print(f"[bench]   cuda:{r['device']} read {r['gbps']:.0f} GB/s ({r['best_variant']})", file=sys.stderr)
+        nv = floor.get("nvlink")
+        if nv:
+            print(f"[bench]   NVLink: {nv.get('round_trip_us', nv.get('error'))}", file=sys.stderr)
+        if cfg.layout.world > 1 and not (nv and "round_trip_us" in nv):
+            print("[bench]   no NVLink round trip: the floor is left out for P>1", file=sys.stderr)
+    env = environment()
+    impl_info = {}
+    for s in cfg.impls:
+        i = make(s)
+        impl_info[i.name] = i.describe() if hasattr(i, "describe") else {"precision": i.precision}
+    with tempfile.TemporaryDirectory() as td:
+        out = os.path.join(td, "ranks.json")
+        if cfg.layout.world == 1:
+            per_rank = _rank_main(0, cfg, 0, None)
+        else:
+            import torch.multiprocessing as mp
+
+            mp.spawn(_spawn_entry, args=(cfg, _free_port(), out), nprocs=cfg.layout.world, join=True)
+            per_rank = json.loads(Path(out).read_text())
+            # JSON turned the int T keys into strings
+            for rr in per_rank:
+                for m in rr:
+                    m["points"] = {int(k): v for k, v in m["points"].items()}
+    env["clocks_after"] = gpu_clocks()
+    return assemble(cfg, per_rank, env, gate_res, floor, impl_info)
