@@ -12,6 +12,10 @@ TENSORMAP_ALIGN = 64
 PEER_MAX_RANKS = 72
 PEER_DESC_BYTES = 8 + 8 * PEER_MAX_RANKS + 8  # = 592
 PEER_DESC_ALIGN = 8
+#: Byte offsets inside the peer descriptor (kernels read, the runtime packs these).
+PEER_BASE_OFFSET = 0  # u64: this rank's symmetric-workspace base address
+PEER_OFFSETS_OFFSET = 8  # s64[PEER_MAX_RANKS]: peer r's workspace = base + offsets[r]
+PEER_RANK_OFFSET = 8 + 8 * PEER_MAX_RANKS  # s32: this rank (followed by 4 bytes of zero padding)
 
 assert PEER_DESC_BYTES == 592
 
