@@ -91,6 +91,10 @@ def _check_target(s: Any, t: Any, loc: tuple, bad) -> None:
     if not d.name.strip():
         bad(loc + ("device", "name"), d.name, "a non-empty name", "names the GPU in variant listings")
 
+    if fam == "sm90" and s.intermediate % L.SM90_INTERMEDIATE_MULTIPLE and s.intermediate % L.INTERMEDIATE_MULTIPLE == 0:
+        bad(("model", "intermediate"), s.intermediate,
+            f"a multiple of {L.SM90_INTERMEDIATE_MULTIPLE} for {t.arch} (targets[{loc[1]}])", L.WHY_SM90_INTERMEDIATE)
+
     # ranks
     if not t.ranks:
         bad(loc + ("ranks",), t.ranks, "at least one rank count", "nothing to build")

@@ -40,6 +40,10 @@ MAX_RANKS = PEER_MAX_RANKS  # 72
 WHY_MAX_RANKS = "the 592-byte by-value peer descriptor carries 72 rank offsets"
 
 # ---- ours ---------------------------------------------------------------------------------------
+SM90_INTERMEDIATE_MULTIPLE = 256
+WHY_SM90_INTERMEDIATE = ("SM90 role2 (gcmoe_build/kernels/sm90/role2_gemm.py) contracts W2 over I in K256 "
+                         "steps: two K128 halves with the weight registers double-buffered one K128 ahead")
+
 MAX_CAPACITY = 4096
 WHY_CAPACITY = ("the symmetric workspace is sized statically from the per-rank capacity (combine buffer "
                 "capacity x (k + shared) x H x 2 B, token ring from the paper §4.3 model); 4096 (16x the "
