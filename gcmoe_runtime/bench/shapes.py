@@ -12,7 +12,8 @@ top level or under a ``model:`` mapping, and these spellings of each field (firs
     shared_experts:    shared_experts, num_shared_experts, n_shared_experts        (default 0)
     shared_k_group:    shared_k_group, shared_weight_k_group                       (default 32)
     shared_intermediate: shared_intermediate, shared_intermediate_size             (default intermediate)
-    capacity:          capacity, token_capacity, per_rank_capacity                 (default 256)
+    capacity:          capacity, token_capacity, per_rank_capacity, or the first
+                       ``targets[].capacity``                                         (default 256)
 
 ``shared_experts`` may also be a mapping (``{count: 1, k_group: 128, ...}``). Anything else in the file
 is ignored here: validating the manifest is the builder's job, and a missing or non-positive shape
@@ -109,6 +110,11 @@ def shape_from_mapping(name: str, doc: Mapping[str, Any], source: str = "<mappin
                 vals["shared_intermediate"] = sub["intermediate"]
         if v is not None and f not in vals:
             vals[f] = v
+    targets = doc.get("targets")
+    if "capacity" not in vals and isinstance(targets, list):
+        caps = [t.get("capacity") for t in targets if isinstance(t, Mapping) and "capacity" in t]
+        if caps:
+            vals["capacity"] = caps[0]   # the first target's per-rank capacity
     for f in _REQUIRED:
         if f not in vals:
             raise ValueError(f"{source}: model shape field {f!r} not found (accepted spellings: {_ALIASES[f]})")
