@@ -1,0 +1,72 @@
+"""Developer build of the SM90 role2 GEMM cubins for the GPU correctness/timing harness.
+
+``python -m gcmoe_build.kernels.sm90.role2_devbuild OUTDIR [--shapes test,glm52,dsv41flash]``
+compiles W1 and W2 for every BM through the project's chain (``gcmoe_build.frontend.dsl`` ->
+PTX -> locked ptxas) and writes ``OUTDIR/<name>.cubin``, ``<name>.ptx`` and ``index.json``
+(entry name, config, dynamic smem, threads). This is a stop-gap until role2 is registered with
+the bundle pipeline; the GPU harness loads these cubins with ``cuLibraryLoadData`` only.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+#: model shapes (H, I) from the manifests (paper Table 4) and a small test model
+SHAPES = {"test": (1024, 512), "glm52": (6144, 2048), "dsv41flash": (5120, 2304)}
+BMS = (8, 16, 32, 64)
+
+
+def configs(shapes):
+    from .role2_gemm import Role2GemmConfig
+
+    for sh in shapes:
+        h, i = SHAPES[sh]
+        for bm in BMS:
+            yield f"role2_w1_{sh}_bm{bm}", Role2GemmConfig(mode="w1", k=h, rows=2 * i, bm=bm)
+            yield f"role2_w2_{sh}_bm{bm}", Role2GemmConfig(mode="w2", k=i, rows=h, bm=bm)
+
+
+def compile_one(name, cfg):
+    """Return (ptx, cubin, entry) for one config through the project's frontend and ptxas."""
+    from gcmoe_build.frontend.dsl import trace_to_ptx
+    from gcmoe_build.toolchain.ptxas import assemble, effective_options
+    from cutlass import Int32, Int64
+    from .role2_gemm import build_role2_gemm
+
+    host, kern = build_role2_gemm(cfg)
+    res = trace_to_ptx(host, kern, tuple([Int64(0)] * 10 + [Int32(1)]), name, "sm_90a")
+    cubin = assemble(res.ptx, effective_options("sm_90a", []), what=name)
+    return res.ptx, cubin, res.entry_name
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("outdir")
+    ap.add_argument("--shapes", default="test")
+    a = ap.parse_args(argv)
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    out = Path(a.outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    index = {}
+    for name, cfg in configs(a.shapes.split(",")):
+        t0 = time.perf_counter()
+        ptx, cubin, entry = compile_one(name, cfg)
+        (out / f"{name}.ptx").write_text(ptx)
+        tmp = out / f".{name}.cubin.tmp"
+        tmp.write_bytes(cubin)
+        os.replace(tmp, out / f"{name}.cubin")
+        index[name] = {"entry": entry, "mode": cfg.mode, "k": cfg.k, "rows": cfg.rows, "bm": cfg.bm,
+                       "alpha": cfg.alpha, "clamp": cfg.clamp, "smem": cfg.smem_bytes, "threads": 256,
+                       "row_tiles": cfg.row_tiles}
+        print(f"{name}: {len(cubin)} B cubin, {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    (out / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""Inline-PTX building blocks for the SM90 role2 kernels (CuTe DSL 4.8.1).
+
+Owns the few sm_90a instructions the role2 kernels issue directly rather than through the DSL's
+tiled-MMA/TMA abstractions, and the facts about them other kernel authors need:
+
+* **Inline PTX in the DSL.** ``cutlass._mlir.dialects.llvm.inline_asm(result_type, operands, ptx,
+  constraints, has_side_effects=..., is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)``.
+  Several results: ``result_type = llvm.StructType.get_literal([T.i32(), ...])`` and
+  ``llvm.extractvalue(T.i32(), res, [i])``. Constraints are LLVM-NVPTX: ``r`` (b32), ``l`` (b64),
+  ``f`` (f32), ``h`` (b16), outputs ``=r`` first; ``$n`` numbers outputs first, then inputs.
+  Operands must be raw ``ir.Value`` (``Int32(x).ir_value()``). Volatile statements
+  (``has_side_effects=True``) keep their relative order, which is what orders wgmma issue /
+  commit / wait / operand fences below (the CUTLASS C++ ``warpgroup_fence_operand`` idiom).
+* **wgmma with A from registers ("RS").** ``wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3
+  {d..}, {a0,a1,a2,a3}, bdesc, p, 1, 1;`` - E4M3 supports only K-major operands (no transpose
+  immediates). A fragment of thread ``(warp w, lane l)``, ``g = l // 4``, ``t = l % 4``:
+  ``a0`` = row ``16w+g``, k ``4t..4t+3``; ``a1`` = row ``16w+g+8``, same k; ``a2`` = row ``16w+g``,
+  k ``16+4t..``; ``a3`` = row ``16w+g+8``, k ``16+4t..`` (byte ``j`` of a register is k ``+j``).
+  Accumulator ``d[i]``: row ``16w + g + 8*((i>>1)&1)``, column ``8*(i>>2) + 2t + (i&1)``.
+  We always issue with ``p = false`` (D := A*B, a fresh per-K32 partial) because the MXFP4 block
+  scale must be applied per K32 *outside* the MMA; the partial is FMA'd into the FP32 accumulator.
+* **Async hazards.** A wgmma writes its D registers asynchronously. LLVM sees them as defined at
+  the asm statement, so every consumer must come after ``wait_group`` *and* read the value through
+  :func:`fence_f32` (an empty volatile asm with a tied operand): volatile asms are never reordered
+  among themselves, so the FMA cannot float above the wait. ``wgmma.fence`` must precede a wgmma
+  whose A registers / accumulators were written by ordinary instructions (our decoded A always is).
+* **Shared-memory matrix descriptor** (B operand, K-major, no swizzle): 64-bit, bits 0-13 start
+  address >> 4, 16-29 leading byte offset (LBO) >> 4, 32-45 stride byte offset (SBO) >> 4, 62-63
+  layout (0 = no swizzle). A core matrix is 8 rows (tokens) x 16 bytes stored as 128 contiguous
+  bytes; for K-major no-swizzle, LBO = distance between the two core matrices along K,
+  SBO = distance between 8-row groups along N.
+"""
+from __future__ import annotations
+
+from cutlass import Int32, Int64, Float32
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import T, dsl_user_op
+
+
+def _asm(ptx: str, constraints: str, operands, n_out: int, out_ty=None, volatile: bool = True):
+    """Run one inline PTX statement; return a list of ``n_out`` raw ir values."""
+    out_ty = out_ty or T.i32()
+    if n_out == 0:
+        llvm.inline_asm(None, operands, ptx, constraints, has_side_effects=volatile,
+                        is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
+        return []
+    if n_out == 1:
+        return [llvm.inline_asm(out_ty, operands, ptx, constraints, has_side_effects=volatile,
+                                is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)]
+    st = llvm.StructType.get_literal([out_ty] * n_out)
+    res = llvm.inline_asm(st, operands, ptx, constraints, has_side_effects=volatile,
+                          is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
+    return [llvm.extractvalue(out_ty, res, [i]) for i in range(n_out)]
+
+
+def _v(x, ty=Int32):
+    return ty(x).ir_value()
+
+
+@dsl_user_op
+def wgmma_fence(*, loc=None, ip=None):
+    _asm("wgmma.fence.sync.aligned;", "", [], 0)
+
+
+@dsl_user_op
+def wgmma_commit(*, loc=None, ip=None):
+    _asm("wgmma.commit_group.sync.aligned;", "", [], 0)
+
+
+@dsl_user_op
+def wgmma_wait(n: int, *, loc=None, ip=None):
+    _asm(f"wgmma.wait_group.sync.aligned {int(n)};", "", [], 0)
+
+
+@dsl_user_op
+def fence_f32(x, *, loc=None, ip=None) -> Float32:
+    """Return ``x`` through an empty volatile asm so later uses cannot move above earlier waits."""
+    return Float32(_asm("", "=f,0", [_v(x, Float32)], 1, T.f32())[0])
+
+
+@dsl_user_op
+def wgmma_rs_e4m3(n: int, a, bdesc, *, loc=None, ip=None):
+    """Issue ``wgmma.mma_async m64n{n}k32 f32.e4m3.e4m3`` with A = 4 registers (``a``: 4 Int32),
+    B = shared-memory descriptor ``bdesc`` (Int64), D := A*B (scale-d false). Returns the
+    ``n // 2`` FP32 outputs as raw values; read them only via :func:`fence_f32` after a wait."""
+    if n % 8 or not 8 <= n <= 256:
+        raise ValueError(f"wgmma N must be a multiple of 8 in [8, 256], got {n}")
+    nd = n // 2
+    dregs = ", ".join(f"${i}" for i in range(nd))
+    aregs = ", ".join(f"${nd + i}" for i in range(4))
+    ptx = (
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+        f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {{{dregs}}}, {{{aregs}}}, ${nd + 4}, p, 1, 1;\n}}"
+    )
+    cons = ",".join(["=f"] * nd + ["r"] * 4 + ["l"])
+    ops = [_v(x) for x in a] + [_v(bdesc, Int64)]
+    return _asm(ptx, cons, ops, nd, T.f32())
+
+
+def smem_desc(addr_bytes, lbo_bytes: int, sbo_bytes: int):
+    """No-swizzle K-major wgmma descriptor for a shared-memory byte address (Int32)."""
+    hi = ((sbo_bytes >> 4) & 0x3FFF)  # bits 32-45; layout type 0 in bits 62-63
+    lo_const = ((lbo_bytes >> 4) & 0x3FFF) << 16
+    lo = ((Int32(addr_bytes) >> 4) & 0x3FFF) | lo_const
+    return (Int64(hi) << 32) | Int64(lo)

@@ -1,0 +1,105 @@
+"""Benchmark (not a test) of the SM90 role2 GEMM cubins: kernel time and achieved weight bandwidth.
+
+``python3 tests/build/kernels/sm90/bench_role2.py [--json OUT.json]`` on the GPU machine. Per model
+shape, every local expert (E/8) active with ``m`` tokens in one ring block of BM tokens; W1 and W2
+timed separately with CUDA events (median of 30 after 5 warm-ups; the weights are several x the
+L2, so repeats stream from HBM). Bandwidth = (packed weight + scale bytes of the active experts) /
+time, against the HBM read bandwidth of a streaming reduction measured in the same run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
+from tests.build.kernels.sm90.role2_harness import L, Role2Kernels, e4m3_random  # noqa: E402
+
+SHAPES = {"glm52": (6144, 2048, 256 // 8), "dsv41flash": (5120, 2304, 384 // 8)}
+POINTS = [(1, 8), (8, 8), (16, 16), (32, 32), (64, 64)]  # (tokens per expert, BM)
+
+
+def stream_read_bw(torch):
+    x = torch.empty(2 * 1024**3 // 4, dtype=torch.float32, device="cuda").uniform_()
+    for _ in range(3):
+        x.sum()
+    ts = []
+    for _ in range(10):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        x.sum()
+        b.record()
+        torch.cuda.synchronize()
+        ts.append(a.elapsed_time(b) / 1e3)
+    return x.numel() * 4 / statistics.median(ts)
+
+
+def time_launch(torch, fn, reps=30):
+    for _ in range(5):
+        fn()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        ts.append(a.elapsed_time(b) / 1e3)
+    return statistics.median(ts)
+
+
+def main():
+    import numpy as np
+    import torch
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    k = Role2Kernels()
+    bw = stream_read_bw(torch)
+    rows = []
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    for shape, (h, i, e) in SHAPES.items():
+        # random bytes are valid packed codes; scales from a narrow exponent range
+        w1 = torch.randint(0, 256, (e * 2 * i * h // 2,), dtype=torch.uint8, device="cuda", generator=gen)
+        s1 = torch.randint(120, 128, (e * 2 * i * h // 32,), dtype=torch.uint8, device="cuda", generator=gen)
+        w2 = torch.randint(0, 256, (e * h * i // 2,), dtype=torch.uint8, device="cuda", generator=gen)
+        s2 = torch.randint(120, 128, (e * h * i // 32,), dtype=torch.uint8, device="cuda", generator=gen)
+        ef = torch.full((e,), 64.0, device="cuda")
+        bexp = torch.arange(e, dtype=torch.int32, device="cuda")
+        for m, bm in POINTS:
+            name1, name2 = f"role2_w1_{shape}_bm{bm}", f"role2_w2_{shape}_bm{bm}"
+            ntok = torch.full((e,), m, dtype=torch.int32, device="cuda")
+            act = e4m3_random(torch, (e, bm, h), gen)
+            asc = torch.full((e, bm, h // 128), 0.01, device="cuda")
+            rw = torch.rand((e, bm), device="cuda", generator=gen)
+            l2 = torch.empty((e, bm, i), dtype=torch.uint8, device="cuda")
+            l2s = torch.empty((e, bm, i // 128), dtype=torch.float32, device="cuda")
+            rowidx = torch.arange(e * bm, dtype=torch.int32, device="cuda").view(e, bm)
+            out = torch.empty((e * bm, h), dtype=torch.bfloat16, device="cuda")
+            p1 = [w1.data_ptr(), s1.data_ptr(), ef.data_ptr(), act.data_ptr(), asc.data_ptr(), bexp.data_ptr(),
+                  ntok.data_ptr(), rw.data_ptr(), l2.data_ptr(), l2s.data_ptr()]
+            t1 = time_launch(torch, lambda: k.launch(name1, e, p1))
+            p2 = [w2.data_ptr(), s2.data_ptr(), ef.data_ptr(), l2.data_ptr(), l2s.data_ptr(), bexp.data_ptr(),
+                  ntok.data_ptr(), rowidx.data_ptr(), out.data_ptr(), 0]
+            t2 = time_launch(torch, lambda: k.launch(name2, e, p2))
+            b1 = w1.numel() + s1.numel()
+            b2 = w2.numel() + s2.numel()
+            rows.append({"shape": shape, "experts": e, "tokens_per_expert": m, "bm": bm,
+                         "w1_us": t1 * 1e6, "w2_us": t2 * 1e6, "w1_bytes": b1, "w2_bytes": b2,
+                         "w1_frac_bw": b1 / t1 / bw, "w2_frac_bw": b2 / t2 / bw,
+                         "floor_us": (b1 + b2) / bw * 1e6})
+    print(f"stream read bandwidth: {bw / 1e12:.2f} TB/s ({torch.cuda.get_device_name()})")
+    print(f"{'shape':11s} {'m':>3s} {'BM':>3s} {'W1 us':>8s} {'W2 us':>8s} {'floor us':>8s} {'W1 %bw':>7s} {'W2 %bw':>7s}")
+    for r in rows:
+        print(f"{r['shape']:11s} {r['tokens_per_expert']:3d} {r['bm']:3d} {r['w1_us']:8.1f} {r['w2_us']:8.1f} "
+              f"{r['floor_us']:8.1f} {100 * r['w1_frac_bw']:6.1f}% {100 * r['w2_frac_bw']:6.1f}%")
+    if a.json:
+        Path(a.json).write_text(json.dumps({"stream_read_Bps": bw, "gpu": torch.cuda.get_device_name(),
+                                            "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""CPU: the SM90 role2 GEMM kernels compile for sm_90a through the project chain (CuTe DSL ->
+PTX -> locked ptxas) and the PTX has the instructions the design needs: register-A
+``wgmma.mma_async m64n<BM>k32 .f32.e4m3.e4m3``, EVICT_FIRST 16-byte weight loads, no local memory."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+BMS = (8, 16, 32, 64)
+_RS_WGMMA = re.compile(
+    r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k32\.f32\.e4m3\.e4m3\s+\{[^}]*\},\s*"
+    r"\{%r\d+, %r\d+, %r\d+, %r\d+\},\s*%rd\d+")
+
+
+@pytest.fixture(scope="module")
+def built():
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.role2_devbuild import compile_one
+    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
+
+    out = {}
+    for bm in BMS:
+        for mode, k, rows in (("w1", 1024, 1024), ("w2", 512, 1024)):
+            cfg = Role2GemmConfig(mode=mode, k=k, rows=rows, bm=bm)
+            out[(mode, bm)] = (cfg,) + compile_one(f"role2_{mode}_test_bm{bm}", cfg)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["w1", "w2"])
+@pytest.mark.parametrize("bm", BMS)
+def test_ptx_has_register_a_e4m3_wgmma(built, mode, bm):
+    cfg, ptx, cubin, entry = built[(mode, bm)]
+    assert cubin[:4] == b"\x7fELF"
+    assert ".target sm_90a" in ptx and entry == f"role2_{mode}_test_bm{bm}_0"
+    shapes = _RS_WGMMA.findall(ptx)
+    # one K128 step is unrolled twice per loop iteration, 2 slots x 4 K32 each
+    assert shapes and set(shapes) == {str(bm)}, shapes
+    assert len(shapes) == 16, len(shapes)
+    assert "createpolicy.fractional.L2::evict_first" in ptx
+    assert len(re.findall(r"ld\.global\.nc\.L1::no_allocate\.L2::cache_hint\.v4\.u32", ptx)) >= 8
+    assert "fence.proxy.async.shared::cta" in ptx
+    if bm <= 32:
+        assert "ld.local" not in ptx and "st.local" not in ptx
+
+
+def test_config_rejects_bad_shapes():
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
+
+    with pytest.raises(ValueError, match="BM=24"):
+        Role2GemmConfig(mode="w1", k=1024, rows=1024, bm=24)
+    with pytest.raises(ValueError, match="multiple of 256"):
+        Role2GemmConfig(mode="w2", k=1000, rows=1024, bm=16)
+    with pytest.raises(ValueError, match="mode"):
+        Role2GemmConfig(mode="w3", k=1024, rows=1024, bm=16)
