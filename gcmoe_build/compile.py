@@ -17,10 +17,10 @@ returned half-done. The record's key is ``variant.key(identity_digest, kernel_so
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gcmoe_runtime.artifacts.record import ArtifactRecord, sha256_hex
+from gcmoe_runtime.artifacts.record import ArtifactRecord, ParamSpec, sha256_hex
 
 from gcmoe_build.abi import rewrite_by_value
 from gcmoe_build.frontend import trace_to_ptx
@@ -62,7 +62,7 @@ def compile_variant(variant: Any) -> CompiledArtifact:
     options = effective_options(variant.arch, tuple(kb.ptxas_options))
     cubin = assemble(abi.ptx, options, what=front.entry_name)
     t_asm = time.perf_counter()
-    check_cubin(cubin, front.entry_name, abi.params)
+    params = check_cubin(cubin, front.entry_name, abi.params)
 
     ident = identity_for(variant.arch)
     record = ArtifactRecord(
@@ -76,7 +76,7 @@ def compile_variant(variant: Any) -> CompiledArtifact:
         cubin_sha256=sha256_hex(cubin),
         cubin_size=len(cubin),
         ptx_sha256=sha256_hex(abi.ptx.encode()),
-        params=abi.params,
+        params=params,
         launch=kb.launch,
         tensormaps=kb.abi.tensormaps,
         extra={
@@ -91,18 +91,28 @@ def compile_variant(variant: Any) -> CompiledArtifact:
     return CompiledArtifact(cubin=cubin, ptx=abi.ptx, record=record, timings=timings)
 
 
-def check_cubin(cubin: bytes, kernel_name: str, params) -> None:
-    """The cubin defines ``kernel_name`` and its parameter table matches the schema."""
+def check_cubin(cubin: bytes, kernel_name: str, params) -> tuple[ParamSpec, ...]:
+    """Check the cubin defines ``kernel_name`` with exactly the schema's parameters; return the
+    schema with the offsets the driver will report (cuKernelGetParamInfo reads the same
+    EIATTR_KPARAM_INFO table; on sm_90a a 64-byte-aligned first parameter sits at offset 48
+    because the parameter bank starts 16 bytes past a 64-byte boundary)."""
     syms = kernel_symbols(cubin)
     if kernel_name not in syms:
         raise CompileError(f"kernel {kernel_name}: cubin entry symbols are {syms}, the stable name is missing")
     info = kernel_param_info(cubin, kernel_name)
-    if len(info) != len(params):
-        raise CompileError(f"kernel {kernel_name}: cubin lists {len(info)} parameters, schema has {len(params)}")
-    base = info[0][1] if info else 0
+    if [o for o, _, _ in info] != list(range(len(params))):
+        raise CompileError(
+            f"kernel {kernel_name}: cubin lists parameter ordinals {[o for o, _, _ in info]}, schema has {len(params)}"
+        )
+    out, end = [], 0
     for (ordinal, offset, size), p in zip(info, params):
-        if (ordinal, offset - base, size) != (p.index, p.offset, p.size):
+        if size != p.size:
+            raise CompileError(f"kernel {kernel_name}: cubin parameter {ordinal} has {size} bytes, schema says {p.name} has {p.size}")
+        if offset < end or offset % min(p.align, 16):
             raise CompileError(
-                f"kernel {kernel_name}: cubin parameter {ordinal} is at +{offset - base} ({size} B), "
-                f"schema says {p.name} at +{p.offset} ({p.size} B)"
+                f"kernel {kernel_name}: cubin parameter {ordinal} ({p.name}) at offset {offset} overlaps the previous "
+                f"one (ends at {end}) or breaks its {p.align}-byte alignment"
             )
+        out.append(replace(p, offset=offset))
+        end = offset + size
+    return tuple(out)

@@ -17,8 +17,9 @@ Every register derived from a rewritten/validated formal is tracked; any use the
 understand (a store, an atomic, a compare, a redefinition, an unparsable line), a missing or extra
 formal, a renamed formal, or a formal with no use raises :class:`AbiRewriteError` naming the kernel
 and the line. The formals are then renamed ``<entry>_p_<plan name>`` and put in the normalised
-order (tensor maps, peer descriptor, pointers, 64-bit scalars, 32-bit scalars; stable), and the
-schema records each one's offset as cuKernelGetParamInfo reports it (natural alignment packing).
+order (tensor maps, peer descriptor, pointers, 64-bit scalars, 32-bit scalars; stable). The
+schema's offsets here are natural PTX packing from 0; ``gcmoe_build.compile`` replaces them with
+the offsets ptxas assigned (what cuKernelGetParamInfo reports) after checking sizes and order.
 """
 from __future__ import annotations
 

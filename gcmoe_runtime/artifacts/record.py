@@ -33,7 +33,7 @@ class ParamSpec:
     kind: str  # one of gcmoe_runtime.abi.PARAM_KINDS
     size: int
     align: int
-    offset: int
+    offset: int  # as cuKernelGetParamInfo reports it (from the cubin); a 64-aligned first param sits at 48 on sm_90a
 
     def __post_init__(self) -> None:
         if self.kind not in PARAM_KINDS:

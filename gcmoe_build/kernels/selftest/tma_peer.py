@@ -90,8 +90,9 @@ def build(variant):
             cute.arch.mbarrier_init(mbar, 1)
             cute.arch.mbarrier_init_fence()
         cute.arch.barrier()
-        if tidx == 0:
-            cute.arch.mbarrier_arrive_and_expect_tx(mbar, TILE_ROWS * TILE_COLS)
+        if cute.arch.warp_idx() == 0:  # TMA issue is warp-collective (elect.sync inside)
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_arrive_and_expect_tx(mbar, TILE_ROWS * TILE_COLS)
             cute.copy(tma_atom, t_g, t_s, tma_bar_ptr=mbar)
         mbarrier_wait_or_trap(mbar, 0, timeout_ns, SITE_SELFTEST_TMA)
         if tidx < TILE_ROWS:
