@@ -122,6 +122,7 @@ def measure_floor(world: int, out_json: Path, pingpong: bool = True) -> dict:
 
     res: dict[str, Any] = {"read_bandwidth": [], "nvlink": None}
     for d in range(world):
+        torch.cuda.set_device(d)
         r = measure_read_bandwidth(torch.device(f"cuda:{d}"))
         r["device"] = d
         res["read_bandwidth"].append(r)
