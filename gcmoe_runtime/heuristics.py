@@ -301,7 +301,11 @@ def choose_shared_bm(tokens: int, candidates: Sequence[int] = SM90_BM_CANDIDATES
 
 
 def reachable_tiles(arch: str, capacity: int, **shape) -> list[TileChoice]:
-    """Every distinct (bm, threads) the heuristic picks for T in [1, capacity], in order of first use."""
+    """Every distinct (bm, threads) the heuristic picks for T in [1, capacity], in order of first use.
+
+    On SM90, passing the reachable BMs back as ``candidates`` reproduces every choice for T <= capacity
+    (tested), so a runtime may take the candidate list from the BMs it finds compiled in a bundle.
+    """
     seen: dict[tuple[int, int], TileChoice] = {}
     for t in range(1, capacity + 1):
         c = choose_tile(arch, t, **shape)

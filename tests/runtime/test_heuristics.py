@@ -246,3 +246,17 @@ def test_runtime_module_is_dependency_free():
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_reachable_bms_as_candidates_reproduce_every_choice():
+    """The runtime may pass the BMs it finds compiled (reachable for T in [1, capacity]) as candidates:
+    for every T up to the capacity it then picks exactly what the builder enumerated."""
+    for name in MODELS:
+        for P in (1, 2, 8):
+            for cap in (1, 17, 256, 1024):
+                reach = reachable_tiles("sm_90a", cap, **shape(name, P))
+                compiled = tuple(sorted({c.bm for c in reach}))
+                for t in range(0, cap + 1):
+                    full = choose_tile("sm_90a", t, **shape(name, P))
+                    again = choose_tile("sm_90a", t, candidates=compiled, **shape(name, P))
+                    assert (full.bm, full.threads) == (again.bm, again.threads), (name, P, cap, t)
