@@ -50,12 +50,15 @@ def fp4_byte_table(device=None, dtype=torch.float32) -> torch.Tensor:
 def fp4_encode(x: torch.Tensor) -> torch.Tensor:
     """Round float values (already divided by their scale) to E2M1 codes (uint8, one code per element).
 
-    Magnitudes above 6 saturate to 6. Values that round to zero get code 0 (+0), whatever their sign.
+    Round-to-nearest-even; magnitudes above 6 saturate to 6. Values that round to zero get code 0 (+0),
+    whatever their sign.
     """
     mag = x.abs().float()
-    code = torch.zeros(mag.shape, dtype=torch.uint8, device=mag.device)
-    for m, mid in enumerate(_FP4_MIDPOINTS):
-        code += (mag >= mid if m % 2 else mag > mid).to(torch.uint8)
+    bounds = torch.tensor(_FP4_MIDPOINTS, dtype=torch.float32, device=mag.device)
+    # bucketize(right=False) counts midpoints strictly below mag: ties go down (right for even lower codes);
+    # ties at midpoints whose lower code is odd (0.75, 1.75, 3.5) must go up to the even code.
+    code = torch.bucketize(mag, bounds).to(torch.uint8)
+    code += ((mag == 0.75) | (mag == 1.75) | (mag == 3.5)).to(torch.uint8)
     neg = (x < 0) & (code != 0)
     return code | (neg.to(torch.uint8) << 3)
 

@@ -35,6 +35,11 @@ FP32_MIN_NORMAL = 2.0 ** -126
 SHARED_RECIPES = ((1, 1, 32), (1, 128, 128))
 
 
+def _pow2(e: torch.Tensor) -> torch.Tensor:
+    """Exact FP32 2**e for integer e in [-127, 127] (multiplying by it is an exact exponent shift)."""
+    return torch.ldexp(torch.ones(e.shape, dtype=torch.float32, device=e.device), e.to(torch.int32))
+
+
 def check_finite(x: torch.Tensor, name: str) -> None:
     """Raise ValueError if ``x`` holds NaN or Inf (quantising them would silently poison the layer)."""
     if x.is_floating_point() and not bool(torch.isfinite(x).all()):
@@ -73,7 +78,7 @@ def quantize_e4m3_ue8m0(x: torch.Tensor, group: int = 32, name: str = "x"):
     check_finite(x, name)
     b = _blocks(x, group, name)
     e = ue8m0_ceil_exponent(b.abs().amax(dim=-1) / E4M3_MAX)
-    q = to_e4m3(torch.ldexp(b, -e[..., None])).reshape(x.shape)
+    q = to_e4m3(b * _pow2(-e)[..., None]).reshape(x.shape)
     return q, exponent_to_ue8m0(e)
 
 
@@ -98,7 +103,7 @@ def quantize_mxfp4(w: torch.Tensor, name: str = "w"):
     check_finite(w, name)
     b = _blocks(w, 32, name)
     e = ue8m0_ceil_exponent(b.abs().amax(dim=-1) / FP4_MAX)
-    codes = fp4_encode(torch.ldexp(b, -e[..., None])).reshape(w.shape)
+    codes = fp4_encode(b * _pow2(-e)[..., None]).reshape(w.shape)
     return fp4_pack(codes), exponent_to_ue8m0(e)
 
 
@@ -132,7 +137,7 @@ def quantize_fp8_weight(w: torch.Tensor, recipe=(1, 128, 128), name: str = "w_sh
         raise ValueError(f"{name}: shape {tuple(w.shape)} must have N and K multiples of 128 for recipe (1,128,128)")
     b = w.float().reshape(*w.shape[:-2], n // 128, 128, k // 128, 128)
     e = ue8m0_ceil_exponent(b.abs().amax(dim=(-3, -1)) / E4M3_MAX)  # [..., N/128, K/128]
-    q = to_e4m3(torch.ldexp(b, -e[..., :, None, :, None])).reshape(w.shape)
+    q = to_e4m3(b * _pow2(-e)[..., :, None, :, None]).reshape(w.shape)
     return q, exponent_to_ue8m0(e)
 
 
