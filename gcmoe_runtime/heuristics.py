@@ -280,8 +280,16 @@ def choose_sm100_tile(tokens: int, *, ranks: int, top_k: int, experts: int, inte
 
 
 def choose_tile(arch: str, tokens: int, *, ranks: int, top_k: int, experts: int, hidden: int,
-                intermediate: int, compute_sms: int, candidates: Sequence[int] | None = None) -> TileChoice:
-    """The role2 tile for one call: dispatches to the arch family's heuristic."""
+                intermediate: int, compute_sms: int, candidates: Sequence[int] | None = None,
+                capacity: int | None = None) -> TileChoice:
+    """The role2 tile for one call: dispatches to the arch family's heuristic.
+
+    With ``capacity`` (the per-rank token capacity the variants were built for), a token count above
+    it is an error rather than a choice no compiled variant was enumerated for.
+    """
+    if capacity is not None and not isinstance(tokens, bool) and isinstance(tokens, int) and tokens > capacity:
+        raise ValueError(f"tile heuristic: tokens = {tokens} exceeds the per-rank capacity {capacity} "
+                         "the kernels were built for (raise targets[].capacity in the manifest)")
     fam = arch_family(arch)
     cands = BM_CANDIDATES[fam] if candidates is None else candidates
     if fam == "sm90":

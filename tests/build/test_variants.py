@@ -138,6 +138,14 @@ def test_order_is_stable_and_independent_of_rank_order(manifests):
     assert [v.key(ID, SRC) for v in enumerate_variants(m)] == [v.key(ID, SRC) for v in enumerate_variants(m)]
 
 
+def test_integer_alpha_gives_the_same_variants(manifests):
+    d = manifests["test-tiny"].model_dump()
+    d["activation"].update(alpha=1, clamp=10)  # YAML `alpha: 1` is an int; the kernel constant is the same
+    m = manifest_from_data(d)
+    assert [v.key(ID, SRC) for v in enumerate_variants(m)] == \
+        [v.key(ID, SRC) for v in enumerate_variants(manifests["test-tiny"])]
+
+
 def test_dedup_across_targets(manifests):
     d = manifests["test-tiny"].model_dump()
     t2 = copy.deepcopy(d["targets"][0])

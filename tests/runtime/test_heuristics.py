@@ -202,6 +202,9 @@ def test_choose_tile_dispatch():
     assert choose_tile("sm_103a", 7, **shape("glm-5.2", 8)) == choose_sm100_tile(7, **s100)
     with pytest.raises(ValueError, match="unknown target arch"):
         choose_tile("sm_80", 1, **shape("glm-5.2", 8))
+    assert choose_tile("sm_90a", 256, capacity=256, **shape("glm-5.2", 8)).bm == 64
+    with pytest.raises(ValueError, match="exceeds the per-rank capacity 256"):
+        choose_tile("sm_90a", 257, capacity=256, **shape("glm-5.2", 8))
 
 
 def test_reachable_tiles_match_exhaustive_scan():
