@@ -35,7 +35,11 @@ def parse_yaml(text: str, file: str) -> tuple[Any, dict[Path, int]]:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark is not None else None
-        what = " ".join(str(x) for x in (e.context, e.problem) if x)
+        what = str(e.problem or e.context or "unparseable")
+        if e.context and e.problem:  # e.g. "while scanning a simple key" started on an earlier line
+            ctx_line = e.context_mark.line + 1 if e.context_mark is not None else None
+            where = f" started on line {ctx_line}" if ctx_line and ctx_line != line else ""
+            what = f"{e.problem} ({e.context}{where})"
         raise ManifestError.single(file, "", _line_text(text, line), "well-formed YAML",
                                    f"malformed YAML: {what}", line) from None
     except yaml.YAMLError as e:  # unmarked reader/scanner errors (e.g. bad characters)

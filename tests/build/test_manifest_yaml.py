@@ -181,3 +181,11 @@ def test_values_never_silently_coerced(tmp_path):
     # YAML 1.1 spells booleans many ways; strictness keeps "on" from becoming a count of 1
     e = load_text(tmp_path, replace("count: 1", "count: on"))
     assert e.field == "model.shared_experts.count" and e.value is True and e.limit == "an integer"
+
+
+def test_missing_colon_names_both_lines(tmp_path):
+    text = replace("    capacity: 256", "    capacity 256")
+    e = load_text(tmp_path, text)
+    key_line = line_no(text, "capacity 256")
+    assert e.line in (key_line, key_line + 1)
+    assert f"started on line {key_line}" in e.reason or e.line == key_line
