@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from gcmoe_runtime import driver
-from gcmoe_runtime.loader import LoadedKernel
+from gcmoe_runtime.loader import LoadedKernel, configure_kernel
 from gcmoe_runtime.params import KernelArgs
 
 ROLE_PARTITION = {"role1": "dispatch", "role2": "compute", "role3": "compute", "role4": "compute"}
@@ -95,6 +95,7 @@ class LayerGraph:
                 continue
             rn = roles[role]
             lf = rn.kernel.record.launch
+            configure_kernel(self.drv, rn.kernel, partition.device)
             ctx = partition.dispatch_ctx if ROLE_PARTITION[role] == "dispatch" else partition.compute_ctx
             grid = rn.grid if rn.grid is not None else resolve_grid(lf.grid, partition, tokens)
             p = cu.CUgraphNodeParams()

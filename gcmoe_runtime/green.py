@@ -104,6 +104,14 @@ class GreenPartition:
         self.destroyed = True
 
 
+def _ensure_current_context(drv: Any, dev: Any) -> None:
+    """Events and streams need a current context: make the device's primary context current if the
+    thread has none (torch retains the same primary context, so the two share it)."""
+    cur = drv.call("cuCtxGetCurrent")
+    if cur is None or int(cur) == 0:
+        drv.call("cuCtxSetCurrent", drv.call("cuDevicePrimaryCtxRetain", dev))
+
+
 def _workqueue_resource(drv: Any, dev: Any) -> tuple[Any | None, str]:
     """The balanced workqueue-config resource, or None with the reason it is unavailable."""
     cu = drv.cu
@@ -132,6 +140,7 @@ def create_partition(device: int, requested: int | None = None, balanced_workque
     drv = drv or driver.REAL
     cu = drv.cu
     dev = drv.call("cuDeviceGet", device)
+    _ensure_current_context(drv, dev)
     major = drv.call("cuDeviceGetAttribute", cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
     req = requested_dispatch_sms(int(major)) if requested is None else requested
     sm = drv.call("cuDeviceGetDevResource", dev, cu.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM)

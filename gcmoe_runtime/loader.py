@@ -22,8 +22,6 @@ from gcmoe_runtime.params import KernelArgs, ParamSchemaError, check_against_dri
 __all__ = ["KernelLoader", "LoadedKernel", "LoaderError", "VariantNotInBundle", "BundleError"]
 
 ELF_MAGIC = b"\x7fELF"
-#: Dynamic shared memory above this needs the opt-in attribute.
-DEFAULT_SMEM_LIMIT = 48 * 1024
 
 
 class LoaderError(RuntimeError):
@@ -65,6 +63,22 @@ def read_param_info(drv: Any, kern: Any, name: str, expected: int) -> tuple[tupl
     else:
         raise ParamSchemaError(f"kernel {name!r}: the cubin has more than the {expected} recorded parameters")
     return tuple(info)
+
+
+def configure_kernel(drv: Any, lk: LoadedKernel, device: int) -> None:
+    """Set the kernel attributes the launch facts need on ``device`` (once): the dynamic shared
+    memory opt-in, and non-portable cluster sizes above 8 CTAs."""
+    if device in lk._devices_configured:
+        return
+    cu = drv.cu
+    lf = lk.record.launch
+    if lf.dynamic_smem > 0:
+        drv.call("cuKernelSetAttribute", cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                 int(lf.dynamic_smem), lk.kernel, device)
+    if lf.cluster[0] * lf.cluster[1] * lf.cluster[2] > 8:
+        drv.call("cuKernelSetAttribute", cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                 1, lk.kernel, device)
+    lk._devices_configured.add(device)
 
 
 class KernelLoader:
@@ -112,23 +126,18 @@ class KernelLoader:
 
     def configure(self, lk: LoadedKernel, device: int) -> None:
         """Apply the launch facts that are kernel attributes, once per device."""
-        if device in lk._devices_configured:
-            return
-        cu = self.drv.cu
+        configure_kernel(self.drv, lk, device)
+
+    def launch(self, lk: LoadedKernel, grid: int, args: KernelArgs, stream: Any, device: int = 0) -> None:
+        """Launch one kernel directly (outside a graph) on ``stream``; it runs in the stream's context
+        (a green stream's green context). Cluster kernels go through graphs only."""
         lf = lk.record.launch
-        if lf.dynamic_smem > 0:
-            self.drv.call(
-                "cuKernelSetAttribute",
-                cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                int(lf.dynamic_smem), lk.kernel, device,
-            )
-        csize = lf.cluster[0] * lf.cluster[1] * lf.cluster[2]
-        if csize > 8:
-            self.drv.call(
-                "cuKernelSetAttribute",
-                cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1, lk.kernel, device,
-            )
-        lk._devices_configured.add(device)
+        if tuple(lf.cluster) != (1, 1, 1):
+            raise LoaderError(f"kernel {lk.name}: cluster {lf.cluster} kernels are launched through the layer graph")
+        self.configure(lk, device)
+        cu = self.drv.cu
+        self.drv.call("cuLaunchKernel", cu.CUfunction(int(lk.kernel)), grid, 1, 1, *lf.block,
+                      int(lf.dynamic_smem), stream, args.kernel_params, 0)
 
     def unload_all(self) -> None:
         with self._lock:

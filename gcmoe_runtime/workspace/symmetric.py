@@ -144,6 +144,8 @@ def get_workspace(layout: WorkspaceLayout, group: Any = None, device: int | None
                 import torch.distributed as dist
                 import torch.distributed._symmetric_memory as symm_mem
 
+                if hasattr(symm_mem, "enable_symm_mem_for_group"):  # needed by older torch; no-op later
+                    symm_mem.enable_symm_mem_for_group(gname)
                 buf = symm_mem.empty(layout.total_bytes, dtype=torch.uint8, device=dev)
                 buf.zero_()
                 torch.cuda.synchronize(dev)
@@ -152,7 +154,7 @@ def get_workspace(layout: WorkspaceLayout, group: Any = None, device: int | None
                 bases = [int(p) for p in hdl.buffer_ptrs]
                 if bases[hdl.rank] != buf.data_ptr():
                     raise WorkspaceError("symmetric memory: own buffer pointer differs from the rendezvous table")
-                if dist.get_world_size(group if not isinstance(group, str) else None) != hdl.world_size and not isinstance(group, str):
+                if not isinstance(group, str) and dist.get_world_size(group) != hdl.world_size:
                     raise WorkspaceError("symmetric memory: rendezvous world size differs from the group size")
                 ws = SymmetricWorkspace(layout, buf, int(hdl.rank), bases, gname, hdl)
         _workspaces[key] = ws

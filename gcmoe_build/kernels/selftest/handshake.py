@@ -8,8 +8,8 @@ Three tiny persistent kernels run as one graph replay, exactly the shape of a GC
 * ``selftest_handshake_consumer`` (role2 slot, compute green context, concurrent root): busy-works
   ``work_ns`` first (so the two roots overlap only if the driver really runs them side by side),
   then acquires the counter (``ld.acquire.gpu`` until it reaches its own generation) with a device
-  timeout: on expiry it writes a record (magic ``GCMOE_TIMEOUT_MAGIC``, code, expected, observed)
-  to ``err`` (host-mapped memory, readable after the context dies) and executes ``trap``. It
+  timeout: on expiry it writes a trap record (gcmoe_runtime.workspace.trap: magic, code, expected,
+  observed) to ``err`` (host-mapped memory, readable after the context dies) and executes ``trap``. It
   checks the payload and counts mismatches.
 * ``selftest_handshake_finalize`` (role3 slot, after both): checks that producer and consumer both
   completed this generation.
@@ -31,9 +31,9 @@ from gcmoe_runtime.workspace.layout import (
     SELFTEST_PRODUCER_GEN,
 )
 
-#: Error record written before a device-side trap: word 0 = magic, 1 = code, 2 = expected, 3 = observed.
-GCMOE_TIMEOUT_MAGIC = 0x474D5430  # "GMT0"
-ERR_HANDSHAKE_TIMEOUT = 1
+from gcmoe_runtime.workspace.trap import TRAP_MAGIC as GCMOE_TIMEOUT_MAGIC  # record: magic, code, expected, observed
+
+ERR_HANDSHAKE_TIMEOUT = 1  # gcmoe_runtime.workspace.trap.TRAP_CODES
 PAYLOAD_MULT = 0x9E3779B1  # payload[i] = g * PAYLOAD_MULT + i (mod 2^32)
 
 ROLES = ("selftest_handshake_producer", "selftest_handshake_consumer", "selftest_handshake_finalize")
