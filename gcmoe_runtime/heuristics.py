@@ -172,8 +172,10 @@ class TileChoice:
         return self.threads == SM90_THREADS_PIPELINED
 
 
-def _check_shape(tokens: int, ranks: int, top_k: int, experts: int) -> None:
-    for name, v, lo in (("tokens", tokens, 0), ("ranks", ranks, 1), ("top_k", top_k, 1), ("experts", experts, 1)):
+def _check_shape(tokens: int, ranks: int, top_k: int, experts: int, **more: int) -> None:
+    checks = [("tokens", tokens, 0), ("ranks", ranks, 1), ("top_k", top_k, 1), ("experts", experts, 1)]
+    checks += [(name, v, 1) for name, v in more.items()]
+    for name, v, lo in checks:
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
             raise ValueError(f"tile heuristic: {name} = {v!r} must be an integer >= {lo}")
     if experts % ranks:
@@ -190,6 +192,18 @@ def _sorted_candidates(candidates: Sequence[int], allowed: Sequence[int]) -> tup
     if bad:
         raise ValueError(f"tile heuristic: BM candidates {bad} not in {list(allowed)}")
     return cands
+
+
+def _powi(x: float, n: int) -> float:
+    """x**n by binary exponentiation with IEEE multiplies only: unlike libm pow(), bit-identical on every
+    machine, so the builder (which enumerates variants) and the runtime (which picks one) always agree."""
+    result, base = 1.0, x
+    while n:
+        if n & 1:
+            result *= base
+        base *= base
+        n >>= 1
+    return result
 
 
 def expected_tokens_per_expert(tokens: int, ranks: int, top_k: int, experts: int) -> float:
@@ -237,9 +251,10 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
 
     Monotone in T: the active-expert count, the coverage and the block count never decrease with T, so
     BM never decreases and, once pipelined, larger T stays pipelined. T = 0 (an empty rank that still
-    serves other ranks' tokens) is treated as T = 1 so it maps onto a compiled variant.
+    serves other ranks' tokens) is treated as T = 1 so it maps onto a compiled variant. Only IEEE basic
+    operations and sqrt (both correctly rounded) are used, so every machine makes the same choice.
     """
-    _check_shape(tokens, ranks, top_k, experts)
+    _check_shape(tokens, ranks, top_k, experts, hidden=hidden, intermediate=intermediate, compute_sms=compute_sms)
     cands = _sorted_candidates(candidates, SM90_BM_CANDIDATES)
     t = max(tokens, 1)
     m_hat = expected_tokens_per_expert(t, ranks, top_k, experts)
@@ -248,7 +263,7 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
     coverage = m_hat + sigma
     bm, blocks = _pick_bm(coverage, cands)
     local_experts = experts // ranks
-    active_experts = local_experts * (1.0 - (1.0 - p) ** (t * ranks))
+    active_experts = local_experts * (1.0 - _powi(1.0 - p, t * ranks))
     steps_per_sm = active_experts * blocks * sm90_weight_steps_per_block(hidden, intermediate) / compute_sms
     threads = SM90_THREADS_PIPELINED if steps_per_sm >= SM90_PIPELINE_STAGES else SM90_THREADS_NONPIPELINED
     return TileChoice(bm=bm, threads=threads, blocks_per_expert=blocks, expected_tokens=m_hat, coverage=coverage)
@@ -266,7 +281,7 @@ def choose_sm100_tile(tokens: int, *, ranks: int, top_k: int, experts: int, inte
     the smallest candidate (splitting cannot shrink a block below it).
     Role2 is always 384 threads on this path.
     """
-    _check_shape(tokens, ranks, top_k, experts)
+    _check_shape(tokens, ranks, top_k, experts, intermediate=intermediate, compute_sms=compute_sms)
     cands = _sorted_candidates(candidates, SM100_BM_CANDIDATES)
     t = max(tokens, 1)
     m_hat = expected_tokens_per_expert(t, ranks, top_k, experts)

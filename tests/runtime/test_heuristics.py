@@ -160,6 +160,16 @@ def test_sm90_restricted_candidates_and_errors():
         choose_sm90_tile(-1, **shape("glm-5.2", 8))
 
 
+def test_powi_matches_pow_and_validates_inputs():
+    for x in (0.0, 0.5, 1 - 8 / 256, 1 - 6 / 384, 1.0):
+        for n in (0, 1, 2, 7, 8, 255, 2048, 9000):
+            assert h._powi(x, n) == pytest.approx(x ** n, rel=1e-12, abs=1e-300)
+    with pytest.raises(ValueError, match="compute_sms = 0"):
+        choose_sm90_tile(1, **shape("glm-5.2", 8, compute_sms=0))
+    with pytest.raises(ValueError, match="intermediate"):
+        choose_sm100_tile(1, ranks=8, top_k=8, experts=256, intermediate=0, compute_sms=128)
+
+
 def test_zero_tokens_maps_to_one():
     for name in MODELS:
         assert choose_sm90_tile(0, **shape(name, 2)) == choose_sm90_tile(1, **shape(name, 2))
