@@ -79,7 +79,7 @@ def build(variant):
         bidx, _, _ = cute.arch.block_idx()
         if cute.arch.warp_idx() == 0:
             cpasync.prefetch_descriptor(tma_atom)
-        smem = cutlass.utils.SmemAllocator()
+        smem = cutlass.memory.SmemAllocator()
         s_a = smem.allocate_tensor(cutlass.Uint8, smem_layout, byte_alignment=128)
         mbar = smem.allocate_array(cutlass.Int64, 1)
         g_a = cute.local_tile(m_a, tile, (bidx, 0))
@@ -97,7 +97,7 @@ def build(variant):
         mbarrier_wait_or_trap(mbar, 0, timeout_ns, SITE_SELFTEST_TMA)
         if tidx < TILE_ROWS:
             acc = cutlass.Int64(0)
-            for c in cutlass.range_constexpr(TILE_COLS):
+            for c in cutlass.range(TILE_COLS, unroll_full=True):
                 acc = acc + cutlass.Int64(s_a[tidx, c])
             out[bidx * THREADS + tidx] = acc
         else:
