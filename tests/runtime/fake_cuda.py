@@ -179,3 +179,21 @@ class FakeDriver:
 
     def cuGraphDestroy(self, g):
         self._drop(g, "graph")
+
+
+def _ctx_methods():
+    def cuCtxPushCurrent(self, ctx):
+        self.ctx_stack = getattr(self, "ctx_stack", []) + [int(ctx)]
+
+    def cuCtxPopCurrent(self):
+        self.ctx_stack.pop()
+
+    def cuCtxSetLimit(self, limit, value):
+        self.limits = getattr(self, "limits", [])
+        self.limits.append((self.ctx_stack[-1], limit, value))
+
+    for f in (cuCtxPushCurrent, cuCtxPopCurrent, cuCtxSetLimit):
+        setattr(FakeDriver, f.__name__, f)
+
+
+_ctx_methods()

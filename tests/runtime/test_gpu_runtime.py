@@ -100,8 +100,11 @@ def test_partition_create_destroy_100_cycles_leaks_nothing(hs):
     prod = hs.kernels["role1"]
     args = KernelArgs.build(prod.name, prod.record.params, hs.values(ws_addr=scratch.data_ptr()))
 
+    status = []
+
     def cycle():
         gp = green.create_partition(0, 4)
+        status.append(gp.heap_status)
         hs.loader.launch(prod, 1, args, gp.dispatch_stream)  # real work on the partition before retiring it
         gid = driver.REAL.call("cuGreenCtxGetId", gp.dispatch_green)
         gp.destroy()
@@ -116,7 +119,7 @@ def test_partition_create_destroy_100_cycles_leaks_nothing(hs):
     gens = scratch.cpu().tolist()
     evidence("partition_cycles", cycles=100, free_before=int(free0), free_after=int(free1),
              leaked_bytes=int(free0) - int(free1), green_ctx_ids=[ids[0], ids[-1]],
-             distinct_ids=len(set(ids)), producer_gen=gens[1])
+             distinct_ids=len(set(ids)), producer_gen=gens[1], heap_status=sorted(set(status)))
     assert gens[1] == 101  # every cycle's launch ran
     # exact number recorded above; a per-cycle leak of a green context (MiBs each) would show as >= 100x that
     assert int(free0) - int(free1) <= 2 << 20, f"device memory dropped by {int(free0) - int(free1)} bytes over 100 cycles"

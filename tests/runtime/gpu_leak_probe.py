@@ -1,0 +1,56 @@
+"""Diagnose device memory lost per green-partition create/destroy cycle (run on the GPU machine).
+
+Modes: bare (create + destroy), launch (one producer launch on the dispatch stream before destroy),
+launch_heap0 (as launch, with CU_LIMIT_MALLOC_HEAP_SIZE / PRINTF_FIFO set to 0 in each green context
+before the launch), launch_compute (launch on the compute stream instead). Prints bytes per cycle.
+"""
+import json
+import sys
+
+import torch
+
+from gpu_selftest import Handshake
+
+from gcmoe_runtime import driver, green
+from gcmoe_runtime.params import KernelArgs
+
+D = driver.REAL
+
+
+def run(mode: str, hs, args, n: int = 20) -> dict:
+    prod = hs.kernels["role1"]
+
+    def cycle():
+        gp = green.create_partition(0, 4, malloc_heap_bytes=0 if mode in ("launch_heap0", "bare_heap0") else None)
+        if mode in ("launch", "launch_heap0"):
+            hs.loader.launch(prod, 1, args, gp.dispatch_stream)
+        if mode == "launch_compute":
+            hs.loader.launch(prod, 1, args, gp.compute_stream)
+        gp.destroy()
+
+    cycle()
+    torch.cuda.synchronize()
+    free0, _ = D.call("cuMemGetInfo")
+    for _ in range(n):
+        cycle()
+    torch.cuda.synchronize()
+    free1, _ = D.call("cuMemGetInfo")
+    return {"mode": mode, "cycles": n, "bytes_per_cycle": (int(free0) - int(free1)) / n}
+
+
+def main():
+    hs = Handshake(0)
+    scratch = torch.zeros(64, dtype=torch.int32, device="cuda:0")
+    prod = hs.kernels["role1"]
+    args = KernelArgs.build(prod.name, prod.record.params, hs.values(ws_addr=scratch.data_ptr()))
+    h0 = D.call("cuCtxGetLimit", D.cu.CUlimit.CU_LIMIT_MALLOC_HEAP_SIZE)
+    print(json.dumps({"primary_malloc_heap": int(h0)}))
+    for mode in sys.argv[1:] or ["bare", "bare_heap0", "launch", "launch_compute", "launch_heap0"]:
+        try:
+            print(json.dumps(run(mode, hs, args)), flush=True)
+        except Exception as e:  # noqa: BLE001
+            print(json.dumps({"mode": mode, "error": str(e)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
