@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from gcmoe_runtime.artifacts.bundle import Bundle, open_bundle
+from gcmoe_runtime.artifacts.bundle import Bundle, BundleError, open_bundle
 from gcmoe_runtime.artifacts.record import ArtifactRecord, canonical_json, sha256_hex
 
 from gcmoe_build.pipeline import Backend, Planned, Progress, compile_variants, default_jobs, variant_label
@@ -55,40 +55,66 @@ class VariantAudit:
 
 
 @dataclass
+class IdentityCheck:
+    """One recorded compiler identity against this machine's."""
+
+    recorded_digest: str
+    current_digest: str
+    diffs: list[tuple[str, Any, Any]]  # every differing field, host-only ones included
+
+    @property
+    def same(self) -> bool:
+        return self.recorded_digest == self.current_digest
+
+    @property
+    def digest_fields(self) -> list[str]:
+        """Differing fields that enter the digest (all of them when the digests differ)."""
+        return [k for k, _, _ in self.diffs] if not self.same else []
+
+
+@dataclass
 class AuditReport:
     bundle: str
     top_hash: str
-    identity_diffs: dict[str, list[tuple[str, Any, Any]]]  # recorded digest -> differing fields
+    identities: dict[str, IdentityCheck]  # by recorded digest
     variants: list[VariantAudit]
     wall_seconds: float
 
     @property
     def ok(self) -> bool:
-        return not any(self.identity_diffs.values()) and all(v.identical for v in self.variants)
+        return all(c.same for c in self.identities.values()) and all(v.identical for v in self.variants)
 
     def text(self) -> str:
         lines = [f"audit {self.bundle} (top hash {self.top_hash})"]
-        for digest, diffs in self.identity_diffs.items():
-            if not diffs:
+        for digest, c in self.identities.items():
+            if c.same and not c.diffs:
                 lines.append(f"compiler identity {digest[:12]}: identical to this machine's, field by field")
+            elif c.same:
+                lines.append(
+                    f"compiler identity {digest[:12]}: same digest; host-only fields differ (not part of the digest):"
+                )
+                lines.extend(f"  {k}: recorded {a!r}, here {b!r}" for k, a, b in c.diffs)
             else:
-                lines.append(f"compiler identity {digest[:12]}: {len(diffs)} field(s) differ on this machine:")
-                lines.extend(f"  {k}: recorded {a!r}, here {b!r}" for k, a, b in diffs)
+                lines.append(
+                    f"compiler identity {digest[:12]}: DIFFERS on this machine (digest here "
+                    f"{c.current_digest[:12]}); {len(c.diffs)} field(s) differ:"
+                )
+                lines.extend(f"  {k}: recorded {a!r}, here {b!r}" for k, a, b in c.diffs)
         same = [v for v in self.variants if v.identical]
         diff = [v for v in self.variants if not v.identical]
         for v in diff:
             lines.append(f"DIFFERS  {v.record.key[:12]}  {v.label}")
             lines.extend(f"    {p}" for p in v.problems)
-            idf = self.identity_diffs.get(v.record.compiler_identity) or []
-            if idf:
-                lines.append(f"    identity fields that differ: {', '.join(k for k, _, _ in idf)}")
+            c = self.identities.get(v.record.compiler_identity)
+            if c is not None and not c.same:
+                lines.append(f"    identity fields that differ: {', '.join(c.digest_fields)}")
             else:
                 lines.append("    compiler identity is identical: the build is not reproducible for this variant")
         verdict = (
             f"byte-identical: {len(same)}/{len(self.variants)} variants rebuilt to the same cubins"
             if self.ok
             else f"NOT reproducible: {len(diff)} of {len(self.variants)} variants differ"
-            + ("" if diff or not any(self.identity_diffs.values()) else " (0 cubins differ, but the identity does)")
+            + ("" if diff else " (no cubin differs, but the compiler identity does)")
         )
         lines.append(f"{verdict} ({self.wall_seconds:.1f}s)")
         return "\n".join(lines)
@@ -131,10 +157,13 @@ def audit_bundle(
     bundle = open_bundle(path)
 
     arch_of_identity = {r.compiler_identity: r.arch for r in bundle.records}
-    identity_diffs = {
-        digest: identity_diff(dict(bundle.identities[digest]), backend.identity(arch)[1])
-        for digest, arch in sorted(arch_of_identity.items())
-    }
+    identities: dict[str, IdentityCheck] = {}
+    for digest, arch in sorted(arch_of_identity.items()):
+        current_digest, current = backend.identity(arch)
+        recorded = dict(bundle.identities[digest])
+        if backend.identity_digest(recorded) != digest:
+            raise BundleError(f"{path}: compiler identity {digest}: the record does not hash to its digest")
+        identities[digest] = IdentityCheck(digest, current_digest, identity_diff(recorded, current))
 
     # Re-plan from the bundle's own manifests, under their original file names.
     by_params: dict[tuple[str, str, bytes], Any] = {}
@@ -174,7 +203,7 @@ def audit_bundle(
     return AuditReport(
         bundle=str(path),
         top_hash=bundle.top_hash,
-        identity_diffs=identity_diffs,
+        identities=identities,
         variants=[results[r.key] for r in bundle.records],
         wall_seconds=time.perf_counter() - t0,
     )

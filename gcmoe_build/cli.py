@@ -96,9 +96,11 @@ def ls_cmd(manifest):
 
     backend = pipeline.Backend()
     variants = backend.variants_of(manifest)
-    click.echo(format_variant_table(variants))
-    no_kernel = sorted({v.role for v in variants if not backend.has_kernel(v.role)})
-    click.echo(f"{len(variants)} variant(s)" + (f"; no kernel yet for role(s): {', '.join(no_kernel)}" if no_kernel else ""))
+    keys = {v: backend.variant_key(v) for v in variants if backend.has_kernel(v.role)}
+    click.echo(format_variant_table(variants, keys))
+    no_kernel = sorted({v.role for v in variants if v not in keys}, key=lambda r: [v.role for v in variants].index(r))
+    if no_kernel:
+        click.echo(f"no kernel yet (KEY '-'): role(s) {', '.join(no_kernel)}")
 
 
 @main.command("inspect")

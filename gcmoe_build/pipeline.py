@@ -71,11 +71,21 @@ class Backend:
             self._source_hash = kernel_source_hash()
         return self._source_hash
 
+    def identity_digest(self, record: dict[str, Any]) -> str:
+        """Digest of an identity record (host paths such as ptxas.path are not part of it)."""
+        from gcmoe_build.toolchain.identity import identity_digest
+
+        return identity_digest(record)
+
     def variant_key(self, variant: Any) -> str:
         return variant.key(self.identity(variant.arch)[0], self.source_hash())
 
-    def warm_up(self) -> None:
-        import gcmoe_build.compile  # noqa: F401  (imports the DSL once per worker)
+    def warm_up(self, arches: Sequence[str] = ()) -> None:
+        """Pay the per-process start-up (DSL import, identity hashes) before the first timed compile."""
+        from gcmoe_build.compile import identity_for
+
+        for arch in arches:
+            identity_for(arch)
 
     def compile(self, variant: Any) -> Any:
         from gcmoe_build.compile import compile_variant
@@ -84,6 +94,8 @@ class Backend:
 
 
 def variant_label(variant: Any) -> str:
+    if isinstance(getattr(variant, "label", None), str):
+        return variant.label
     params = " ".join(f"{k}={v}" for k, v in sorted(dict(variant.params).items()))
     return f"{variant.role} {variant.arch} {params}".strip()
 
@@ -132,13 +144,22 @@ class PipelineReport:
             by_manifest.setdefault(r.planned.manifest_path, []).append(r)
         for path, results in by_manifest.items():
             lines.append(f"{path}:")
+            no_kernel: dict[str, int] = {}
             for r in results:
-                key = r.planned.key[:12] if r.planned.key else "-" * 12
+                if r.status == NO_KERNEL:
+                    no_kernel[r.planned.variant.role] = no_kernel.get(r.planned.variant.role, 0) + 1
+                    continue
+                key = r.planned.key[:12]
                 t = f"{r.seconds:8.2f}s" if r.status in (COMPILED, CACHED) else " " * 9
                 size = f"{r.record.cubin_size / 1024:7.1f} KiB" if r.record else " " * 11
                 lines.append(f"  {key}  {r.status:<13} {t} {size}  {r.planned.label}")
                 if r.error:
                     lines.extend("      " + ln for ln in r.error.rstrip().splitlines())
+            if no_kernel:
+                lines.append(
+                    "  no kernel yet (not compiled): "
+                    + ", ".join(f"{role} x{n}" for role, n in no_kernel.items())
+                )
             cold = [r.seconds for r in results if r.status == COMPILED]
             warm = [r.seconds for r in results if r.status == CACHED]
             lines.append(
@@ -196,9 +217,9 @@ def _compile_one(backend: Backend, variant: Any) -> tuple[bytes | None, bytes | 
         return None, None, None, time.perf_counter() - t0, f"{type(e).__name__}: {e}\n{tb}".rstrip()
 
 
-def _worker_init(backend: Backend) -> None:
+def _worker_init(backend: Backend, arches: Sequence[str]) -> None:
     # Import the compiler stack once per worker, before the first timed compile.
-    backend.warm_up()
+    backend.warm_up(arches)
 
 
 class Progress:
@@ -245,14 +266,15 @@ def compile_variants(
     """
     if not planned:
         return
+    arches = sorted({p.variant.arch for p in planned})
     if jobs <= 1 or len(planned) == 1:
-        _worker_init(backend)
+        _worker_init(backend, arches)
         for p in planned:
             on_result(p, _compile_one(backend, p.variant))
         return
     ctx = mp.get_context("spawn")
     with cf.ProcessPoolExecutor(
-        max_workers=min(jobs, len(planned)), mp_context=ctx, initializer=_worker_init, initargs=(backend,)
+        max_workers=min(jobs, len(planned)), mp_context=ctx, initializer=_worker_init, initargs=(backend, arches)
     ) as pool:
         futures = {pool.submit(_compile_one, backend, p.variant): p for p in planned}
         try:
@@ -281,13 +303,12 @@ def run(
     backend = backend or Backend()
     planned = plan(manifest_paths, arch, backend)
     store.remove_stale_temp()
-    bar = Progress(len(planned), stream, enabled=progress)
+    bar = Progress(sum(p.key is not None for p in planned), stream, enabled=progress)
     results: dict[int, VariantResult] = {}
     todo: list[Planned] = []
     for i, p in enumerate(planned):
         if p.key is None:
             results[i] = VariantResult(p, NO_KERNEL)
-            bar.step(p.label, NO_KERNEL, 0.0)
             continue
         t = time.perf_counter()
         if store.has_record(p.key):
@@ -302,7 +323,7 @@ def run(
     def on_result(p: Planned, out) -> None:
         cubin, ptx, record, seconds, error = out
         if error is None and record.key != p.key:
-            error = f"compile_variant produced key {record.key}, the pipeline planned {p.key} (key derivation disagrees)"
+            error = f"compile_variant produced key {record.key}, the pipeline planned {p.key} (key derivation disagrees; did the kernel sources or toolchain change during the build?)"
         if error is None:
             try:
                 store.put_artifact(record, cubin, backend.identity(p.variant.arch)[1], ptx=ptx)

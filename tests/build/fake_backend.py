@@ -59,7 +59,10 @@ class FakeBackend:
 
     def identity(self, arch: str) -> tuple[str, dict[str, Any]]:
         rec = {**self.identity_fields, "options": ["--gpu-name", arch, "-O3"]}
-        return sha256_hex(canonical_json(rec)), rec
+        return self.identity_digest(rec), rec
+
+    def identity_digest(self, record: dict[str, Any]) -> str:
+        return sha256_hex(canonical_json({k: v for k, v in record.items() if k != "host_path"}))
 
     def source_hash(self) -> str:
         return "5" * 64
@@ -67,7 +70,7 @@ class FakeBackend:
     def variant_key(self, variant: FakeVariant) -> str:
         return variant.key(self.identity(variant.arch)[0], self.source_hash())
 
-    def warm_up(self) -> None:
+    def warm_up(self, arches=()) -> None:
         pass
 
     def compile(self, variant: FakeVariant) -> FakeCompiled:

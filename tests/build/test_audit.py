@@ -70,6 +70,12 @@ def test_identity_field_differs(bundle):
     assert "variant key differs" in text
 
 
+def test_host_only_identity_field_is_not_a_difference(bundle):
+    report = _audit(bundle, FakeBackend(identity_fields={**FakeBackend().identity_fields, "host_path": "/elsewhere/ptxas"}))
+    assert report.ok, report.text()
+    assert "host-only fields differ" in report.text() and "host_path" in report.text()
+
+
 def test_variant_not_produced_by_manifest(tmp_path, bundle):
     class Fewer(FakeBackend):
         def variants_of(self, path):
