@@ -62,6 +62,9 @@ class PtxKernel:
 def parse_kernel(ptx: str, kernel: str) -> PtxKernel:
     """Split PTX into lines and locate the single entry and its formals (strictly)."""
     lines = ptx.splitlines()
+    all_entries = re.findall(r"\.entry\s+([A-Za-z_$][\w$]*)", "\n".join(strip_comment(l) for l in lines))
+    if len(all_entries) != 1:
+        raise AbiRewriteError(kernel, f"expected exactly one .entry, found {all_entries}")
     heads = [(i, m.group(1)) for i, l in enumerate(lines) if (m := _ENTRY_HEAD.match(l.strip()))]
     if len(heads) != 1:
         raise AbiRewriteError(kernel, f"expected exactly one .entry, found {[h[1] for h in heads]}")

@@ -162,7 +162,8 @@ def _trace_blob(k: PtxKernel, pf: PtxFormal, f: Formal, mode: str, edits: dict[i
         if mode == "byvalue":
             if ins.opcode in ("mov.b64", "mov.u64") and len(ops) == 2 and ops[1] == name and _is_reg(ops[0]):
                 taint[ops[0]] = "param"
-            elif ins.opcode.startswith("ld.param.") and len(ops) == 2 and _addr_base(ops[1]) == name:
+            elif (f.kind == "peer_desc" and ins.opcode.startswith("ld.param.") and len(ops) == 2
+                  and _addr_base(ops[1]) == name):
                 counts["load"] += 1
             else:
                 fail(i, "unexpected use of the by-value formal")
@@ -237,6 +238,8 @@ def _classify_use(ins: Instr, taint, f: Formal, counts: Counter, edits, i: int, 
     op, ops = ins.opcode, ins.operands
     parts = op.split(".")
     if parts[0] == "ld":
+        if f.kind != "peer_desc":
+            fail(i, "a tensor map is only used by prefetch.tensormap / cp.async.bulk.tensor, not loaded")
         if len(ops) != 2 or registers_in(ops[0]) & taint.keys():
             fail(i, "a tracked address is loaded into or used as data")
         base = _addr_base(ops[1])
