@@ -77,3 +77,9 @@ def test_driver_comparison():
     with pytest.raises(ParamSchemaError, match="'peers'.*cuKernelGetParamInfo says offset 128 size 8"):
         check_against_driver("k", SCHEMA, bad)
     assert signature(SCHEMA) == signature(tuple(SCHEMA))
+
+
+def test_schema_accepts_driver_offsets_of_a_64_aligned_first_param():
+    # what ptxas 13.4 / cuKernelGetParamInfo report for a tensor map first (sm_90a, measured on H200)
+    validate_schema("k", (ParamSpec(0, "t", "tensormap", 128, 64, 48), ParamSpec(1, "p", "peer_desc", 592, 8, 176),
+                          ParamSpec(2, "n", "s32", 4, 4, 768)))
