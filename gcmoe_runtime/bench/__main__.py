@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     sw.add_argument("--subject", default=None, help="implementation whose speedup is reported (default: first --impl)")
     sw.add_argument("--out", type=Path, required=True, help="output folder")
     sw.add_argument("--stem", default="results")
+    sw.add_argument("--cpu-dry-run", action="store_true",
+                    help="exercise the whole harness on the CPU (gloo for P>1); timings are not performance")
 
     fl = sub.add_parser("floor", help="measure streaming read bandwidth (+ NVLink round trip) to a JSON file")
     fl.add_argument("--world", type=int, default=1)
@@ -94,13 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     from .shapes import resolve_model
 
     proto = ProtocolConfig(replays_per_window=a.replays, warmup_windows=a.warmup, measured_windows=a.measured)
-    if not proto.is_paper and not a.deviation:
+    if not proto.is_paper and not a.deviation and not a.cpu_dry_run:
         ap.error("the protocol differs from the paper's (100 replays, 10+30 windows): say why with --deviation")
     cfg = SweepConfig(models=[resolve_model(m) for m in a.model], impls=a.impl,
                       layout=Layout(world=a.world, ep=a.ep or a.world), tokens=a.tokens or PAPER_TOKENS,
                       shared=a.shared, protocol=proto, seed=a.seed, gate=a.gate, floor=not a.no_floor,
                       command="python -m gcmoe_runtime.bench " + shlex.join(sys.argv[1:] if argv is None else argv),
-                      deviation=a.deviation)
+                      deviation=a.deviation, device="cpu" if a.cpu_dry_run else "cuda")
     res = run_sweep(cfg)
     files = write_all(res, a.out, a.subject, a.stem)
     print((a.out / f"{a.stem}.md").read_text())

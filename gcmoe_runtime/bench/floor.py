@@ -88,6 +88,17 @@ TIMEOUT:
 """
 
 
+def read_variants(x, rows, out0, out1) -> dict:
+    """The streaming-read reductions timed by `measure_read_bandwidth` (each reads every byte of x once)."""
+    import torch
+
+    return {
+        "sum_all_fp32": lambda: torch.sum(x, dim=0, out=out0),
+        "sum_rows_fp32": lambda: torch.sum(rows, dim=1, out=out1),
+        "amax_all_fp32": lambda: torch.amax(x, dim=0, out=out0),
+    }
+
+
 def measure_read_bandwidth(device, nbytes: int = 4 << 30, reps: int = 15) -> dict:
     """Streaming-read GB/s of torch reductions over `nbytes` of FP32 (median of `reps` timed runs)."""
     import torch
@@ -97,11 +108,7 @@ def measure_read_bandwidth(device, nbytes: int = 4 << 30, reps: int = 15) -> dic
     rows = x.view(-1, 8192)
     out0 = torch.empty((), dtype=torch.float32, device=device)
     out1 = torch.empty(rows.shape[0], dtype=torch.float32, device=device)
-    variants = {
-        "sum_all_fp32": lambda: torch.sum(x, out=out0),
-        "sum_rows_fp32": lambda: torch.sum(rows, dim=1, out=out1),
-        "amax_all_fp32": lambda: torch.amax(x, out=out0),
-    }
+    variants = read_variants(x, rows, out0, out1)
     res: dict = {"bytes": n * 4, "reps": reps, "variants": {}}
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for name, fn in variants.items():

@@ -131,3 +131,20 @@ def measure_windows(replay: Callable[[], None], cfg: ProtocolConfig, flush: Call
         end.synchronize()
         out.append(start.elapsed_time(end) * 1000.0 / cfg.replays_per_window)
     return WindowTimes(warmup_us=out[:cfg.warmup_windows], measured_us=out[cfg.warmup_windows:])
+
+
+def measure_windows_host(call: Callable[[], None], cfg: ProtocolConfig,
+                         barrier: Callable[[], None] | None = None) -> WindowTimes:
+    """CPU dry run of the window loop (host clock around eager calls): exercises the harness without a
+    GPU; its numbers are not performance measurements."""
+    import time
+
+    out: list[float] = []
+    for _ in range(cfg.warmup_windows + cfg.measured_windows):
+        if barrier is not None:
+            barrier()
+        t0 = time.perf_counter()
+        for _ in range(cfg.replays_per_window):
+            call()
+        out.append((time.perf_counter() - t0) * 1e6 / cfg.replays_per_window)
+    return WindowTimes(warmup_us=out[:cfg.warmup_windows], measured_us=out[cfg.warmup_windows:])

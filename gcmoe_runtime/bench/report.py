@@ -34,7 +34,8 @@ def markdown(res: dict, subject: str) -> str:
     names = list(res["implementations"])
     others = [n for n in names if n != subject]
     L = [f"# gc-moe decode benchmark — {res['created_utc']}", ""]
-    L.append(f"* GPU: {env.get('gpu')} x{env.get('gpu_count')} ({env.get('sm_count')} SMs); driver "
+    gpu = f"{env.get('gpu')} x{env.get('gpu_count')} ({env.get('sm_count')} SMs)" if env.get("gpu") else "none"
+    L.append(f"* GPU: {gpu}; driver "
              f"{(env.get('nvidia_smi') or [{}])[0].get('driver_version')}; torch {env.get('torch')} "
              f"(CUDA {env.get('torch_cuda')}); commit {env.get('git_commit')}")
     L.append(f"* Command: `{res.get('command')}`")

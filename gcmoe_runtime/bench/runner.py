@@ -23,7 +23,8 @@ from . import gate as gate_mod
 from . import models as M
 from .impl import RankContext, make
 from .progress import Progress
-from .protocol import PAPER, ProtocolConfig, L2Flusher, capture_graph, measure_windows, slowest_rank
+from .protocol import (PAPER, L2Flusher, ProtocolConfig, capture_graph, measure_windows, measure_windows_host,
+                       slowest_rank)
 from .routing import Layout, build_point
 from .shapes import ModelShape
 
@@ -45,6 +46,7 @@ class SweepConfig:
     command: str = ""
     deviation: str | None = None     # stated in the JSON when the protocol is not the paper's
     impl_names: list[str] = dataclasses.field(default_factory=list)  # filled by run_sweep
+    device: str = "cuda"             # "cpu": dry run of the whole harness (host timings, not performance)
 
 
 def utc_now() -> str:
@@ -157,21 +159,32 @@ def _rank_main(rank: int, cfg: SweepConfig, port: int, out_path: str | None) -> 
     import torch
 
     layout = cfg.layout
-    torch.cuda.set_device(rank)
-    device = torch.device(f"cuda:{rank}")
+    cpu = cfg.device == "cpu"
+    if cpu:
+        device = torch.device("cpu")
+    else:
+        torch.cuda.set_device(rank)
+        device = torch.device(f"cuda:{rank}")
     group = None
     if layout.world > 1:
         import torch.distributed as dist
 
-        dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                world_size=layout.world, device_id=device)
+        if cpu:
+            dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                    world_size=layout.world)
+        else:
+            dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                    world_size=layout.world, device_id=device)
         group = dist.group.WORLD
 
         def barrier() -> None:
-            dist.barrier(group=group, device_ids=[rank])
+            if cpu:
+                dist.barrier(group=group)
+            else:
+                dist.barrier(group=group, device_ids=[rank])
     else:
         barrier = None  # type: ignore[assignment]
-    flush = L2Flusher(cfg.protocol.l2_flush_bytes, device)
+    flush = (lambda: None) if cpu else L2Flusher(cfg.protocol.l2_flush_bytes, device)
     ctx = RankContext(rank=rank, world=layout.world, device=device, group=group, seed=cfg.seed)
     impls = [make(s) for s in cfg.impls]
     total = len(cfg.models) * len(impls) * len(cfg.tokens)
@@ -203,15 +216,20 @@ def _rank_main(rank: int, cfg: SweepConfig, port: int, out_path: str | None) -> 
                     prep = impl.prepare(pt)
                     replay = prep.replay
                     graph = None
-                    if replay is None:
-                        graph = capture_graph(prep.step)
-                        replay = graph.replay
-                    wt = measure_windows(replay, cfg.protocol, flush, barrier)
+                    if cpu:
+                        replay = replay or prep.step
+                        wt = measure_windows_host(replay, cfg.protocol, barrier)
+                    else:
+                        if replay is None:
+                            graph = capture_graph(prep.step)
+                            replay = graph.replay
+                        wt = measure_windows(replay, cfg.protocol, flush, barrier)
                     rec: dict[str, Any] = {"status": "ok", "warmup_us": wt.warmup_us, "measured_us": wt.measured_us,
                                            "median_us": wt.median_us, "info": prep.info}
                     if prep.output is not None:
                         replay()
-                        torch.cuda.synchronize()
+                        if not cpu:
+                            torch.cuda.synchronize()
                         o = prep.output.float().flatten()
                         if T in outputs:
                             ref = outputs[T]
@@ -318,6 +336,10 @@ def _atomic_write(path: Path, text: str) -> None:
 def run_sweep(cfg: SweepConfig) -> dict:
     # fail fast on unknown names, before any device work
     cfg.impl_names = [make(s).name for s in cfg.impls]
+    if cfg.device == "cpu":
+        cfg.gate, cfg.floor = "skip", False
+        cfg.deviation = "CPU dry run: host timings of eager calls, not performance" + (
+            f"; {cfg.deviation}" if cfg.deviation else "")
     gate_res = None
     if cfg.gate != "skip":
         devs = gate_mod.visible_devices(dict(os.environ))

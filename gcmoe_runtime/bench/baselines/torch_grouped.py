@@ -98,7 +98,9 @@ class TorchGrouped:
     def unsupported(self, shape: ModelShape, layout: Layout, shared: bool) -> str | None:
         if not hasattr(torch, "_grouped_mm") or (self.fp8 and not hasattr(torch, "_scaled_grouped_mm")):
             return f"torch {torch.__version__} lacks the grouped GEMM ops"
-        if self.fp8 and torch.cuda.is_available():
+        if self.fp8:
+            if not torch.cuda.is_available():
+                return "FP8 grouped GEMM needs a CUDA device"
             if torch.cuda.get_device_capability() < (9, 0):
                 return "FP8 grouped GEMM needs sm_90 or newer"
         if shape.hidden % 16 or shape.intermediate % 16:

@@ -49,3 +49,20 @@ def test_point_model_aggregates_over_ranks():
     assert pm.tflops(1.0) == pytest.approx(pm.flops / 1e-6 / 1e12)
     routed_only = M.point_model(TINY, ranks, shared=False)
     assert routed_only.flops == 6 * 16 * 512 * 256 and routed_only.hbm_bytes == 8 * e
+
+
+def test_read_variants_run_and_reduce_every_element():
+    import torch
+
+    from gcmoe_runtime.bench.floor import read_variants
+
+    x = torch.arange(16 * 8, dtype=torch.float32)
+    rows = x.view(-1, 8)
+    out0, out1 = torch.empty(()), torch.empty(16)
+    v = read_variants(x, rows, out0, out1)
+    v["sum_all_fp32"]()
+    assert float(out0) == float(x.sum())
+    v["sum_rows_fp32"]()
+    assert torch.equal(out1, rows.sum(1))
+    v["amax_all_fp32"]()
+    assert float(out0) == 127.0
