@@ -18,7 +18,7 @@ from typing import Optional
 import torch
 
 from ..numerics.quant import quantize_fp8_weight, quantize_mxfp4
-from ..numerics.reference import FloatExperts, RoutedWeights, SharedWeights, SwiGLUSpec
+from ..numerics.reference import RoutedWeights, SharedWeights, SwiGLUSpec
 
 
 @dataclass(frozen=True)
@@ -97,12 +97,30 @@ def cpu_variant(cfg: SuiteConfig, experts: Optional[int] = None, world: int = 1,
                                shared_experts=cfg.shared_experts if shared is None else int(shared))
 
 
+class GeneratedExperts:
+    """The BF16 original routed weights, regenerated per expert from the seed on demand (never all stored):
+    ``expert_fp32(e)`` -> (W1 ``[2I, H]``, W2 ``[H, I]``) as FP32 holding BF16 values, on ``device``."""
+
+    def __init__(self, cfg: "SuiteConfig", device="cpu"):
+        self.cfg, self.device, self.num_experts = cfg, device, cfg.num_experts
+
+    def expert_bf16(self, e: int):
+        if not 0 <= e < self.num_experts:
+            raise IndexError(f"expert {e} outside [0, {self.num_experts})")
+        gen = torch.Generator().manual_seed(self.cfg.seed * 100003 + e)
+        h, i = self.cfg.hidden, self.cfg.intermediate
+        return _matrix(gen, 2 * i, h), _matrix(gen, h, i)
+
+    def expert_fp32(self, e: int):
+        return tuple(w.to(self.device).float() for w in self.expert_bf16(e))
+
+
 @dataclass
 class LayerWeights:
     """One layer: quantised weights the operator consumes and the BF16 originals for the ideal reference."""
     cfg: SuiteConfig
     routed: RoutedWeights                    # MXFP4, all E experts (global ids)
-    routed_bf16: FloatExperts                # BF16 originals [E, 2I, H] / [E, H, I]
+    routed_bf16: GeneratedExperts            # BF16 originals, regenerated on demand
     shared: Optional[SharedWeights] = None   # FP8
     shared_bf16: Optional[tuple] = None      # (w1 [2Is, H], w2 [H, Is]) BF16
 
@@ -116,7 +134,7 @@ class LayerWeights:
         r = self.routed
         return LayerWeights(
             self.cfg, RoutedWeights(mv(r.w1), mv(r.w1_scale), mv(r.w2), mv(r.w2_scale)),
-            FloatExperts(mv(self.routed_bf16.w1), mv(self.routed_bf16.w2)),
+            GeneratedExperts(self.cfg, device),
             None if self.shared is None else SharedWeights(mv(self.shared.w1), mv(self.shared.w1_scale),
                                                            mv(self.shared.w2), mv(self.shared.w2_scale),
                                                            self.shared.recipe),
@@ -130,20 +148,18 @@ def _matrix(gen: torch.Generator, rows: int, cols: int) -> torch.Tensor:
 
 
 def make_layer_weights(cfg: SuiteConfig) -> LayerWeights:
-    """Deterministic (seeded, CPU) weights of one layer; expert by expert to bound peak memory."""
+    """Deterministic (seeded, generated on CPU on every machine) weights of one layer, expert by expert."""
     h, i, e = cfg.hidden, cfg.intermediate, cfg.num_experts
-    w1 = torch.empty(e, 2 * i, h, dtype=torch.bfloat16)
-    w2 = torch.empty(e, h, i, dtype=torch.bfloat16)
     q1 = torch.empty(e, 2 * i, h // 2, dtype=torch.uint8)
     s1 = torch.empty(e, 2 * i, h // 32, dtype=torch.uint8)
     q2 = torch.empty(e, h, i // 2, dtype=torch.uint8)
     s2 = torch.empty(e, h, i // 32, dtype=torch.uint8)
+    originals = GeneratedExperts(cfg)
     for x in range(e):
-        gen = torch.Generator().manual_seed(cfg.seed * 100003 + x)
-        w1[x], w2[x] = _matrix(gen, 2 * i, h), _matrix(gen, h, i)
-        q1[x], s1[x] = quantize_mxfp4(w1[x], name=f"w1[{x}]")
-        q2[x], s2[x] = quantize_mxfp4(w2[x], name=f"w2[{x}]")
-    layer = LayerWeights(cfg, RoutedWeights(q1, s1, q2, s2), FloatExperts(w1, w2))
+        w1, w2 = originals.expert_bf16(x)
+        q1[x], s1[x] = quantize_mxfp4(w1, name=f"w1[{x}]")
+        q2[x], s2[x] = quantize_mxfp4(w2, name=f"w2[{x}]")
+    layer = LayerWeights(cfg, RoutedWeights(q1, s1, q2, s2), originals)
     if cfg.shared_experts:
         gen = torch.Generator().manual_seed(cfg.seed * 100003 + 99991)
         sw1, sw2 = _matrix(gen, 2 * cfg.shared_i, h), _matrix(gen, h, cfg.shared_i)

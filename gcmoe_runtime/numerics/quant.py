@@ -19,7 +19,8 @@ Conventions (one place):
 * **All-zero blocks** get scale 1.0 (FP32 1.0, UE8M0 code 127) and an all-zero payload, so they dequantise to 0.
 * **Tiny blocks.** FP32 scales are clamped below at 2**-126 (smallest normal FP32) so they never become subnormal;
   UE8M0 exponents are clamped to [-127, 127]. Values then round (possibly to zero) in the payload format.
-* **NaN / Inf** anywhere in the input raises ``ValueError`` naming the tensor; nothing is returned.
+* **NaN / Inf** anywhere in the input raises ``ValueError`` naming the tensor; nothing is returned. So does a
+  magnitude >= 2**127 (its rounded payload times a power-of-two scale could overflow FP32 on dequantisation).
 * Everything runs on the input's device; no host synchronisation beyond the finiteness check.
 """
 from __future__ import annotations
@@ -40,11 +41,21 @@ def _pow2(e: torch.Tensor) -> torch.Tensor:
     return torch.ldexp(torch.ones(e.shape, dtype=torch.float32, device=e.device), e.to(torch.int32))
 
 
+MAX_INPUT_MAGNITUDE = 2.0 ** 127
+
+
 def check_finite(x: torch.Tensor, name: str) -> None:
-    """Raise ValueError if ``x`` holds NaN or Inf (quantising them would silently poison the layer)."""
-    if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+    """Raise ValueError if ``x`` holds NaN or Inf (quantising them would silently poison the layer), or a
+    magnitude >= 2**127 (its quantised form could round up past the FP32 range when dequantised)."""
+    if not x.is_floating_point():
+        return
+    if not bool(torch.isfinite(x).all()):
         bad = (~torch.isfinite(x)).nonzero()[0].tolist()
         raise ValueError(f"{name}: non-finite value (NaN or Inf) at index {bad}; refusing to quantise")
+    if x.numel() and float(x.abs().max()) >= MAX_INPUT_MAGNITUDE:
+        bad = (x.abs() >= MAX_INPUT_MAGNITUDE).nonzero()[0].tolist()
+        raise ValueError(f"{name}: magnitude >= 2**127 at index {bad}; beyond what the quantised formats "
+                         "dequantise to finite FP32")
 
 
 def _blocks(x: torch.Tensor, group: int, name: str) -> torch.Tensor:

@@ -111,3 +111,17 @@ def thread_fragment_codes(tiles: torch.Tensor, thread: int, j: int) -> torch.Ten
         byte = chunk[..., 4 * h + bb]
         out.append((byte >> 4) if high else (byte & 15))
     return torch.stack(out, dim=-1)
+
+
+def decode_thread_k32(tiles: torch.Tensor, thread: int, j: int) -> torch.Tensor:
+    """Simulate the kernel's decoder on the tile bytes: for each of the two 32-bit words of K32 slice ``j`` of
+    ``thread``, ``lo = ((x << 4) & 0x80808080) | ((x << 2) & 0x1C1C1C1C)`` and the same on ``x >> 4`` give the
+    E4M3 bytes of a(8h)..a(8h+3) and a(8h+4)..a(8h+7). Returns uint8 ``[..., 16]`` = A-register bytes a0..a15."""
+    chunk = tiles[..., 32 * thread + 8 * j: 32 * thread + 8 * j + 8].to(torch.int64)
+    out = []
+    for h in range(2):
+        x = sum(chunk[..., 4 * h + b] << (8 * b) for b in range(4))
+        for word in (x, x >> 4):
+            d = ((word << 4) & 0x80808080) | ((word << 2) & 0x1C1C1C1C)
+            out += [(d >> (8 * b)) & 0xFF for b in range(4)]
+    return torch.stack(out, dim=-1).to(torch.uint8)

@@ -41,11 +41,14 @@ def decoder_e4m3_byte(codes: torch.Tensor) -> torch.Tensor:
 
 
 def shift_lut(d: int, device=None) -> torch.Tensor:
-    """uint8[16]: E2M1 code -> code of ``fp4(code) * 2**-d`` rounded to nearest even (d >= 0)."""
+    """uint8[16]: E2M1 code -> code of ``fp4(code) * 2**-d``, magnitude rounded to nearest even, sign kept
+    (a negative value that rounds to zero becomes -0, code 8). ``shift_lut(0)`` is the identity."""
     if d < 0:
         raise ValueError(f"shift_lut: shift must be >= 0, got {d}")
-    v = torch.tensor(FP4_CODE_VALUES, dtype=torch.float32, device=device)
-    return fp4_encode(torch.ldexp(v, torch.tensor(-d, device=device)))
+    mags = torch.tensor(FP4_CODE_VALUES[:8], dtype=torch.float32, device=device) * 2.0 ** -d
+    mag_codes = fp4_encode(mags)  # non-negative inputs: codes 0..7
+    c = torch.arange(16, device=device, dtype=torch.uint8)
+    return (c & 8) | mag_codes[(c & 7).long()]
 
 
 def _shift_all(codes: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
@@ -68,9 +71,11 @@ class WindowedScales:
     def dequantize(self) -> torch.Tensor:
         """Values the kernel computes with: decoded/64 * stored scale * expert factor (FP32, exact)."""
         e, n, k = self.codes.shape
+        # The kernel's order: per-K32 scale on the decoded operand first, the per-expert factor last — this
+        # order never overflows FP32 (|dec * stored| <= 6/64 * 2**17), the other one can for extreme bases.
         dec = fp4_code_table(self.codes.device)[self.codes.long()] / 2.0 ** HEADROOM_LOG2
-        s = ue8m0_to_float(self.stored_scales) * self.expert_factor[:, None, None]
-        return (dec.reshape(e, n, k // 32, 32) * s[..., None]).reshape(e, n, k)
+        v = dec.reshape(e, n, k // 32, 32) * ue8m0_to_float(self.stored_scales)[..., None]
+        return (v * self.expert_factor[:, None, None, None]).reshape(e, n, k)
 
 
 def window_repack(packed: torch.Tensor, scales: torch.Tensor) -> WindowedScales:
