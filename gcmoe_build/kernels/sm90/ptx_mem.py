@@ -89,3 +89,64 @@ def st_global_f32(addr, x, *, loc=None, ip=None):
 def bar_sync(bar_id: int, nthreads: int, *, loc=None, ip=None):
     """Named barrier over ``nthreads`` threads (multiple of 32)."""
     _asm(f"bar.sync {int(bar_id)}, {int(nthreads)};", "", [], 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# mbarrier pipeline between a bulk-copy producer warp and consumer warpgroups (one CTA)
+# ---------------------------------------------------------------------------------------------
+@dsl_user_op
+def mbar_init(saddr, count: int, *, loc=None, ip=None):
+    _asm(f"mbarrier.init.shared::cta.b64 [$0], {int(count)};", "r", [_v(saddr)], 0)
+
+
+@dsl_user_op
+def mbar_init_fence(*, loc=None, ip=None):
+    """Make mbarrier inits visible to the async proxy (bulk copies complete_tx on them)."""
+    _asm("fence.mbarrier_init.release.cluster;", "", [], 0)
+
+
+@dsl_user_op
+def mbar_arrive(saddr, *, loc=None, ip=None):
+    _asm("mbarrier.arrive.shared::cta.b64 _, [$0];", "r", [_v(saddr)], 0)
+
+
+@dsl_user_op
+def mbar_arrive_expect_tx(saddr, tx_bytes: int, *, loc=None, ip=None):
+    _asm(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {int(tx_bytes)};", "r", [_v(saddr)], 0)
+
+
+@dsl_user_op
+def mbar_wait_or_trap(saddr, parity, timeout_ns: int, *, loc=None, ip=None):
+    """Wait until the phase with ``parity`` of the mbarrier at ``saddr`` completed; after
+    ``timeout_ns`` of %globaltimer without completion execute ``trap`` (DESIGN.md §3: every
+    device-side wait is bounded). The loop lives in one PTX scope so its labels stay local."""
+    _asm(
+        "{\n.reg .pred p;\n.reg .u64 t0, t1;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;\n"
+        "@p bra.uni GCMOE_MBW_DONE;\n"
+        "mov.u64 t0, %globaltimer;\n"
+        "GCMOE_MBW_LOOP:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;\n"
+        "@p bra.uni GCMOE_MBW_DONE;\n"
+        "mov.u64 t1, %globaltimer;\nsub.u64 t1, t1, t0;\n"
+        f"setp.lt.u64 p, t1, {int(timeout_ns)};\n"
+        "@p bra.uni GCMOE_MBW_LOOP;\n"
+        "trap;\n"
+        "GCMOE_MBW_DONE:\n}",
+        "r,r", [_v(saddr), _v(parity)], 0)
+
+
+@dsl_user_op
+def bulk_copy_g2s(sdst, gsrc, nbytes: int, mbar, policy, *, loc=None, ip=None):
+    """1-D bulk copy global -> shared (``cp.async.bulk``, no tensor map), completing ``nbytes`` of
+    transaction count on ``mbar``, with an L2 cache policy."""
+    _asm(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
+        f"[$0], [$1], {int(nbytes)}, [$2], $3;",
+        "r,l,r,l", [_v(sdst), _v(gsrc, Int64), _v(mbar), _v(policy, Int64)], 0)
+
+
+@dsl_user_op
+def setmaxnreg(n: int, inc: bool, *, loc=None, ip=None):
+    op = "inc" if inc else "dec"
+    _asm(f"setmaxnreg.{op}.sync.aligned.u32 {int(n)};", "", [], 0)

@@ -1,7 +1,7 @@
 """Developer build of the SM90 role2 GEMM cubins for the GPU correctness/timing harness.
 
 ``python -m gcmoe_build.kernels.sm90.role2_devbuild OUTDIR [--shapes test,glm52,dsv41flash]``
-compiles W1 and W2 for every BM through the project's chain (``gcmoe_build.frontend.dsl`` ->
+compiles W1 and W2 for every BM, in the 256-thread and the 384-thread pipelined variant (suffix ``_p``), through the project's chain (``gcmoe_build.frontend.dsl`` ->
 PTX -> locked ptxas) and writes ``OUTDIR/<name>.cubin``, ``<name>.ptx`` and ``index.json``
 (entry name, config, dynamic smem, threads). This is a stop-gap until role2 is registered with
 the bundle pipeline; the GPU harness loads these cubins with ``cuLibraryLoadData`` only.
@@ -26,8 +26,10 @@ def configs(shapes):
     for sh in shapes:
         h, i = SHAPES[sh]
         for bm in BMS:
-            yield f"role2_w1_{sh}_bm{bm}", Role2GemmConfig(mode="w1", k=h, rows=2 * i, bm=bm)
-            yield f"role2_w2_{sh}_bm{bm}", Role2GemmConfig(mode="w2", k=i, rows=h, bm=bm)
+            for pipe in (False, True):
+                sfx = "_p" if pipe else ""
+                yield f"role2_w1_{sh}_bm{bm}{sfx}", Role2GemmConfig(mode="w1", k=h, rows=2 * i, bm=bm, pipelined=pipe)
+                yield f"role2_w2_{sh}_bm{bm}{sfx}", Role2GemmConfig(mode="w2", k=i, rows=h, bm=bm, pipelined=pipe)
 
 
 def compile_one(name, cfg):
@@ -62,7 +64,8 @@ def main(argv=None):
         tmp.write_bytes(cubin)
         os.replace(tmp, out / f"{name}.cubin")
         index[name] = {"entry": entry, "mode": cfg.mode, "k": cfg.k, "rows": cfg.rows, "bm": cfg.bm,
-                       "alpha": cfg.alpha, "clamp": cfg.clamp, "smem": cfg.smem_bytes, "threads": 256,
+                       "alpha": cfg.alpha, "clamp": cfg.clamp, "smem": cfg.smem_bytes, "threads": cfg.threads,
+                       "pipelined": cfg.pipelined, "stages": cfg.stages, "kc": cfg.kc,
                        "row_tiles": cfg.row_tiles}
         print(f"{name}: {len(cubin)} B cubin, {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     (out / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True))

@@ -19,6 +19,7 @@ from tests.build.kernels.sm90.role2_harness import L, Role2Kernels, e4m3_random 
 
 SHAPES = {"glm52": (6144, 2048, 256 // 8), "dsv41flash": (5120, 2304, 384 // 8)}
 POINTS = [(1, 8), (8, 8), (16, 16), (32, 32), (64, 64)]  # (tokens per expert, BM)
+VARIANTS = ("", "_p")  # 256-thread register-prefetch, 384-thread bulk-copy pipelined
 
 
 def stream_read_bw(torch):
@@ -69,8 +70,8 @@ def main():
         s2 = torch.randint(120, 128, (e * h * i // 32,), dtype=torch.uint8, device="cuda", generator=gen)
         ef = torch.full((e,), 64.0, device="cuda")
         bexp = torch.arange(e, dtype=torch.int32, device="cuda")
-        for m, bm in POINTS:
-            name1, name2 = f"role2_w1_{shape}_bm{bm}", f"role2_w2_{shape}_bm{bm}"
+        for (m, bm), var in [(pt, v) for pt in POINTS for v in VARIANTS]:
+            name1, name2 = f"role2_w1_{shape}_bm{bm}{var}", f"role2_w2_{shape}_bm{bm}{var}"
             ntok = torch.full((e,), m, dtype=torch.int32, device="cuda")
             act = e4m3_random(torch, (e, bm, h), gen)
             asc = torch.full((e, bm, h // 128), 0.01, device="cuda")
@@ -87,14 +88,14 @@ def main():
             t2 = time_launch(torch, lambda: k.launch(name2, e, p2))
             b1 = w1.numel() + s1.numel()
             b2 = w2.numel() + s2.numel()
-            rows.append({"shape": shape, "experts": e, "tokens_per_expert": m, "bm": bm,
+            rows.append({"shape": shape, "variant": var or "256t", "experts": e, "tokens_per_expert": m, "bm": bm,
                          "w1_us": t1 * 1e6, "w2_us": t2 * 1e6, "w1_bytes": b1, "w2_bytes": b2,
                          "w1_frac_bw": b1 / t1 / bw, "w2_frac_bw": b2 / t2 / bw,
                          "floor_us": (b1 + b2) / bw * 1e6})
     print(f"stream read bandwidth: {bw / 1e12:.2f} TB/s ({torch.cuda.get_device_name()})")
-    print(f"{'shape':11s} {'m':>3s} {'BM':>3s} {'W1 us':>8s} {'W2 us':>8s} {'floor us':>8s} {'W1 %bw':>7s} {'W2 %bw':>7s}")
+    print(f"{'shape':11s} {'var':4s} {'m':>3s} {'BM':>3s} {'W1 us':>8s} {'W2 us':>8s} {'floor us':>8s} {'W1 %bw':>7s} {'W2 %bw':>7s}")
     for r in rows:
-        print(f"{r['shape']:11s} {r['tokens_per_expert']:3d} {r['bm']:3d} {r['w1_us']:8.1f} {r['w2_us']:8.1f} "
+        print(f"{r['shape']:11s} {r['variant'][:4]:4s} {r['tokens_per_expert']:3d} {r['bm']:3d} {r['w1_us']:8.1f} {r['w2_us']:8.1f} "
               f"{r['floor_us']:8.1f} {100 * r['w1_frac_bw']:6.1f}% {100 * r['w2_frac_bw']:6.1f}%")
     if a.json:
         Path(a.json).write_text(json.dumps({"stream_read_Bps": bw, "gpu": torch.cuda.get_device_name(),

@@ -24,23 +24,34 @@ def built():
     out = {}
     for bm in BMS:
         for mode, k, rows in (("w1", 1024, 1024), ("w2", 512, 1024)):
-            cfg = Role2GemmConfig(mode=mode, k=k, rows=rows, bm=bm)
-            out[(mode, bm)] = (cfg,) + compile_one(f"role2_{mode}_test_bm{bm}", cfg)
+            for pipe in (False, True):
+                cfg = Role2GemmConfig(mode=mode, k=k, rows=rows, bm=bm, pipelined=pipe)
+                name = f"role2_{mode}_test_bm{bm}" + ("_p" if pipe else "")
+                out[(mode, bm, pipe)] = (cfg,) + compile_one(name, cfg)
     return out
 
 
+@pytest.mark.parametrize("pipe", [False, True])
 @pytest.mark.parametrize("mode", ["w1", "w2"])
 @pytest.mark.parametrize("bm", BMS)
-def test_ptx_has_register_a_e4m3_wgmma(built, mode, bm):
-    cfg, ptx, cubin, entry = built[(mode, bm)]
+def test_ptx_has_register_a_e4m3_wgmma(built, mode, bm, pipe):
+    cfg, ptx, cubin, entry = built[(mode, bm, pipe)]
     assert cubin[:4] == b"\x7fELF"
-    assert ".target sm_90a" in ptx and entry == f"role2_{mode}_test_bm{bm}_0"
+    assert ".target sm_90a" in ptx and entry == f"role2_{mode}_test_bm{bm}" + ("_p" if pipe else "") + "_0"
     shapes = _RS_WGMMA.findall(ptx)
     # one K128 step is unrolled twice per loop iteration, 2 slots x 4 K32 each
     assert shapes and set(shapes) == {str(bm)}, shapes
     assert len(shapes) == 16, len(shapes)
     assert "createpolicy.fractional.L2::evict_first" in ptx
-    assert len(re.findall(r"ld\.global\.nc\.L1::no_allocate\.L2::cache_hint\.v4\.u32", ptx)) >= 8
+    if pipe:  # producer warpgroup: bulk copies on full/empty mbarriers, register split
+        assert f".reqntid 384" in ptx and ".minnctapersm 1" in ptx
+        assert len(re.findall(r"cp\.async\.bulk\.shared::cluster\.global\.mbarrier::complete_tx::bytes"
+                              r"\.L2::cache_hint", ptx)) == 2
+        assert "setmaxnreg.dec.sync.aligned.u32 40" in ptx and "setmaxnreg.inc.sync.aligned.u32 232" in ptx
+        assert "mbarrier.try_wait.parity" in ptx and "trap;" in ptx and "%globaltimer" in ptx
+        assert len(re.findall(r"ld\.shared\.v4\.u32", ptx)) >= 10
+    else:
+        assert len(re.findall(r"ld\.global\.nc\.L1::no_allocate\.L2::cache_hint\.v4\.u32", ptx)) >= 8
     assert "fence.proxy.async.shared::cta" in ptx
     if bm <= 32:
         assert "ld.local" not in ptx and "st.local" not in ptx

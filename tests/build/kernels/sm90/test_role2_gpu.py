@@ -18,7 +18,7 @@ pytestmark = pytest.mark.gpu
 
 E = 4
 NBLK = 6
-CASES = [(sh, bm) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16, 32, 64)]
+CASES = [(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16, 32, 64) for v in ("", "_p")]
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +35,11 @@ def _blocks(rng, bm):
     return bexp, ntok
 
 
-def run_w1(kernels, shape, bm, seed):
+def run_w1(kernels, shape, bm, seed, variant=""):
     import numpy as np
     import torch
 
-    name = f"role2_w1_{shape}_bm{bm}"
+    name = f"role2_w1_{shape}_bm{bm}{variant}"
     if name not in kernels.index:
         pytest.skip(f"{name} not built")
     info = kernels.index[name]
@@ -90,11 +90,11 @@ def run_w1(kernels, shape, bm, seed):
     return worst
 
 
-def run_w2(kernels, shape, bm, seed):
+def run_w2(kernels, shape, bm, seed, variant=""):
     import numpy as np
     import torch
 
-    name = f"role2_w2_{shape}_bm{bm}"
+    name = f"role2_w2_{shape}_bm{bm}{variant}"
     if name not in kernels.index:
         pytest.skip(f"{name} not built")
     info = kernels.index[name]
@@ -148,24 +148,24 @@ def _record(mode, shape, bm, metrics):
             f.write(json.dumps({"mode": mode, "shape": shape, "bm": bm, **metrics}) + "\n")
 
 
-@pytest.mark.parametrize("shape,bm", CASES)
-def test_role2_w1_matches_reference(kernels, shape, bm):
+@pytest.mark.parametrize("shape,bm,variant", CASES)
+def test_role2_w1_matches_reference(kernels, shape, bm, variant):
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    w = run_w1(kernels, shape, bm, seed=1000 + bm)
-    _record("w1", shape, bm, w)
+    w = run_w1(kernels, shape, bm, seed=1000 + bm, variant=variant)
+    _record("w1" + variant, shape, bm, w)
     assert w["rel_l2"] < 2e-2, w
     assert w["byte_mismatch"] < 0.02, w
     assert w["scale_mismatch"] < 0.02, w
 
 
-@pytest.mark.parametrize("shape,bm", CASES)
-def test_role2_w2_matches_reference(kernels, shape, bm):
+@pytest.mark.parametrize("shape,bm,variant", CASES)
+def test_role2_w2_matches_reference(kernels, shape, bm, variant):
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    w = run_w2(kernels, shape, bm, seed=2000 + bm)
-    _record("w2", shape, bm, w)
+    w = run_w2(kernels, shape, bm, seed=2000 + bm, variant=variant)
+    _record("w2" + variant, shape, bm, w)
     assert w["unwritten"] == 0, w
     assert w["rel_l2"] < 1e-2, w
