@@ -168,7 +168,7 @@ class PipelineReport:
                 f"{len([r for r in results if r.status == FAILED])} failed"
             )
         lines.append(
-            f"wall {self.wall_seconds:.2f}s with {self.jobs} job(s); store {self.store_root}: "
+            f"wall {self.wall_seconds:.2f}s, {self.jobs} compile process(es); store {self.store_root}: "
             f"{self.store_bytes / 1024:.1f} KiB"
         )
         return "\n".join(lines)
@@ -253,6 +253,11 @@ def default_jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def workers_for(n_variants: int, jobs: int) -> int:
+    """Compile processes used for ``n_variants``: 1 means in this process (no pool)."""
+    return max(1, min(jobs, n_variants))
+
+
 def compile_variants(
     planned: Sequence[Planned],
     jobs: int,
@@ -267,14 +272,14 @@ def compile_variants(
     if not planned:
         return
     arches = sorted({p.variant.arch for p in planned})
-    if jobs <= 1 or len(planned) == 1:
+    if workers_for(len(planned), jobs) <= 1:
         _worker_init(backend, arches)
         for p in planned:
             on_result(p, _compile_one(backend, p.variant))
         return
     ctx = mp.get_context("spawn")
     with cf.ProcessPoolExecutor(
-        max_workers=min(jobs, len(planned)), mp_context=ctx, initializer=_worker_init, initargs=(backend, arches)
+        max_workers=workers_for(len(planned), jobs), mp_context=ctx, initializer=_worker_init, initargs=(backend, arches)
     ) as pool:
         futures = {pool.submit(_compile_one, backend, p.variant): p for p in planned}
         try:
@@ -323,7 +328,10 @@ def run(
     def on_result(p: Planned, out) -> None:
         cubin, ptx, record, seconds, error = out
         if error is None and record.key != p.key:
-            error = f"compile_variant produced key {record.key}, the pipeline planned {p.key} (key derivation disagrees; did the kernel sources or toolchain change during the build?)"
+            error = (
+                f"compile_variant produced key {record.key}, the pipeline planned {p.key} (key derivation "
+                "disagrees; did the kernel sources or toolchain change during the build?)"
+            )
         if error is None:
             try:
                 store.put_artifact(record, cubin, backend.identity(p.variant.arch)[1], ptx=ptx)
@@ -339,7 +347,7 @@ def run(
         wall_seconds=time.perf_counter() - t0,
         store_root=store.root,
         store_bytes=store.size_bytes(),
-        jobs=jobs,
+        jobs=workers_for(len(todo), jobs),
     )
 
 

@@ -253,10 +253,12 @@ class Bundle:
         diffs = mismatches(best)
         have = {n: sorted({repr(value(r, n)) for r in same_role}) for n in diffs}
         hint = "; ".join(f"{n}={want[n]!r} (bundle has {', '.join(have[n])})" for n in diffs)
+        files = ", ".join(sorted(self.manifests)) or "none"
         raise VariantNotInBundle(
             f"bundle {self.path}: no variant {wanted}. Closest bundled variant ({best.key[:12]}, "
             f"manifest {best.manifest!r}) differs in: {hint}. Add that value to the corresponding entry of "
-            f"manifest {best.manifest!r}, run `gcmoe-build compile` and `gcmoe-build bundle` again."
+            f"manifest {best.manifest!r} (bundled manifest files: {files}), run `gcmoe-build compile` and "
+            "`gcmoe-build bundle` again."
         )
 
 

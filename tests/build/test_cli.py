@@ -91,6 +91,16 @@ def test_bundle_requires_compiled(tmp_path):
     assert not (tmp_path / "b").exists()
 
 
+def test_bad_manifest_is_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nmodel: {hidden: 512, bogus_key: 1}\n")
+    for cmd in (("compile", bad, "--store", tmp_path / "s"), ("ls", bad), ("bundle", bad, "-o", tmp_path / "b")):
+        r = cli(*cmd)
+        assert r.exit_code == 1 and "Error:" in r.output and "bad.yaml" in r.output, r.output
+        assert "Traceback" not in r.output
+    assert not (tmp_path / "s").exists() and not (tmp_path / "b").exists()
+
+
 def test_usage_errors(tmp_path):
     assert cli("compile").exit_code == 2
     assert cli("compile", tmp_path / "nope.yaml").exit_code == 2
