@@ -38,6 +38,7 @@ persistent control (never reset between replays)
   selftest      [64] u32                handshake self-test state (producer/consumer generations, payload)
 combine (role2 -> role3)
   combine       [k + 1, capacity, H] bf16   slot k holds the shared expert's output
+dispatch_grid [1] u64                   role1's persistent grid-barrier counter (only grows)
 
 Ring capacity (paper §4.3): max routed assignments A = capacity * P * min(k, E_local); the pool of
 logical blocks is ceil(A / BM) + E_local; the live ring holds min(pool, live_model) blocks where
@@ -228,6 +229,8 @@ class WorkspaceLayout:
             ("combine_ready", "u64", (P,), True, "combine readiness generation per peer"),
             ("selftest", "u32", (SELFTEST_WORDS,), True, "handshake self-test state"),
             ("combine", "bf16", (k + 1, T, H), False, "combine buffer: k routed slots + shared slot"),
+            # appended (issue 6, role1): keeps every earlier offset unchanged
+            ("dispatch_grid", "u64", (1,), True, "role1 persistent grid-barrier arrival counter"),
         ]
         regions: dict[str, Region] = {}
         off = 0

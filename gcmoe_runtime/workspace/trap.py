@@ -17,6 +17,10 @@ TRAP_CODES = {
     2: "l1_full_count: role2 waited for a token-ring block",
     3: "tag-1 barrier: a peer rank never arrived",
     4: "combine readiness: a peer rank never published",
+    5: "receive-count arrival check: a (rank, dispatch SM) contribution is missing (expected dispatch_sms*P)",
+    6: "l1_empty_count: role1 waited for role2 to release a token-ring block's previous generation",
+    7: "grid sync: a CTA of the same kernel never arrived (partition smaller than the grid?)",
+    8: "token pull: a bulk copy from a peer into the dispatch staging buffer never completed",
 }
 
 
