@@ -65,6 +65,7 @@ class FrontendResult:
     entry_name: str  # the stable .entry symbol found in the PTX
     dsl_settings: dict[str, Any]  # effective compile-affecting DSL settings (host-path free)
     seconds: float
+    ir: str = ""  # the DSL's MLIR after canonicalize+cse (source of the TMA atom facts)
 
 
 def _check_arch(arch: str) -> None:
@@ -144,18 +145,28 @@ def trace_to_ptx(host_fn, kernel_fn, args: tuple, name_prefix: str, arch: str) -
         settings = dsl_settings(dsl, arch)
         kernel_fn.set_name_prefix(name_prefix, remove_cutlass_symbol=True, keep_mangled_name=False)
         with tempfile.TemporaryDirectory(prefix="gcmoe-dsl-") as dump:
+            # The IR (after canonicalize+cse) carries the TMA atoms' facts (format, box bits, smem
+            # swizzle) that the recorded TensorMapEncodings are checked against; the DSL writes it to
+            # its dump_dir, which is pointed at our private directory for this one trace.
+            saved = (dsl.envar.keep_ir_clean, dsl.envar.dump_dir)
+            dsl.envar.keep_ir_clean, dsl.envar.dump_dir = True, dump
             t0 = time.perf_counter()
             try:
                 cute.compile(host_fn, *args, options=f"--gpu-arch {arch} --keep-ptx --dump-dir {dump}")
             except Exception as exc:
                 raise FrontendError(f"CuTe DSL failed to compile kernel {name_prefix!r} for {arch}: {exc}") from exc
+            finally:
+                dsl.envar.keep_ir_clean, dsl.envar.dump_dir = saved
             seconds = time.perf_counter() - t0
             ptx_files = sorted(Path(dump).rglob("*.ptx"))
-            if len(ptx_files) != 1:
+            ir_files = sorted(Path(dump).rglob("*_clean.mlir"))
+            if len(ptx_files) != 1 or len(ir_files) != 1:
                 raise FrontendError(
-                    f"kernel {name_prefix!r}: expected one PTX file from the DSL, found {[p.name for p in ptx_files]}"
+                    f"kernel {name_prefix!r}: expected one PTX and one IR file from the DSL, found "
+                    f"{[p.name for p in ptx_files + ir_files]}"
                 )
             ptx = ptx_files[0].read_text()
+            ir = ir_files[0].read_text()
     entries = _ENTRY_RE.findall(ptx)
     want = f"{name_prefix}_0"
     if entries != [want]:
@@ -163,4 +174,4 @@ def trace_to_ptx(host_fn, kernel_fn, args: tuple, name_prefix: str, arch: str) -
     targets = _TARGET_RE.findall(ptx)
     if [t.strip() for t in targets] != [arch]:
         raise FrontendError(f"kernel {name_prefix!r}: PTX .target is {targets}, expected {arch!r}")
-    return FrontendResult(ptx=ptx, entry_name=want, dsl_settings=settings, seconds=seconds)
+    return FrontendResult(ptx=ptx, entry_name=want, dsl_settings=settings, seconds=seconds, ir=ir)

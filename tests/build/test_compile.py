@@ -101,3 +101,9 @@ def test_cubin_checks(artifact):
 
 def test_ptx_is_the_rewritten_one(artifact):
     assert re.search(r"\.param \.align 8 \.b8 gcmoe_selftest_tma_peer_0_p_peer\[592\]", artifact.ptx)
+
+
+@pytest.mark.parametrize("swizzle", [32, 16, "128", None])
+def test_bad_swizzle_param(swizzle):
+    with pytest.raises(ValueError, match=r"swizzle=.*must be one of \[0, 64, 128\]"):
+        comp.compile_variant(DuckVariant("selftest_tma_peer", "sm_90a", {"swizzle": swizzle}))

@@ -12,7 +12,9 @@ mbarrier (bounded: traps after ``timeout_ns``), then writes ``out`` (Int64, ``ti
   ``rows``: TMA fills out-of-bounds with zeros);
 * thread ``t >= 64``: ``out[128 b + t] = base + offsets[t - 64] + rank`` from the peer descriptor.
 
-Variant params: ``tiles`` (int, 1..1024, default 1) — the static length of ``out``.
+Variant params: ``tiles`` (int, 1..1024, default 1) — the static length of ``out``; ``swizzle``
+(0, 64 or 128; default 0) — the shared-memory swizzle of the tile, so the runtime's
+cuTensorMapEncodeTiled path is tested with swizzled descriptors too.
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
@@ -26,20 +28,24 @@ MBAR_BYTES = 8
 SMEM_BYTES = TILE_ROWS * TILE_COLS + 128 + MBAR_BYTES  # tile (128-aligned) + mbarrier
 
 
-def tensormap_a() -> TensorMapEncoding:
+SWIZZLE_BITS = {0: 0, 64: 2, 128: 3}  # bytes -> CuTe Swizzle<B, 4, 3> B (32 B would split the 64-byte rows)
+
+
+def tensormap_a(swizzle: int = 0) -> TensorMapEncoding:
     # dims innermost first, as cuTensorMapEncodeTiled takes them: (cols, rows)
     return TensorMapEncoding(
         param="tma_a", tensor="a", dtype="CU_TENSOR_MAP_DATA_TYPE_UINT8", rank=2,
         box=(TILE_COLS, TILE_ROWS), element_strides=(1, 1),
+        swizzle=f"CU_TENSOR_MAP_SWIZZLE_{swizzle}B" if swizzle else "CU_TENSOR_MAP_SWIZZLE_NONE",
     )
 
 
-def abi_plan():
+def abi_plan(swizzle: int = 0):
     from gcmoe_build.abi.plan import AbiPlan, Formal
 
     return AbiPlan(
         formals=(
-            Formal("tma_a", "tensormap", tensormap_a()),
+            Formal("tma_a", "tensormap", tensormap_a(swizzle)),
             Formal("rows", "s32"),  # dynamic row count of `a` (the TMA tensor's shape)
             Formal("peer", "peer_desc"),
             Formal("out", "ptr"),
@@ -56,11 +62,19 @@ def _tiles(variant) -> int:
     return tiles
 
 
+def _swizzle(variant) -> int:
+    sw = dict(variant.params).get("swizzle", 0)
+    if isinstance(sw, bool) or sw not in SWIZZLE_BITS:
+        raise ValueError(f"role {ROLE}: variant param swizzle={sw!r} must be one of {sorted(SWIZZLE_BITS)}")
+    return sw
+
+
 def build(variant):
     from gcmoe_build.frontend.dsl import import_dsl
     from gcmoe_build.kernels import KernelBuild
 
     tiles = _tiles(variant)
+    swizzle = _swizzle(variant)
     import_dsl(variant.arch)
     import cutlass
     import cutlass.cute as cute
@@ -74,7 +88,7 @@ def build(variant):
 
     @cute.kernel
     def kernel(tma_atom: cute.CopyAtom, m_a: cute.Tensor, peer: cute.Pointer, out: cute.Tensor,
-               timeout_ns: cutlass.Int64, smem_layout: cute.Layout):
+               timeout_ns: cutlass.Int64, smem_layout: cute.ComposedLayout):
         tidx, _, _ = cute.arch.thread_idx()
         bidx, _, _ = cute.arch.block_idx()
         if cute.arch.warp_idx() == 0:
@@ -106,7 +120,9 @@ def build(variant):
 
     @cute.jit
     def host(a: cute.Tensor, peer: cute.Pointer, out: cute.Tensor, timeout_ns: cutlass.Int64):
-        smem_layout = cute.make_layout(tile, stride=(TILE_COLS, 1))
+        smem_layout = cute.make_composed_layout(
+            cute.make_swizzle(SWIZZLE_BITS[swizzle], 4, 3), 0, cute.make_layout(tile, stride=(TILE_COLS, 1))
+        )
         tma_atom, tma_tensor = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), a, smem_layout, tile)
         kernel(tma_atom, tma_tensor, peer, out, timeout_ns, smem_layout).launch(
             grid=(tiles, 1, 1), block=(THREADS, 1, 1), smem=SMEM_BYTES
@@ -116,7 +132,7 @@ def build(variant):
     out = make_fake_compact_tensor(cutlass.Int64, (tiles * THREADS,), assumed_align=16)
     return KernelBuild(
         host=host, kernel=kernel, args=(a, fake_peer_desc(), out, cutlass.Int64(0)),
-        name_prefix=NAME_PREFIX, abi=abi_plan(),
+        name_prefix=NAME_PREFIX, abi=abi_plan(swizzle),
         launch=LaunchFacts(block=(THREADS, 1, 1), dynamic_smem=SMEM_BYTES, grid=f"fixed:{tiles}"),
-        extra={"tiles": tiles},
+        extra={"tiles": tiles, "swizzle": swizzle},
     )
