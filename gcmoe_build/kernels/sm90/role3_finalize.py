@@ -1,0 +1,252 @@
+"""role3 (finalize) on sm_90a: the bookkeeping half beside the combine half (paper §4.6,
+Algorithm 1 lines 10-11). One kernel, 384 threads = 4 bookkeeping warps + 8 combine warps; grid =
+finalize_sms (the runtime's rule, ``gcmoe_runtime.graph.finalize_sms``); no trailing cross-rank
+barrier.
+
+Bookkeeping half (warps 0-3 of CTA 0 only; the other CTAs' warps 0-3 exit at once):
+
+* combine readiness: ``combine_ready[my_rank] := phase`` on every peer (release, system scope,
+  after a system fence; also on ranks with no routed tokens). ``phase`` is this replay's tag-1
+  phase (``tag1_barrier[P]``, bumped by role1 once per replay on every rank), so readiness values
+  are generation-tagged and persistent: no reset;
+* consume this generation's receive counts (``recv_count[parity]``): per local expert the high
+  words (contributors) must sum to ``dispatch_sms * P`` (every source CTA adds to every expert) —
+  otherwise trap with code 5; optionally store the expert's received token count in
+  ``expert_stats`` (``stats != 0``); zero the counts and prefixes of this parity;
+* reset the ring signals (``l1_full_count``, ``l1_empty_count``, ``l2_full_mask`` (the W1
+  bitmap), ``l2_empty_count``) of ``ring_blocks`` blocks and the send counters, then flip
+  ``recv_parity`` (after a named barrier of the four warps): the next replay's role1 publishes
+  into the other parity buffer.
+
+Combine half (warps 4-11 of every CTA): each warp first waits until every peer's readiness
+reaches ``phase`` (acquire, system scope, bounded: trap code 4), then takes work items
+``(token t, chunk c)`` — 1, 2 or 4 chunks per token, the most that still keeps every combine warp
+busy with 16-byte lane alignment (``H / chunks`` a multiple of 256 BF16). A token's valid slots are
+its routed slots with ``0 <= topk_idx < E`` (a warp ballot) plus slot ``k`` when the layer has a
+shared expert; lanes load 16 bytes (8 BF16) of every valid slot of ``combine[slot][t]`` and
+accumulate them in FP32 in slot order, then store 8 BF16 (RNE) to ``y[t]`` (16-byte stores).
+
+Variant params: hidden, experts, top_k, ranks, capacity, dispatch_sms, shared_experts (count; >0
+means slot k is reduced), compute_sms (unused by the code).
+"""
+# no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
+
+ROLE = "role3"
+NAME_PREFIX = "gcmoe_sm90_role3_finalize"
+BOOK_WARPS = 4
+COMBINE_WARPS = 8
+THREADS = 32 * (BOOK_WARPS + COMBINE_WARPS)
+
+CODE_COMBINE_READY = 4
+CODE_ARRIVAL = 5
+
+OFFSET_PARAMS = ("topk_idx", "combine", "recv_count", "recv_prefix", "recv_parity", "tag1_barrier",
+                 "combine_ready", "l1_full_count", "l1_empty_count", "l2_full_mask", "l2_empty_count",
+                 "send_count", "expert_stats")
+SCALAR_PARAMS_U64 = ("y", "err", "timeout_ns")
+SCALAR_PARAMS_S32 = ("ntok", "ring_blocks", "stats")
+
+
+class Role3Config:
+    def __init__(self, params):
+        p = dict(params)
+
+        def need(name, minimum=1):
+            v = p.get(name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+                raise ValueError(f"role3: variant param {name}={v!r} must be an int >= {minimum}")
+            return v
+
+        self.hidden, self.experts, self.topk = need("hidden"), need("experts"), need("top_k")
+        self.ranks, self.capacity, self.dispatch_sms = need("ranks"), need("capacity"), need("dispatch_sms")
+        self.shared = need("shared_experts", 0) > 0
+        if self.hidden % 256:
+            raise ValueError(f"role3: hidden={self.hidden} must be a multiple of 256 (32 lanes x 8 BF16)")
+        if self.experts % self.ranks:
+            raise ValueError(f"role3: experts={self.experts} not divisible by ranks={self.ranks}")
+        if self.topk + 1 > 32:
+            raise ValueError(f"role3: top_k={self.topk}: k + 1 must be <= 32 (one lane per combine slot)")
+
+    @property
+    def slots(self):
+        return self.topk + (1 if self.shared else 0)
+
+
+def abi_plan():
+    from gcmoe_build.abi.plan import AbiPlan, Formal
+
+    formals = [Formal("peer", "peer_desc")]
+    formals += [Formal(f"o_{n}", "u64") for n in OFFSET_PARAMS]
+    formals += [Formal(n, "u64") for n in SCALAR_PARAMS_U64]
+    formals += [Formal(n, "s32") for n in SCALAR_PARAMS_S32]
+    return AbiPlan(formals=tuple(formals), required_instructions=(
+        "st.release.sys.global.u64", "ld.acquire.sys.global.u32", "vote.sync.ballot.b32",
+        "cvt.rn.bf16x2.f32", "trap"))
+
+
+def build(variant):
+    from gcmoe_build.frontend.dsl import import_dsl
+    from gcmoe_build.kernels import KernelBuild
+    from gcmoe_runtime.artifacts.record import LaunchFacts
+
+    cfg = Role3Config(variant.params)
+    import_dsl(variant.arch)
+    host, kernel, fake = _trace_parts(cfg)
+    return KernelBuild(
+        host=host, kernel=kernel, args=fake, name_prefix=NAME_PREFIX, abi=abi_plan(),
+        launch=LaunchFacts(block=(THREADS, 1, 1), cluster=(1, 1, 1), dynamic_smem=0, grid="finalize_sms"),
+        extra={"role": ROLE, "threads": THREADS, "slots": cfg.slots, "offset_params": list(OFFSET_PARAMS)},
+    )
+
+
+def _trace_parts(cfg):
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass import Float32, Int32, Int64
+    from cutlass.cutlass_dsl import T, dsl_user_op
+
+    from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
+
+    from .ptx_mem import bar_sync
+    from .role1_sync import (ballot, fence_sc_sys, globaltimer, ld_s32, ld_sys_u64, ld_u32, st_release_sys_u64,
+                             st_u32, st_u64, st_v4, syncwarp, trap_with_record, wait_geq_sys_u32)
+    from .wgmma_rs import _asm, _v
+
+    P, E, K, H, CAP, D = cfg.ranks, cfg.experts, cfg.topk, cfg.hidden, cfg.capacity, cfg.dispatch_sms
+    EL = E // P
+    NSLOT = cfg.slots
+    SHARED = cfg.shared
+    UNITS = H // 8  # 16-byte units of a BF16 row
+    BOOK = 32 * BOOK_WARPS
+
+    def peer_ws(peer, r):
+        pd_ = PeerDesc(peer)
+        return pd_.base() + pd_.offset(r)
+
+    @dsl_user_op
+    def bf16_lo(w, *, loc=None, ip=None) -> Float32:
+        return Float32(_asm("{\n.reg .b32 t;\nshl.b32 t, $1, 16;\nmov.b32 $0, t;\n}", "=f,r", [_v(w)], 1,
+                            T.f32(), volatile=False)[0])
+
+    @dsl_user_op
+    def bf16_hi(w, *, loc=None, ip=None) -> Float32:
+        return Float32(_asm("{\n.reg .b32 t;\nand.b32 t, $1, 0xFFFF0000;\nmov.b32 $0, t;\n}", "=f,r", [_v(w)], 1,
+                            T.f32(), volatile=False)[0])
+
+    @dsl_user_op
+    def pack_bf16x2(lo, hi, *, loc=None, ip=None) -> Int32:
+        return Int32(_asm("cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f", [_v(hi, Float32), _v(lo, Float32)], 1,
+                          volatile=False)[0])
+
+    @dsl_user_op
+    def ld_v4_if(addr, pred, *, loc=None, ip=None):
+        """16-byte global load when ``pred != 0``, else four zero words (predicated, no branch)."""
+        r = _asm("{\n.reg .pred p;\nsetp.ne.s32 p, $5, 0;\nmov.b32 $0, 0;\nmov.b32 $1, 0;\nmov.b32 $2, 0;\n"
+                 "mov.b32 $3, 0;\n@p ld.global.v4.u32 {$0, $1, $2, $3}, [$4];\n}",
+                 "=r,=r,=r,=r,l,r", [_v(addr, Int64), _v(pred)], 4)
+        return [Int32(x) for x in r]
+
+    @cute.kernel
+    def kernel(peer: cute.Pointer, o_topk_idx: Int64, o_combine: Int64, o_recv_count: Int64, o_recv_prefix: Int64,
+               o_recv_parity: Int64, o_tag1_barrier: Int64, o_combine_ready: Int64, o_l1_full_count: Int64,
+               o_l1_empty_count: Int64, o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_send_count: Int64,
+               o_expert_stats: Int64, y: Int64, err: Int64, timeout_ns: Int64, ntok: Int32, ring_blocks: Int32,
+               stats: Int32):
+        tid, _, _ = cute.arch.thread_idx()
+        bid, _, _ = cute.arch.block_idx()
+        nblk, _, _ = cute.arch.grid_dim()
+        tid = Int32(tid)
+        bid = Int32(bid)
+        nblk = Int32(nblk)
+        warp = tid >> 5
+        lane = tid & 31
+        me = PeerDesc(peer).rank()
+        ws = PeerDesc(peer).base()
+        phase = ld_u32(ws + o_tag1_barrier + P * 4)
+
+        if warp < BOOK_WARPS:
+            if bid == 0:
+                # ---- bookkeeping half ---------------------------------------------------------------
+                if tid == 0:
+                    fence_sc_sys()  # role2's scattered partials (earlier kernels) before readiness
+                    for q in cutlass.range(P):
+                        st_release_sys_u64(peer_ws(peer, q) + o_combine_ready + Int64(me) * 8, Int64(phase))
+                par = ld_u32(ws + o_recv_parity) & Int32(1)
+                for el in cutlass.range(tid, EL, BOOK):
+                    arrivals = Int32(0)
+                    tokens = Int64(0)
+                    for r in cutlass.range_constexpr(P):
+                        cell = Int64((par * EL + el) * P + r)
+                        v = ld_sys_u64(ws + o_recv_count + cell * 8)
+                        arrivals = arrivals + Int32(v >> 32)
+                        tokens = tokens + (v & Int64(0xFFFFFFFF))
+                        st_u64(ws + o_recv_count + cell * 8, Int64(0))
+                        st_u32(ws + o_recv_prefix + cell * 4, Int32(0))
+                    if arrivals != Int32(D * P):
+                        trap_with_record(err, CODE_ARRIVAL, Int32(D * P), arrivals)
+                    if stats != Int32(0):
+                        st_u64(ws + o_expert_stats + Int64(el) * 8, tokens)
+                for i in cutlass.range(tid, ring_blocks, BOOK):
+                    st_u32(ws + o_l1_full_count + Int64(i) * 4, Int32(0))
+                    st_u32(ws + o_l1_empty_count + Int64(i) * 4, Int32(0))
+                    st_u64(ws + o_l2_full_mask + Int64(i) * 8, Int64(0))
+                    st_u32(ws + o_l2_empty_count + Int64(i) * 4, Int32(0))
+                for e in cutlass.range(tid, E, BOOK):
+                    st_u64(ws + o_send_count + Int64(e) * 8, Int64(0))
+                bar_sync(1, BOOK)
+                if tid == 0:
+                    st_u32(ws + o_recv_parity, par ^ Int32(1))
+        else:
+            # ---- combine half -----------------------------------------------------------------------
+            if lane < P:
+                wait_geq_sys_u32(ws + o_combine_ready + Int64(lane) * 8, phase, globaltimer(), timeout_ns, err,
+                                 CODE_COMBINE_READY)
+            syncwarp()
+            cw = nblk * COMBINE_WARPS
+            gw = bid * COMBINE_WARPS + (warp - BOOK_WARPS)
+            nch = Int32(1)
+            if (UNITS // 2) % 32 == 0:
+                if ntok * 2 <= cw:
+                    nch = Int32(2)
+                    if (UNITS // 4) % 32 == 0:
+                        if ntok * 4 <= cw:
+                            nch = Int32(4)
+            ucnt = UNITS // nch
+            for item in cutlass.range(gw, ntok * nch, cw):
+                t = item // nch
+                c = item - t * nch
+                valid = Int32(0)
+                if lane < K:
+                    e = ld_s32(ws + o_topk_idx + (Int64(t) * K + Int64(lane)) * 4)
+                    if e >= Int32(0):
+                        if e < Int32(E):
+                            valid = Int32(1)
+                mask = ballot(valid)
+                if SHARED:
+                    mask = mask | Int32(1 << K)
+                for u in cutlass.range(c * ucnt + lane, (c + 1) * ucnt, 32):
+                    acc = [Float32(0.0)] * 8
+                    for s in cutlass.range_constexpr(NSLOT):
+                        # straight-line: an invalid slot is not loaded and contributes +0
+                        w = ld_v4_if(ws + o_combine + ((Int64(s * CAP) + Int64(t)) * UNITS + Int64(u)) * 16,
+                                     (mask >> s) & 1)
+                        for q in cutlass.range_constexpr(4):
+                            acc[2 * q] = acc[2 * q] + bf16_lo(w[q])
+                            acc[2 * q + 1] = acc[2 * q + 1] + bf16_hi(w[q])
+                    st_v4(y + (Int64(t) * UNITS + Int64(u)) * 16, pack_bf16x2(acc[0], acc[1]),
+                          pack_bf16x2(acc[2], acc[3]), pack_bf16x2(acc[4], acc[5]), pack_bf16x2(acc[6], acc[7]))
+
+    @cute.jit
+    def host(peer: cute.Pointer, o_topk_idx: Int64, o_combine: Int64, o_recv_count: Int64, o_recv_prefix: Int64,
+             o_recv_parity: Int64, o_tag1_barrier: Int64, o_combine_ready: Int64, o_l1_full_count: Int64,
+             o_l1_empty_count: Int64, o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_send_count: Int64,
+             o_expert_stats: Int64, y: Int64, err: Int64, timeout_ns: Int64, ntok: Int32, ring_blocks: Int32,
+             stats: Int32):
+        kernel(peer, o_topk_idx, o_combine, o_recv_count, o_recv_prefix, o_recv_parity, o_tag1_barrier,
+               o_combine_ready, o_l1_full_count, o_l1_empty_count, o_l2_full_mask, o_l2_empty_count, o_send_count,
+               o_expert_stats, y, err, timeout_ns, ntok, ring_blocks, stats).launch(
+            grid=(1, 1, 1), block=(THREADS, 1, 1))  # the real grid (finalize_sms) is the runtime's
+
+    fake = (fake_peer_desc(),) + tuple(Int64(0) for _ in OFFSET_PARAMS + SCALAR_PARAMS_U64) + tuple(
+        Int32(1) for _ in SCALAR_PARAMS_S32)
+    return host, kernel, fake
