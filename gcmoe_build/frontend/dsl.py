@@ -124,6 +124,11 @@ def dsl_settings(dsl, arch: str) -> dict[str, Any]:
     return dict(sorted(got.items()))
 
 
+def dsl_compile_options(arch: str) -> tuple[str, ...]:
+    """The code-affecting ``cute.compile`` options of every trace (keep/dump options only add files)."""
+    return ("--gpu-arch", arch)
+
+
 _ENTRY_RE = re.compile(r"^\.(?:visible|weak)\s+\.entry\s+([A-Za-z_$][\w$]*)\s*\(", re.M)
 _TARGET_RE = re.compile(r"^\.target\s+([\w,\s]+?)\s*$", re.M)
 
@@ -152,7 +157,7 @@ def trace_to_ptx(host_fn, kernel_fn, args: tuple, name_prefix: str, arch: str) -
             dsl.envar.keep_ir_clean, dsl.envar.dump_dir = True, dump
             t0 = time.perf_counter()
             try:
-                cute.compile(host_fn, *args, options=f"--gpu-arch {arch} --keep-ptx --dump-dir {dump}")
+                cute.compile(host_fn, *args, options=" ".join((*dsl_compile_options(arch), "--keep-ptx", "--dump-dir", dump)))
             except Exception as exc:
                 raise FrontendError(f"CuTe DSL failed to compile kernel {name_prefix!r} for {arch}: {exc}") from exc
             finally:

@@ -1,6 +1,6 @@
 """Just enough ELF64 reading to check a cubin: its entry symbols and per-kernel parameter info.
 
-``kernel_symbols(cubin)`` lists global function symbols (the entry names the driver resolves with
+``kernel_symbols(cubin)`` lists defined global function symbols (the entry names the driver resolves with
 cuLibraryGetKernel). ``kernel_param_info(cubin, name)`` decodes the EIATTR_KPARAM_INFO records of
 ``.nv.info.<name>`` — the table cuKernelGetParamInfo answers from — as (ordinal, offset, size).
 """
@@ -43,8 +43,8 @@ def kernel_symbols(data: bytes) -> list[str]:
             continue
         str_off = secs[link][2]
         for i in range(size // 24):
-            st_name, st_info, _other, _shndx, _value, _size = struct.unpack_from("<IBBHQQ", data, off + 24 * i)
-            if (st_info & 0xF) == 2 and (st_info >> 4) == 1:  # STT_FUNC, STB_GLOBAL
+            st_name, st_info, _other, shndx, _value, _size = struct.unpack_from("<IBBHQQ", data, off + 24 * i)
+            if (st_info & 0xF) == 2 and (st_info >> 4) == 1 and shndx != 0:  # defined global STT_FUNC
                 end = data.index(b"\0", str_off + st_name)
                 out.append(data[str_off + st_name:end].decode())
     return sorted(out)

@@ -4,8 +4,8 @@
 
 * ``ptxas``: path, size, version, sha256, package (the locked assembler);
 * ``dsl``: version, flavour, frontend hash (the DSL's Python sources by content + its native
-  libraries by their wheel RECORD sha256s), NVVM version, and the DSL's effective
-  compile-affecting settings (locked by ``gcmoe_build.frontend.dsl``);
+  libraries by their wheel RECORD sha256s), NVVM version, the DSL's effective compile-affecting
+  settings (locked by ``gcmoe_build.frontend.dsl``) and the ``cute.compile`` options we pass;
 * ``kernel_sources``: content hash of ``gcmoe_build/kernels/**`` and every repository module they
   import (transitively, found by reading imports, not by executing them);
 * ``pipeline_sources``: content hash of the code that turns DSL output into a cubin
@@ -160,7 +160,7 @@ def _nvvm_version(ptx_header: str | None = None) -> str:
 
 def compiler_identity(arch: str) -> CompilerIdentity:
     """The identity record for compiling ``arch`` on this machine, and its digest."""
-    from gcmoe_build.frontend.dsl import DSL_FLAVOR, DSL_VERSION, dsl_settings, import_dsl
+    from gcmoe_build.frontend.dsl import DSL_FLAVOR, DSL_VERSION, dsl_compile_options, dsl_settings, import_dsl
 
     dsl = import_dsl(arch)
     dsl.envar._arch = arch
@@ -171,7 +171,8 @@ def compiler_identity(arch: str) -> CompilerIdentity:
         "ptxas": {"path": binary.path, "size": binary.size, "version": binary.version,
                   "sha256": binary.sha256, "package": binary.package},
         "dsl": {"version": DSL_VERSION, "flavor": DSL_FLAVOR, "frontend_hash": dsl_frontend_hash(),
-                "cuda_version": _nvvm_version(), "settings": dsl_settings(dsl, arch)},
+                "cuda_version": _nvvm_version(), "settings": dsl_settings(dsl, arch),
+                "compile_options": list(dsl_compile_options(arch))},
         "kernel_sources": kernel_source_hash(),
         "pipeline_sources": pipeline_source_hash(),
         "options": list(effective_options(arch)),

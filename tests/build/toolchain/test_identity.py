@@ -28,6 +28,7 @@ def test_record_fields(record_and_digest):
     assert (dsl["version"], dsl["flavor"], dsl["cuda_version"]) == ("4.8.1", "cu13", "13.4")
     assert re.fullmatch(r"[0-9a-f]{64}", dsl["frontend_hash"])
     assert dsl["settings"]["arch"] == "sm_90a" and dsl["settings"]["lineinfo"] is False
+    assert dsl["compile_options"] == ["--gpu-arch", "sm_90a"]
     assert not dsl["settings"]["shared_libs"].startswith("/")  # no host path
     assert rec["kernel_sources"] == ident.kernel_source_hash()
     assert rec["pipeline_sources"] == ident.pipeline_source_hash()
