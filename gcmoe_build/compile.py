@@ -12,7 +12,8 @@ the arch set explicitly; ``gcmoe_build.abi.rewrite_by_value`` validates/rewrites
 yields the parameter schema; ``gcmoe_build.toolchain.assemble`` runs the pinned ptxas with the
 locked options; the cubin's entry symbol and its parameter table (EIATTR_KPARAM_INFO, what
 cuKernelGetParamInfo reports) are checked against the schema. Any mismatch raises; nothing is
-returned half-done. The record's key is ``variant.key(identity_digest, kernel_source_hash)``.
+returned half-done. The record's key is ``variant.key(identity_digest, kernel_source_hash)``
+(both computed once per process).
 """
 from __future__ import annotations
 
@@ -43,6 +44,14 @@ class CompiledArtifact:
 
 
 _identity_cache: dict[str, Any] = {}
+_source_hash_cache: list[str] = []
+
+
+def source_hash() -> str:
+    """The kernel source hash, computed once per process (like the pipeline's key planning)."""
+    if not _source_hash_cache:
+        _source_hash_cache.append(kernel_source_hash())
+    return _source_hash_cache[0]
 
 
 def identity_for(arch: str):
@@ -68,7 +77,7 @@ def compile_variant(variant: Any) -> CompiledArtifact:
 
     ident = identity_for(variant.arch)
     record = ArtifactRecord(
-        key=variant.key(ident.digest, kernel_source_hash()),
+        key=variant.key(ident.digest, source_hash()),
         role=variant.role,
         arch=variant.arch,
         kernel_name=front.entry_name,
