@@ -141,3 +141,39 @@ def test_progress_tty_and_quiet(tmp_path, manifest):
     q = io.StringIO()
     pipeline.run([manifest], Store(tmp_path / "s2"), jobs=1, backend=FakeBackend(), progress=False, stream=q)
     assert q.getvalue() == ""
+
+
+KILLED_RUN = """
+import sys
+sys.path.insert(0, {here!r})
+from pathlib import Path
+from fake_backend import FakeBackend
+from gcmoe_build import pipeline
+from gcmoe_runtime.artifacts.store import Store
+pipeline.run([Path({manifest!r})], Store({root!r}), jobs=1, backend=FakeBackend(delay_s=0.3), progress=True)
+"""
+
+
+def test_killed_compile_leaves_consistent_store(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    variants = [{"role": "role1", "BM": bm} for bm in (8, 16, 32, 64, 128, 256)]
+    m = write_manifest(tmp_path / "m.json", variants)
+    root = tmp_path / "store"
+    code = KILLED_RUN.format(here=str(Path(__file__).parent), manifest=str(m), root=str(root))
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+    proc.stderr.readline()  # the first variant is in the store
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    store = Store(root)
+    done = store.keys()
+    assert 1 <= len(done) < len(variants)
+    for key in done:  # every visible record is whole and has its verified object
+        store.get_object(store.get_record(key).cubin_sha256)
+    report = pipeline.run([m], store, jobs=1, backend=FakeBackend(), progress=False)
+    statuses = [r.status for r in report.results]
+    assert statuses.count(CACHED) == len(done) and statuses.count(COMPILED) == len(variants) - len(done)
+    assert report.ok and len(store.keys()) == len(variants)
