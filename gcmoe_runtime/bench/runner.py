@@ -156,6 +156,7 @@ def _free_port() -> int:
 
 
 def _rank_main(rank: int, cfg: SweepConfig, port: int, out_path: str | None) -> list | None:
+    """One rank's sweep; world == 1 returns [results], world > 1 writes out_path/rank{r}.json."""
     import torch
 
     layout = cfg.layout
@@ -248,22 +249,48 @@ def _rank_main(rank: int, cfg: SweepConfig, port: int, out_path: str | None) -> 
                 entry["impls"][impl.name] = rec
             impl.unload_model()
         rank_results.append(m_res)
-    gathered: list | None
-    if layout.world > 1:
-        import torch.distributed as dist
+    if layout.world == 1:
+        return [rank_results]
+    # Each rank writes its own file (no gather collective): GPU run 2 of 2026-11-30 measured every P=2 point
+    # but did not finish its end-of-run gather/teardown within the smoke's time limit.
+    _atomic_write(Path(out_path) / f"rank{rank}.json", json.dumps(rank_results))
+    import torch.distributed as dist
 
-        gathered = [None] * layout.world if rank == 0 else None
-        dist.gather_object(rank_results, gathered, dst=0, group=group)
-        dist.destroy_process_group()
-    else:
-        gathered = [rank_results]
-    if rank == 0 and out_path:
-        _atomic_write(Path(out_path), json.dumps(gathered))
-    return gathered
+    dist.barrier(group=group) if cpu else dist.barrier(group=group, device_ids=[rank])
+    dist.destroy_process_group()
+    return None
 
 
-def _spawn_entry(rank: int, cfg: SweepConfig, port: int, out_path: str) -> None:
-    _rank_main(rank, cfg, port, out_path)
+def _spawn_entry(rank: int, cfg: SweepConfig, port: int, out_dir: str) -> None:
+    _rank_main(rank, cfg, port, out_dir)
+
+
+def _run_ranks(cfg: SweepConfig, out_dir: str, teardown_grace_s: float = 30.0) -> list:
+    """Spawn one process per rank; once every rank's file exists, give teardown `teardown_grace_s`, then end
+    the (our own) rank processes that are still alive, by their process objects."""
+    import time
+
+    import torch.multiprocessing as mp
+
+    ctx = mp.start_processes(_spawn_entry, args=(cfg, _free_port(), out_dir), nprocs=cfg.layout.world,
+                             join=False, start_method="spawn")
+    files = [Path(out_dir) / f"rank{r}.json" for r in range(cfg.layout.world)]
+    all_written_at = None
+    while not ctx.join(timeout=1.0):   # raises ProcessRaisedException / ProcessExitedException on failure
+        if all_written_at is None and all(f.exists() for f in files):
+            all_written_at = time.monotonic()
+        if all_written_at is not None and time.monotonic() - all_written_at > teardown_grace_s:
+            print(f"[bench] rank processes still tearing down {teardown_grace_s:g} s after writing their "
+                  "results: ending them", file=sys.stderr)
+            for proc in ctx.processes:
+                if proc.is_alive():
+                    proc.terminate()
+            break
+    per_rank = [json.loads(f.read_text()) for f in files]
+    for rr in per_rank:   # JSON turned the int T keys into strings
+        for m in rr:
+            m["points"] = {int(k): v for k, v in m["points"].items()}
+    return per_rank
 
 
 # ------------------------------------------------------------------------------------------- assembly
@@ -366,18 +393,10 @@ def run_sweep(cfg: SweepConfig) -> dict:
     for s in cfg.impls:
         i = make(s)
         impl_info[i.name] = i.describe() if hasattr(i, "describe") else {"precision": i.precision}
-    with tempfile.TemporaryDirectory() as td:
-        out = os.path.join(td, "ranks.json")
-        if cfg.layout.world == 1:
-            per_rank = _rank_main(0, cfg, 0, None)
-        else:
-            import torch.multiprocessing as mp
-
-            mp.spawn(_spawn_entry, args=(cfg, _free_port(), out), nprocs=cfg.layout.world, join=True)
-            per_rank = json.loads(Path(out).read_text())
-            # JSON turned the int T keys into strings
-            for rr in per_rank:
-                for m in rr:
-                    m["points"] = {int(k): v for k, v in m["points"].items()}
+    if cfg.layout.world == 1:
+        per_rank = _rank_main(0, cfg, 0, None)
+    else:
+        with tempfile.TemporaryDirectory() as td:
+            per_rank = _run_ranks(cfg, td)
     env["clocks_after"] = gpu_clocks()
     return assemble(cfg, per_rank, env, gate_res, floor, impl_info)
