@@ -284,7 +284,11 @@ def compile_variants(
         futures = {pool.submit(_compile_one, backend, p.variant): p for p in planned}
         try:
             for fut in cf.as_completed(futures):
-                on_result(futures[fut], fut.result())
+                try:
+                    out = fut.result()
+                except Exception as e:  # noqa: BLE001 - e.g. a worker killed by a signal (BrokenProcessPool)
+                    out = (None, None, None, 0.0, f"compile process failed: {type(e).__name__}: {e}")
+                on_result(futures[fut], out)
         except BaseException:
             for f in futures:
                 f.cancel()

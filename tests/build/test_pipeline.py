@@ -177,3 +177,19 @@ def test_killed_compile_leaves_consistent_store(tmp_path):
     statuses = [r.status for r in report.results]
     assert statuses.count(CACHED) == len(done) and statuses.count(COMPILED) == len(variants) - len(done)
     assert report.ok and len(store.keys()) == len(variants)
+
+
+class DiesOnFail(FakeBackend):
+    def compile(self, variant):
+        if variant.params.get("fail"):
+            import os
+
+            os._exit(9)  # a worker dying (as a segfaulting compiler would)
+        return super().compile(variant)
+
+
+def test_dead_worker_is_a_reported_failure(tmp_path):
+    m = write_manifest(tmp_path / "m.json", [{"role": "role1", "BM": 8, "fail": True}, {"role": "role2", "BM": 8}])
+    report, _ = _run(m, Store(tmp_path / "s"), DiesOnFail(), jobs=2)
+    assert not report.ok
+    assert any("compile process failed" in (r.error or "") for r in report.results)
