@@ -106,14 +106,18 @@ def ls_cmd(manifest):
 @main.command("inspect")
 @click.argument("key")
 @_store_option
+@click.option("--identity", is_flag=True, help="Also print the compiler identity record.")
 @_errors_as_messages
-def inspect_cmd(key, store_dir):
+def inspect_cmd(key, store_dir, identity):
     """Show the artifact record of KEY (a full key or a unique prefix of >= 6 hex digits)."""
     store = Store(store_dir)
     record = store.get_record(store.resolve_key(key))
     click.echo(json.dumps(record.to_json(), indent=2, sort_keys=True))
-    status = "present, verified" if store.get_object(record.cubin_sha256) else "?"
-    click.echo(f"cubin object {store.object_path(record.cubin_sha256)}: {status}")
+    cubin = store.get_object(record.cubin_sha256)  # raises if missing or damaged
+    click.echo(f"cubin object {store.object_path(record.cubin_sha256)}: present, verified ({len(cubin)} bytes)")
+    if identity:
+        click.echo(f"compiler identity {record.compiler_identity}:")
+        click.echo(json.dumps(store.get_identity(record.compiler_identity), indent=2, sort_keys=True))
 
 
 @main.command("bundle")

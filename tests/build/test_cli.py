@@ -51,6 +51,11 @@ def test_inspect(fake_store):
     r = cli("inspect", key[:10], "--store", store.root)
     assert r.exit_code == 0, r.output
     assert f'"key": "{key}"' in r.output and "present, verified" in r.output
+    r = cli("inspect", key, "--store", store.root, "--identity")
+    assert r.exit_code == 0 and '"ptxas"' in r.output
+    store.object_path(store.get_record(key).cubin_sha256).unlink()
+    r = cli("inspect", key, "--store", store.root)
+    assert r.exit_code == 1 and "no object" in r.output
 
 
 @pytest.mark.parametrize(
