@@ -110,6 +110,10 @@ class AuditReport:
                 lines.append(f"    identity fields that differ: {', '.join(c.digest_fields)}")
             else:
                 lines.append("    compiler identity is identical: the build is not reproducible for this variant")
+        for v in same:
+            c = self.identities.get(v.record.compiler_identity)
+            if c is not None and not c.same:
+                lines.append(f"same     {v.record.key[:12]}  {v.label}  (cubin byte-identical despite the identity difference)")
         verdict = (
             f"byte-identical: {len(same)}/{len(self.variants)} variants rebuilt to the same cubins"
             if self.ok
@@ -120,7 +124,7 @@ class AuditReport:
         return "\n".join(lines)
 
 
-def _compare(rec: ArtifactRecord, bundle: Bundle, out) -> list[str]:
+def _compare(rec: ArtifactRecord, bundle: Bundle, out, identity_differs: bool) -> list[str]:
     cubin, ptx, new, _, error = out
     if error:
         return [f"rebuild failed: {error}"]
@@ -138,7 +142,9 @@ def _compare(rec: ArtifactRecord, bundle: Bundle, out) -> list[str]:
     elif cubin != old_cubin:
         problems.append("PTX is identical: the difference arises in the assembler")
     a, b = flatten(rec.to_json()), flatten(new.to_json())
-    fields = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    # Under a different compiler identity the key and identity digest differ by construction.
+    implied = {"key", "compiler_identity"} if identity_differs else set()
+    fields = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k) and k not in implied]
     if fields:
         problems.append(f"artifact record differs in: {', '.join(fields)}")
     return problems
@@ -184,7 +190,9 @@ def audit_bundle(
             results[rec.key] = VariantAudit(rec, False, [f"role {rec.role!r} has no kernel in this source tree"])
         else:
             key_now = backend.variant_key(v)
-            problems = [] if key_now == rec.key else [f"variant key differs: here {key_now[:16]}, recorded {rec.key[:16]}"]
+            problems = []
+            if key_now != rec.key and identities[rec.compiler_identity].same:
+                problems.append(f"variant key differs under the same identity: here {key_now[:16]}, recorded {rec.key[:16]}")
             results[rec.key] = VariantAudit(rec, not problems, problems)
             todo.append((rec, Planned(Path(rec.manifest), v, key_now)))
 
@@ -194,7 +202,7 @@ def audit_bundle(
     def on_result(p: Planned, out) -> None:
         rec = rec_of[id(p)]
         va = results[rec.key]
-        va.problems.extend(_compare(rec, bundle, out))
+        va.problems.extend(_compare(rec, bundle, out, not identities[rec.compiler_identity].same))
         va.identical = not va.problems
         va.seconds = out[3]
         bar.step(variant_label(p.variant), "identical" if va.identical else "DIFFERS", out[3])

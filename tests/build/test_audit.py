@@ -3,6 +3,7 @@ field differences, variants the bundled manifests no longer produce, damaged bun
 (The real chain is audited in test_cli.py's end-to-end test.)"""
 from __future__ import annotations
 
+import dataclasses
 import io
 import sys
 from pathlib import Path
@@ -66,8 +67,13 @@ def test_identity_field_differs(bundle):
     assert not report.ok
     text = report.text()
     assert "1 field(s) differ" in text and "ptxas.sha256: recorded '1111" in text
-    assert "identity fields that differ: ptxas.sha256" in text
-    assert "variant key differs" in text
+    # the fake's cubins do not depend on the identity: identical bytes, but the audit still fails
+    assert "cubin byte-identical despite the identity difference" in text
+    assert "NOT reproducible: 0 of 2 variants differ (no cubin differs, but the compiler identity does)" in text
+    # with different bytes too, each variant lists the identity field
+    text = _audit(bundle, dataclasses.replace(other, salt=b"x")).text()
+    assert "identity fields that differ: ptxas.sha256" in text and "cubin differs" in text
+    assert "artifact record differs in: cubin_sha256" in text and "key" not in text.split("artifact record differs in:")[1].split("\n")[0]
 
 
 def test_host_only_identity_field_is_not_a_difference(bundle):
