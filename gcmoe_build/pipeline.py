@@ -351,7 +351,7 @@ def run(
         wall_seconds=time.perf_counter() - t0,
         store_root=store.root,
         store_bytes=store.size_bytes(),
-        jobs=workers_for(len(todo), jobs),
+        jobs=workers_for(len(todo), jobs) if todo else 0,
     )
 
 
