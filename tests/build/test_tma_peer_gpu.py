@@ -49,13 +49,12 @@ def test_tma_peer_through_the_runtime(path, key):
     from gcmoe_runtime.peer import make_peer_descriptor, pack_peer_descriptor
     from gcmoe_runtime.tensormap import encode_for_tensor
 
-    torch.cuda.init()
+    gen = torch.Generator().manual_seed(7)
+    a = torch.randint(0, 256, (ROWS, 64), dtype=torch.uint8, generator=gen).cuda()  # makes the context current
     loader = KernelLoader.open(str(path))
     rec = loader.bundle.record(key)
     lk = loader.load(rec)  # checks the schema against cuKernelGetParamInfo
     tiles = int(rec.launch.grid.split(":")[1])
-    gen = torch.Generator().manual_seed(7)
-    a = torch.randint(0, 256, (ROWS, 64), dtype=torch.uint8, generator=gen).cuda()
     out = torch.full((tiles * 128,), -1, dtype=torch.int64, device="cuda")
     bases = [0x7F00_0000_0000 + r * 0x1_0000_0000 for r in range(3)]
     desc = make_peer_descriptor(bases, rank=1)
