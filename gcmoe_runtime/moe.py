@@ -1,0 +1,315 @@
+"""The public operator API, Hopper flavour of paper Listing 1 (§5 "Distributed interface").
+
+::
+
+    buffer = get_symm_buffer_for_gc_moe(group, num_experts, capacity, topk, hidden, intermediate,
+                                        bundle="model-sm90a.gcmoe")            # once, outside capture
+    w1, w2 = transform_weights_for_gc_moe((w1_q, w1_sf), (w2_q, w2_sf))         # once per weight set
+    buffer.x[:T].copy_(x_fp8); buffer.x_sf[:T].copy_(x_sf)                      # E4M3FN, FP32 per 128
+    buffer.topk_idx[:T].copy_(topk_idx); buffer.topk_weights[:T].copy_(topk_weights)
+    y = torch.empty((T, hidden), dtype=torch.bfloat16, device=x_fp8.device)
+    fp8_fp4_gc_moe(y, w1, w2, buffer)                                           # eager or under capture
+
+One process per GPU, peer-accessible GPUs, a torch.distributed group (``group=None``: one GPU).
+The call writes ``y`` in place, replays (or, under ``torch.cuda.graph`` capture, attaches) the cached
+per-layer child graph (``gcmoe_runtime.graph``): role1 on the dispatch green context beside role2 on
+the compute context, then role3 (+ role4 when shared experts are fused). ``T = y.shape[0]`` may
+change from call to call up to the capacity; ``T = 0`` is valid (the rank still takes part in the
+exchange). Every check that can fail is made on the host before anything is launched.
+
+Kernel arguments are packed by name from the kernels' recorded schemas: the workspace regions as
+``o_<region>`` offsets (``gcmoe_runtime.operator.values``), the transformed weights as
+``w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales, w2_factor`` (and ``shared_w1, shared_w1_scale,
+shared_w2, shared_w2_scale``), ``y``, ``ntok``, the activation options ``act_alpha, act_clamp``.
+
+Status: role1 and role3 are built and GPU-verified in isolation; the layer needs a bundle that also
+holds the ring-consuming role2 (and role4 for shared experts) — until then the call stops with an
+error naming the missing variant instead of launching a partial layer.
+"""
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import torch
+
+from gcmoe_runtime.operator.values import DEFAULT_TIMEOUT_NS, kernel_args, role_values
+
+ARCH = "sm_90a"
+MMA_TYPES = ("fp8xfp4",)
+ROUTED_RECIPE = "e4m3-fp32k128_x_mxfp4"
+
+
+class GcMoeError(ValueError):
+    """Bad input to the operator API (names the field, the value and the limit)."""
+
+
+@dataclass
+class GcMoeWeights:
+    """One transformed routed matrix (SM90 layout, ``gcmoe_runtime.numerics.transforms_sm90``)."""
+
+    name: str  # "w1" | "w2"
+    tiles: torch.Tensor
+    scales: torch.Tensor
+    expert_factor: torch.Tensor
+    experts: int
+    rows: int  # N: 2I for w1, H for w2
+    k: int  # K: H for w1, I for w2
+
+
+@dataclass
+class GcMoeBuffer:
+    """The symmetric workspace of one layer shape plus everything a call needs (built once)."""
+
+    group: Any
+    rank: int
+    world_size: int
+    device: torch.device
+    num_experts: int
+    capacity: int
+    topk: int
+    hidden: int
+    intermediate: int
+    shared_experts: bool
+    timeout_ns: int
+    loader: Any
+    partition: Any
+    ws: Any
+    trap: Any
+    bm_candidates: tuple
+    x: torch.Tensor = field(repr=False, default=None)
+    x_sf: torch.Tensor = field(repr=False, default=None)
+    topk_idx: torch.Tensor = field(repr=False, default=None)
+    topk_weights: torch.Tensor = field(repr=False, default=None)
+
+    @property
+    def layout(self):
+        return self.ws.layout
+
+    @property
+    def experts_per_rank(self) -> int:
+        return self.num_experts // self.world_size
+
+    def check_errors(self) -> None:
+        """Raise DeviceTimeoutError if a kernel of this buffer trapped on a device timeout."""
+        self.trap.check()
+
+
+def _need_int(name: str, v: Any, lo: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise GcMoeError(f"gcmoe: {name}={v!r} must be an integer >= {lo}")
+    return v
+
+
+def _group_info(group: Any) -> tuple[int, int]:
+    if group is None:
+        return 0, 1
+    import torch.distributed as dist
+
+    return dist.get_rank(group), dist.get_world_size(group)
+
+
+def _check_peer_access(group: Any, device: int, world: int) -> None:
+    """Every rank on one host with peer access to every other rank's GPU (NVLink)."""
+    if world == 1:
+        return
+    import torch.distributed as dist
+
+    mine = (socket.gethostname(), device, torch.cuda.get_device_properties(device).uuid.hex
+            if hasattr(torch.cuda.get_device_properties(device), "uuid") else str(device))
+    every: list = [None] * world
+    dist.all_gather_object(every, mine, group=group)
+    hosts = {h for h, _, _ in every}
+    if len(hosts) > 1:
+        raise GcMoeError(f"gcmoe: the group spans hosts {sorted(hosts)}; GC-MoE needs one NVLink domain "
+                         "(peer-accessible GPUs of one host)")
+    visible = torch.cuda.device_count()
+    for r, (_, dev, _) in enumerate(every):
+        if dev == device or dev >= visible:
+            continue  # a GPU this process cannot see is checked by the symmetric-memory rendezvous
+        if not torch.cuda.can_device_access_peer(device, dev):
+            raise GcMoeError(f"gcmoe: GPU {device} (this rank) has no peer access to GPU {dev} of rank {r}; "
+                             "the group's GPUs must be peer-accessible (NVLink/P2P)")
+
+
+def _bundle_bms(loader: Any, *, ranks: int, hidden: int, experts: int, topk: int, capacity: int) -> tuple:
+    recs = [r for r in loader.bundle.records if r.role == "role1" and r.arch == ARCH
+            and all(r.variant.get(k) == v for k, v in (("ranks", ranks), ("hidden", hidden), ("experts", experts),
+                                                       ("top_k", topk), ("capacity", capacity)))]
+    if not recs:
+        raise GcMoeError(f"gcmoe: the bundle has no role1 ({ARCH}) for ranks={ranks} hidden={hidden} "
+                         f"experts={experts} top_k={topk} capacity={capacity}; add this shape (and P={ranks} to "
+                         "targets[].ranks) to the model manifest and rebuild the bundle")
+    return tuple(sorted({int(r.variant["bm"]) for r in recs}))
+
+
+def get_symm_buffer_for_gc_moe(group: Any, num_experts: int, capacity: int, topk: int, hidden: int,
+                               intermediate: int, *, bundle: str, mma_type: str = "fp8xfp4",
+                               shared_experts: bool = False, dispatch_sms: Optional[int] = None,
+                               device: Optional[int] = None, timeout_ns: int = DEFAULT_TIMEOUT_NS) -> GcMoeBuffer:
+    """Allocate and rendezvous the symmetric workspace (collective over ``group``; not under capture)."""
+    from gcmoe_runtime import green
+    from gcmoe_runtime.loader import KernelLoader
+    from gcmoe_runtime.workspace.layout import LayoutSpec, WorkspaceLayout
+    from gcmoe_runtime.workspace.symmetric import get_workspace
+    from gcmoe_runtime.workspace.trap import TrapRecord
+
+    if mma_type not in MMA_TYPES:
+        raise GcMoeError(f"gcmoe: mma_type={mma_type!r} is not supported on Hopper; supported: {MMA_TYPES}")
+    for n, v in (("num_experts", num_experts), ("capacity", capacity), ("topk", topk), ("hidden", hidden),
+                 ("intermediate", intermediate), ("timeout_ns", timeout_ns)):
+        _need_int(n, v)
+    if torch.cuda.is_current_stream_capturing():
+        raise GcMoeError("gcmoe: get_symm_buffer_for_gc_moe allocates and rendezvouses memory; call it before "
+                         "torch.cuda.graph capture")
+    rank, world = _group_info(group)
+    if num_experts % world:
+        raise GcMoeError(f"gcmoe: num_experts={num_experts} is not divisible by the group size {world}")
+    if topk > num_experts:
+        raise GcMoeError(f"gcmoe: topk={topk} exceeds num_experts={num_experts}")
+    dev = torch.cuda.current_device() if device is None else int(device)
+    _check_peer_access(group, dev, world)
+    loader = KernelLoader.open(str(bundle))
+    bms = _bundle_bms(loader, ranks=world, hidden=hidden, experts=num_experts, topk=topk, capacity=capacity)
+    with torch.cuda.device(dev):
+        torch.zeros(1, device=dev)  # primary context current
+        gp = green.get_partition(dev, dispatch_sms)
+        layout = WorkspaceLayout.build(LayoutSpec(
+            arch=ARCH, world_size=world, num_experts=num_experts, topk=topk, hidden=hidden,
+            intermediate=intermediate, capacity=capacity, bm_candidates=bms, compute_sms=gp.compute_sms,
+            shared_experts=bool(shared_experts)))
+        layout.check_partition(gp.compute_sms)
+        ws = get_workspace(layout, group, dev)
+    buf = GcMoeBuffer(group=group, rank=rank, world_size=world, device=torch.device("cuda", dev),
+                      num_experts=num_experts, capacity=capacity, topk=topk, hidden=hidden,
+                      intermediate=intermediate, shared_experts=bool(shared_experts), timeout_ns=int(timeout_ns),
+                      loader=loader, partition=gp, ws=ws, trap=TrapRecord(), bm_candidates=bms)
+    buf.x = ws.view("x").view(torch.float8_e4m3fn)
+    buf.x_sf = ws.view("x_sf")
+    buf.topk_idx = ws.view("topk_idx")
+    buf.topk_weights = ws.view("topk_weights")
+    return buf
+
+
+def transform_weights_for_gc_moe(l1_weights: Sequence[torch.Tensor], l2_weights: Sequence[torch.Tensor]
+                                 ) -> tuple[GcMoeWeights, GcMoeWeights]:
+    """Canonical MXFP4 ``(w1 uint8 [E, 2I, H/2], w1_scale uint8 [E, 2I, H/32])`` and ``(w2 [E, H, I/2],
+    w2_scale [E, H, I/32])`` of this rank's local experts -> the SM90 kernel layout (window repack,
+    gate/up interleave, lane-permuted tiles). Runs on the tensors' device and current stream, once
+    per weight set, outside capture."""
+    from gcmoe_runtime.numerics.reference import RoutedWeights
+    from gcmoe_runtime.numerics.transforms_sm90 import transform_weights_sm90
+
+    if len(l1_weights) != 2 or len(l2_weights) != 2:
+        raise GcMoeError("gcmoe: l1_weights and l2_weights are (packed E2M1 uint8, UE8M0 uint8 scales) pairs")
+    try:
+        rw = RoutedWeights(l1_weights[0], l1_weights[1], l2_weights[0], l2_weights[1])
+    except ValueError as e:
+        raise GcMoeError(f"gcmoe: {e}") from None
+    devs = {t.device for t in (*l1_weights, *l2_weights)}
+    if len(devs) != 1:
+        raise GcMoeError(f"gcmoe: weights live on several devices {sorted(map(str, devs))}")
+    m1, m2 = transform_weights_sm90(rw)
+    e, h, i = rw.num_experts, rw.hidden, rw.intermediate
+    return (GcMoeWeights("w1", m1.tiles, m1.scales, m1.expert_factor, e, 2 * i, h),
+            GcMoeWeights("w2", m2.tiles, m2.scales, m2.expert_factor, e, h, i))
+
+
+def _check_call(y: Any, w1: Any, w2: Any, buffer: GcMoeBuffer, activation: str, recipe: str,
+                shared: Optional[Sequence[torch.Tensor]]) -> int:
+    if not isinstance(buffer, GcMoeBuffer):
+        raise GcMoeError(f"gcmoe: buffer must come from get_symm_buffer_for_gc_moe, got {type(buffer).__name__}")
+    if not isinstance(y, torch.Tensor) or y.dtype != torch.bfloat16 or y.dim() != 2:
+        raise GcMoeError(f"gcmoe: y must be a 2-D torch.bfloat16 tensor [T, hidden], got "
+                         f"{getattr(y, 'dtype', type(y).__name__)} {tuple(getattr(y, 'shape', ()))}")
+    if y.device != buffer.device:
+        raise GcMoeError(f"gcmoe: y is on {y.device}, the buffer on {buffer.device}")
+    if y.shape[1] != buffer.hidden or not y.is_contiguous():
+        raise GcMoeError(f"gcmoe: y must be contiguous [T, {buffer.hidden}], got {tuple(y.shape)}")
+    T = int(y.shape[0])
+    if T > buffer.capacity:
+        raise GcMoeError(f"gcmoe: T={T} tokens exceeds the buffer capacity {buffer.capacity} "
+                         "(allocate the buffer with a larger capacity; the manifest's targets[].capacity bounds it)")
+    for w, name, rows, k in ((w1, "w1", 2 * buffer.intermediate, buffer.hidden),
+                             (w2, "w2", buffer.hidden, buffer.intermediate)):
+        if not isinstance(w, GcMoeWeights):
+            raise GcMoeError(f"gcmoe: {name} is not transformed ({type(w).__name__}); pass the output of "
+                             "transform_weights_for_gc_moe")
+        if w.name != name or (w.experts, w.rows, w.k) != (buffer.experts_per_rank, rows, k):
+            raise GcMoeError(f"gcmoe: {name} holds {w.name} [E={w.experts}, {w.rows}, {w.k}], the buffer needs "
+                             f"[E={buffer.experts_per_rank} local experts, {rows}, {k}]")
+        if w.tiles.device != buffer.device:
+            raise GcMoeError(f"gcmoe: {name} is on {w.tiles.device}, the buffer on {buffer.device}")
+    if activation != "swiglu":
+        raise GcMoeError(f"gcmoe: activation={activation!r}; only 'swiglu' is built")
+    if recipe != ROUTED_RECIPE:
+        raise GcMoeError(f"gcmoe: recipe={recipe!r}; the Hopper path is {ROUTED_RECIPE!r}")
+    if buffer.shared_experts != (shared is not None):
+        raise GcMoeError("gcmoe: shared-expert weights must be given exactly when the buffer was created with "
+                         f"shared_experts=True (buffer: {buffer.shared_experts})")
+    if not torch.cuda.is_current_stream_capturing() and T:
+        idx = buffer.topk_idx[:T]
+        bad = (idx < -1) | (idx >= buffer.num_experts)
+        if bool(bad.any()):
+            t, s = (int(v) for v in torch.nonzero(bad)[0])
+            raise GcMoeError(f"gcmoe: topk_idx[{t}, {s}] = {int(idx[t, s])} is outside [-1, {buffer.num_experts})")
+        if not bool(torch.isfinite(buffer.topk_weights[:T]).all()):
+            raise GcMoeError("gcmoe: topk_weights holds a non-finite value")
+    return T
+
+
+def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: GcMoeBuffer, *,
+                   recipe: str = ROUTED_RECIPE, activation: str = "swiglu", activation_alpha: float = 1.0,
+                   activation_clamp: float = 10.0, shared_weights: Optional[Sequence[torch.Tensor]] = None,
+                   expert_stats: bool = False) -> torch.Tensor:
+    """One MoE layer on this rank's ``T = y.shape[0]`` tokens from ``buffer.x/x_sf/topk_*``; ``y``
+    written in place (and returned). ``shared_weights``: (w1 e4m3 [2Is, H], w1 scales, w2 e4m3 [H, Is],
+    w2 scales) when the buffer fuses shared experts. Collective: every rank of the group calls it."""
+    from gcmoe_runtime.artifacts.bundle import BundleError
+    from gcmoe_runtime.graph import RoleNode, get_layer_graph
+    from gcmoe_runtime.heuristics import choose_shared_bm, choose_tile
+
+    T = _check_call(y, w1, w2, buffer, activation, recipe, shared_weights)
+    P, gp = buffer.world_size, buffer.partition
+    shape = dict(arch=ARCH, ranks=P, top_k=buffer.topk, experts=buffer.num_experts, hidden=buffer.hidden)
+    tile = choose_tile(ARCH, max(T, 1), **{k: v for k, v in shape.items() if k != "arch"},
+                       intermediate=buffer.intermediate, compute_sms=gp.compute_sms,
+                       candidates=buffer.bm_candidates, capacity=buffer.capacity)
+    cap = dict(capacity=buffer.capacity)
+    find = buffer.loader.kernel
+    try:
+        kernels = {
+            "role1": find("role1", **shape, **cap, bm=tile.bm),
+            "role2": find("role2", **shape, **cap, bm=tile.bm, threads=tile.threads,
+                          intermediate=buffer.intermediate, act_alpha=float(activation_alpha),
+                          act_clamp=float(activation_clamp)),
+            "role3": find("role3", **shape, **cap),
+        }
+        if buffer.shared_experts:
+            kernels["role4"] = find("role4", arch=ARCH, hidden=buffer.hidden, intermediate=buffer.intermediate,
+                                    capacity=buffer.capacity, bm=choose_shared_bm(max(T, 1), buffer.bm_candidates))
+    except (LookupError, BundleError) as e:
+        raise GcMoeError(f"gcmoe: the bundle cannot run this layer: {e}") from None
+    vals = role_values(buffer.ws, ntok=T, err=buffer.trap.address, timeout_ns=buffer.timeout_ns,
+                       y=y.data_ptr(), stats=expert_stats)
+    vals.update({"w1_tiles": w1.tiles.data_ptr(), "w1_scales": w1.scales.data_ptr(),
+                 "w1_factor": w1.expert_factor.data_ptr(), "w2_tiles": w2.tiles.data_ptr(),
+                 "w2_scales": w2.scales.data_ptr(), "w2_factor": w2.expert_factor.data_ptr(),
+                 "act_alpha": float(activation_alpha), "act_clamp": float(activation_clamp)})
+    if shared_weights is not None:
+        names = ("shared_w1", "shared_w1_scale", "shared_w2", "shared_w2_scale")
+        if len(shared_weights) != 4:
+            raise GcMoeError(f"gcmoe: shared_weights must be {names}")
+        vals.update({n: t.data_ptr() for n, t in zip(names, shared_weights)})
+    roles = {r: RoleNode(k, kernel_args(k, vals)) for r, k in kernels.items()}
+    graph = get_layer_graph(roles, gp, tokens=T)
+    stream = torch.cuda.current_stream(buffer.device)
+    capturing = torch.cuda.is_current_stream_capturing()
+    with buffer.ws.call(int(stream.cuda_stream), capturing=capturing):
+        graph.run(stream)
+    return y
+
+
+__all__ = ["GcMoeBuffer", "GcMoeError", "GcMoeWeights", "fp8_fp4_gc_moe", "get_symm_buffer_for_gc_moe",
+           "transform_weights_for_gc_moe"]
