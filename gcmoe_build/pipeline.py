@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Sequence
 
 from gcmoe_runtime.artifacts.record import ArtifactRecord
-from gcmoe_runtime.artifacts.store import Store
+from gcmoe_runtime.artifacts.store import Store, StoreError
 
 COMPILED, CACHED, NO_KERNEL, FAILED = "compiled", "cached", "no kernel yet", "failed"
 
@@ -120,6 +120,7 @@ class VariantResult:
     seconds: float = 0.0
     error: str | None = None
     record: ArtifactRecord | None = None
+    note: str | None = None
 
 
 @dataclass
@@ -153,8 +154,9 @@ class PipelineReport:
                 t = f"{r.seconds:8.2f}s" if r.status in (COMPILED, CACHED) else " " * 9
                 size = f"{r.record.cubin_size / 1024:7.1f} KiB" if r.record else " " * 11
                 lines.append(f"  {key}  {r.status:<13} {t} {size}  {r.planned.label}")
-                if r.error:
-                    lines.extend("      " + ln for ln in r.error.rstrip().splitlines())
+                for text in (r.note, r.error):
+                    if text:
+                        lines.extend("      " + ln for ln in text.rstrip().splitlines())
             if no_kernel:
                 lines.append(
                     "  no kernel yet (not compiled): "
@@ -314,6 +316,7 @@ def run(
     store.remove_stale_temp()
     bar = Progress(sum(p.key is not None for p in planned), stream, enabled=progress)
     results: dict[int, VariantResult] = {}
+    notes: dict[int, str] = {}
     todo: list[Planned] = []
     for i, p in enumerate(planned):
         if p.key is None:
@@ -321,11 +324,15 @@ def run(
             continue
         t = time.perf_counter()
         if store.has_record(p.key):
-            rec = store.get_record(p.key)
-            store.get_object(rec.cubin_sha256)  # a warm hit is a verified hit
-            results[i] = VariantResult(p, CACHED, time.perf_counter() - t, record=rec)
-            bar.step(p.label, CACHED, results[i].seconds)
-            continue
+            try:
+                rec = store.get_record(p.key)
+                store.get_object(rec.cubin_sha256)  # a warm hit is a verified hit
+            except StoreError as e:
+                notes[id(p)] = f"store entry was damaged ({e}); rebuilt"
+            else:
+                results[i] = VariantResult(p, CACHED, time.perf_counter() - t, record=rec)
+                bar.step(p.label, CACHED, results[i].seconds)
+                continue
         todo.append(p)
     index = {id(p): i for i, p in enumerate(planned)}
 
@@ -341,7 +348,7 @@ def run(
                 store.put_artifact(record, cubin, backend.identity(p.variant.arch)[1], ptx=ptx)
             except Exception as e:  # noqa: BLE001
                 error = f"storing failed: {type(e).__name__}: {e}"
-        r = VariantResult(p, FAILED if error else COMPILED, seconds, error, None if error else record)
+        r = VariantResult(p, FAILED if error else COMPILED, seconds, error, None if error else record, notes.get(id(p)))
         results[index[id(p)]] = r
         bar.step(p.label, r.status, seconds)
 

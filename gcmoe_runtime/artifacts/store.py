@@ -109,11 +109,16 @@ class Store:
         return self.object_path(sha).is_file()
 
     def put_object(self, data: bytes) -> str:
-        """Store ``data``; returns its sha256. Already-present objects are not rewritten."""
+        """Store ``data``; returns its sha256. A present, intact object is not rewritten; a damaged one is."""
         sha = sha256_hex(data)
         path = self.object_path(sha)
-        if not path.is_file():
-            atomic_write(path, compress(data))
+        if path.is_file():
+            try:
+                decompress_verified(path.read_bytes(), sha, str(path))
+                return sha
+            except (StoreCorruption, FileNotFoundError):
+                pass  # a damaged object is replaced by the good bytes we have in hand
+        atomic_write(path, compress(data))
         return sha
 
     def object_frame(self, sha: str) -> bytes:
