@@ -20,7 +20,10 @@ Bundle (one file, an uncompressed POSIX ustar archive, normalised so equal input
 
 Members after BUNDLE.json are sorted by name; every header has mtime 0, uid/gid 0, empty
 user/group names and mode 0644. The top hash is sha256 over the canonical JSON of
-``{"format", "format_version", "members"}`` — pin it to pin the whole bundle.
+``{"format", "format_version", "members"}`` — pin it to pin the whole bundle. Objects are copied
+verbatim from the store, so the same store gives the same bundle bytes; stores written by
+different zstandard releases may hold different frames of the same cubin (the cubin hashes, and
+so the records, stay equal; the bundle's member hashes would not).
 """
 from __future__ import annotations
 
