@@ -125,3 +125,40 @@ def decode_thread_k32(tiles: torch.Tensor, thread: int, j: int) -> torch.Tensor:
             d = ((word << 4) & 0x80808080) | ((word << 2) & 0x1C1C1C1C)
             out += [(d >> (8 * b)) & 0xFF for b in range(4)]
     return torch.stack(out, dim=-1).to(torch.uint8)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Scale tiles (added by the role2 kernel author: the layout the SM90 role2 kernel reads its UE8M0 K32 scales in)
+# ------------------------------------------------------------------------------------------------------------
+SCALE_TILE_BYTES = TILE_ROWS * TILE_K // 32  # 256: 64 rows x 4 K32 scales of one K128 step
+
+
+def scale_tile_position(row: int, k32: int) -> int:
+    """Byte of a scale tile (64 rows x one K128 step) holding the scale of tile row ``row``, K32 slice ``k32``.
+
+    Thread (warp ``w``, lane group ``g``) needs the scales of its rows ``16w + g`` and ``16w + g + 8`` (the two
+    rows of its A fragment) for the four K32 slices: 8 contiguous bytes at ``8 * (8w + g)``, byte
+    ``2 * k32 + half`` (half = 1 for the row g+8). One 8-byte load per K128 step and warpgroup slab.
+    """
+    w, r = divmod(row, 16)
+    half, g = divmod(r, 8)
+    return 8 * (8 * w + g) + 2 * k32 + half
+
+
+def permute_scales(scales: torch.Tensor) -> torch.Tensor:
+    """UE8M0 codes ``uint8 [E, N, K/32]`` (row order as the tiles) -> ``uint8 [E, N/64, K/128, 256]``."""
+    if scales.dim() != 3 or scales.shape[1] % TILE_ROWS or scales.shape[2] % (TILE_K // 32):
+        raise ValueError(f"sm90 scale tiles: scales {tuple(scales.shape)} must be [E, N, K/32] with N % {TILE_ROWS}"
+                         f" == 0 and K/32 % {TILE_K // 32} == 0")
+    e, n, k32 = scales.shape
+    t = scales.reshape(e, n // TILE_ROWS, 4, 2, 8, k32 // 4, 4)  # [e, slab, w, half, g, k128, k32l]
+    return t.permute(0, 1, 5, 2, 4, 6, 3).reshape(e, n // TILE_ROWS, k32 // 4, SCALE_TILE_BYTES).contiguous()
+
+
+def unpermute_scales(tiles: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`permute_scales`."""
+    if tiles.dim() != 4 or tiles.shape[-1] != SCALE_TILE_BYTES:
+        raise ValueError(f"sm90 scale tiles: expected [E, N/64, K/128, {SCALE_TILE_BYTES}], got {tuple(tiles.shape)}")
+    e, nt, kt, _ = tiles.shape
+    t = tiles.reshape(e, nt, kt, 4, 8, 4, 2)  # [e, slab, k128, w, g, k32l, half]
+    return t.permute(0, 1, 3, 6, 4, 2, 5).reshape(e, nt * TILE_ROWS, kt * 4).contiguous()

@@ -1,8 +1,7 @@
 """In-register FP4 (E2M1) -> E4M3 decode for the SM90 register-A wgmma path.
 
 Owns the bit trick and its contract with the host weight layout
-(:mod:`gcmoe_build.kernels.sm90.role2_layout`, to be folded into
-``gcmoe_runtime/numerics/sm90_layout.py``):
+(``gcmoe_runtime/numerics/sm90_layout.py``, the single definition of the tile bytes):
 
 * An E2M1 code ``s e1 e0 m`` placed at E4M3 bits ``7 | 4 3 2`` (sign | exponent low bits,
   mantissa high bit) is an E4M3 byte whose value is exactly ``fp4 * 2**-6`` for all 16 codes

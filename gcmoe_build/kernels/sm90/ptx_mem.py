@@ -150,3 +150,27 @@ def bulk_copy_g2s(sdst, gsrc, nbytes: int, mbar, policy, *, loc=None, ip=None):
 def setmaxnreg(n: int, inc: bool, *, loc=None, ip=None):
     op = "inc" if inc else "dec"
     _asm(f"setmaxnreg.{op}.sync.aligned.u32 {int(n)};", "", [], 0)
+
+
+@dsl_user_op
+def ld_global_v2_stream(addr, policy, *, loc=None, ip=None):
+    """8-byte read-only global load with an L2 cache policy. 2 Int32."""
+    r = _asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v2.u32 {$0, $1}, [$2], $3;", "=r,=r,l,l",
+             [_v(addr, Int64), _v(policy, Int64)], 2)
+    return [Int32(x) for x in r]
+
+
+@dsl_user_op
+def ld_shared_v2(saddr, *, loc=None, ip=None):
+    r = _asm("ld.shared.v2.u32 {$0, $1}, [$2];", "=r,=r,r", [_v(saddr)], 2)
+    return [Int32(x) for x in r]
+
+
+@dsl_user_op
+def ld_global_u8(addr, *, loc=None, ip=None) -> Int32:
+    return Int32(_asm("ld.global.u8 $0, [$1];", "=r,l", [_v(addr, Int64)], 1)[0])
+
+
+@dsl_user_op
+def st_global_u8(addr, x, *, loc=None, ip=None):
+    _asm("st.global.u8 [$0], $1;", "l,r", [_v(addr, Int64), _v(x)], 0)

@@ -96,3 +96,8 @@ def to_e4m3_byte(x, *, loc=None, ip=None) -> Int32:
     return Int32(_asm(
         "{\n.reg .b16 h;\n.reg .f32 z;\nmov.f32 z, 0f00000000;\ncvt.rn.satfinite.e4m3x2.f32 h, z, $1;\n"
         "cvt.u32.u16 $0, h;\n}", "=r,f", [_v(x, Float32)], 1, volatile=False)[0])
+
+
+@dsl_user_op
+def float_bits(x, *, loc=None, ip=None) -> Int32:
+    return Int32(_asm("mov.b32 $0, $1;", "=r,f", [_v(x, Float32)], 1, volatile=False)[0])

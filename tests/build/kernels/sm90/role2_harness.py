@@ -1,33 +1,19 @@
 """GPU harness for the SM90 role2 GEMM cubins: load with the driver library API, make data, launch.
 
-Runs on the GPU machine (torch + cuda-bindings + numpy; no CuTe DSL, no pydantic): cubins come
-prebuilt from ``python -m gcmoe_build.kernels.sm90.role2_devbuild build/role2_sm90`` and are
-loaded with ``cuLibraryLoadData`` / ``cuLibraryGetKernel`` - never JIT. ``role2_layout`` is
-loaded by file path so that importing it pulls in no package ``__init__`` (which may need the DSL).
+Runs on the GPU machine (torch + cuda-bindings; no CuTe DSL, no pydantic): cubins come prebuilt from
+``python -m gcmoe_build.kernels.sm90.role2_devbuild build/role2_sm90`` and are loaded with
+``cuLibraryLoadData`` / ``cuLibraryGetKernel`` - never JIT. Weights and the reference come from the
+runtime's numerics package (quantisers, SM90 transform, tile/scale layouts, FP32 reference steps).
 """
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import json
 import os
 from pathlib import Path
 
-import numpy as np
-
 REPO = Path(__file__).resolve().parents[4]
 CUBIN_DIR = Path(os.environ.get("GCMOE_ROLE2_CUBINS", REPO / "build" / "role2_sm90"))
-
-
-def load_layout_module():
-    path = REPO / "gcmoe_build" / "kernels" / "sm90" / "role2_layout.py"
-    spec = importlib.util.spec_from_file_location("gcmoe_role2_layout", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-L = load_layout_module()
 
 
 def _check(res):
@@ -79,16 +65,23 @@ class Role2Kernels:
                                  cu.CUstream(stream.cuda_stream), ctypes.addressof(ptr_arr), 0))
 
 
-def make_expert_weights(rng, e, rows, k, w1: bool):
-    """Random MXFP4 weights in kernel row order: codes, UE8M0 scales, per-expert factor."""
-    codes = rng.integers(0, 16, size=(e, rows, k), dtype=np.uint8)
-    scales = rng.integers(118, 131, size=(e, rows, k // 32), dtype=np.uint8)
-    if w1:  # build from separate gate/up to exercise the row-order helper
-        half = rows // 2
-        codes = L.w1_rows_from_gate_up(codes[:, :half], codes[:, half:])
-        scales = L.w1_rows_from_gate_up(scales[:, :half], scales[:, half:])
-    efac = (64.0 * np.exp2(rng.integers(-2, 3, size=e))).astype(np.float32)
-    return codes, scales, efac
+def sm90_weights(e: int, n: int, k: int, gate_up: bool, gen):
+    """Random FP32 weights -> MXFP4 -> the SM90 transform. Returns (tiles, scale tiles, expert factor,
+    canonical FP32 dequantised weights [E, N, K]) on the GPU. Row magnitudes spread over 2**-3..2**3
+    so the K32 scales and the window repack are exercised."""
+    import torch
+
+    from gcmoe_runtime.numerics.quant import quantize_mxfp4
+    from gcmoe_runtime.numerics.sm90_layout import permute_scales
+    from gcmoe_runtime.numerics.transforms_sm90 import transform_matrix_sm90
+
+    w = torch.randn((e, n, k), generator=gen, device="cuda") * 0.05
+    w *= 2.0 ** torch.randint(-3, 4, (e, n, k // 32, 1), generator=gen, device="cuda").float().repeat_interleave(
+        32, dim=3).view(e, n, k)
+    packed, scales = quantize_mxfp4(w)
+    del w
+    m = transform_matrix_sm90(packed, scales, gate_up)
+    return (m.tiles.contiguous(), permute_scales(m.scales), m.expert_factor.float().contiguous(), m.dequantize())
 
 
 def e4m3_random(torch, shape, gen, scale=1.0):

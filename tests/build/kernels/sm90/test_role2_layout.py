@@ -1,31 +1,32 @@
-"""CPU checks of the role2 SM90 weight layout against the kernel's register semantics.
+"""CPU checks that the role2 SM90 kernel reads the runtime's SM90 weight layout the way it should.
 
-An emulator walks every thread of a CTA exactly as ``role2_gemm`` does (16-byte word per K32,
-decode rule of ``fp4_decode``, the wgmma A-fragment layout documented in ``wgmma_rs``, the scale
-byte order) and rebuilds the weight tile each warpgroup feeds the MMA; it must equal the codes the
-packer was given, value x 2**-6, with the same per-row K32 scales.
+An emulator walks every consumer thread of a CTA exactly as ``role2_gemm`` does (its 32 bytes of a
+``sm90_layout`` code tile per slab and K128 step, words ``2q``/``2q+1`` for K32 ``q``, the decode rule
+of ``fp4_decode``, the wgmma A-fragment layout documented in ``wgmma_rs``, the 8 scale bytes of a
+``permute_scales`` tile) and rebuilds the weights each slab feeds the MMA: they must equal the codes
+(value x 2**-6) and scales given to the layout functions. Also checks the W1 epilogue's column
+formula against the gate/up interleave.
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
+import torch
 
-from tests.build.kernels.sm90.role2_harness import L
+from gcmoe_runtime.numerics.formats import fp4_code_table
+from gcmoe_runtime.numerics.gate_up import gate_up_row_order
+from gcmoe_runtime.numerics.sm90_layout import permute_scales, permute_tiles, unpermute_scales
 
-E4M3_BIAS = 7
+E2M1_VALUES = fp4_code_table(dtype=torch.float64)
 
 
 def e4m3_value(byte: int) -> float:
     s = -1.0 if byte & 0x80 else 1.0
-    e = (byte >> 3) & 0xF
-    m = byte & 0x7
-    if e == 0:
-        return s * (m / 8.0) * 2.0 ** (1 - E4M3_BIAS)
-    return s * (1 + m / 8.0) * 2.0 ** (e - E4M3_BIAS)
+    e, m = (byte >> 3) & 0xF, byte & 0x7
+    return s * (m / 8.0) * 2.0 ** -6 if e == 0 else s * (1 + m / 8.0) * 2.0 ** (e - 7)
 
 
 def decode_word(word: int) -> tuple[int, int]:
-    """Host mirror of fp4_decode's PTX (shift/and/or), on a 32-bit word."""
+    """Host mirror of fp4_decode's PTX (shift/and/or) on one 32-bit word."""
     lo = ((word << 4) & 0x80808080) | ((word << 2) & 0x1C1C1C1C)
     hi = (word & 0x80808080) | ((word >> 2) & 0x1C1C1C1C)
     return lo & 0xFFFFFFFF, hi & 0xFFFFFFFF
@@ -33,64 +34,56 @@ def decode_word(word: int) -> tuple[int, int]:
 
 def test_decode_is_exact_for_all_codes():
     for code in range(16):
-        word = code | (code << 4)
-        lo, hi = decode_word(word)
-        assert e4m3_value(lo & 0xFF) == L.FP4_VALUES[code] * 2.0**-6
-        assert e4m3_value(hi & 0xFF) == L.FP4_VALUES[code] * 2.0**-6
+        lo, hi = decode_word(code | (code << 4))
+        assert e4m3_value(lo & 0xFF) == float(E2M1_VALUES[code]) * 2.0**-6
+        assert e4m3_value(hi & 0xFF) == float(E2M1_VALUES[code]) * 2.0**-6
 
 
 @pytest.mark.parametrize("k", [128, 256])
-def test_packed_fragments_rebuild_the_weights(k):
-    rng = np.random.default_rng(k)
-    e, rows = 2, 512
-    codes = rng.integers(0, 16, size=(e, rows, k), dtype=np.uint8)
-    scales = rng.integers(100, 140, size=(e, rows, k // 32), dtype=np.uint8)
-    w, ws = L.pack_weights(codes, scales)
-    nt = rows // 256
-    w = w.reshape(e, nt, k // 32, 256, 16)
-    ws = ws.reshape(e, nt, k // 128, 8, 8, 16)
-    for ex in range(e):
-        for tile in range(nt):
-            rebuilt = np.full((256, k), np.nan)
-            rscale = np.full((256, k // 32), -1)
-            for tid in range(256):
-                wg, warp, lane = tid // 128, (tid // 32) % 4, tid % 32
-                g, t = lane // 4, lane % 4
-                for k32 in range(k // 32):
-                    words = w[ex, tile, k32, tid].view("<u4")
+def test_kernel_reads_rebuild_the_weights(k):
+    gen = torch.Generator().manual_seed(k)
+    e, rows = 1, 256  # one CTA: 4 slabs of 64 rows (warpgroup wg, slot sl -> slab 2*wg + sl)
+    codes = torch.randint(0, 16, (e, rows, k), generator=gen, dtype=torch.uint8)
+    scales = torch.randint(100, 140, (e, rows, k // 32), generator=gen, dtype=torch.uint8)
+    tiles = permute_tiles(codes).numpy()
+    stiles = permute_scales(scales).numpy()
+    assert torch.equal(unpermute_scales(permute_scales(scales)), scales)
+    want = E2M1_VALUES[codes.long()].numpy() * 2.0**-6
+    got = torch.full((rows, k), float("nan"), dtype=torch.float64).numpy()
+    got_scale = torch.full((rows, k // 32), -1, dtype=torch.int32).numpy()
+    for ctid in range(256):
+        wg, tw = divmod(ctid, 128)
+        warp, lane = divmod(tw, 32)
+        g, t = divmod(lane, 4)
+        for sl in range(2):
+            slab = 2 * wg + sl
+            for kb in range(k // 128):
+                words = tiles[0, slab, kb, 32 * tw:32 * tw + 32].view("<u4")
+                sbytes = stiles[0, slab, kb, 8 * (8 * warp + g):8 * (8 * warp + g) + 8]
+                for q in range(4):
                     regs = []
-                    for x in words:
-                        lo, hi = decode_word(int(x))
-                        regs += [lo, hi]
-                    for slot in range(2):
-                        a = regs[4 * slot:4 * slot + 4]
-                        for ri, reg in enumerate(a):  # wgmma A fragment: a0..a3
-                            row = 16 * warp + g + (8 if ri in (1, 3) else 0)
-                            kb = 4 * t + (16 if ri >= 2 else 0)
-                            for j in range(4):
-                                rebuilt[wg * 128 + slot * 64 + row, k32 * 32 + kb + j] = \
-                                    e4m3_value((reg >> (8 * j)) & 0xFF)
-                    sb = ws[ex, tile, k32 // 4, wg * 4 + warp, g]
-                    for slot in range(2):
-                        for hh in range(2):
-                            rscale[wg * 128 + slot * 64 + 16 * warp + g + 8 * hh, k32] = sb[(k32 % 4) * 4 + slot * 2 + hh]
-            want = L.FP4_VALUES[codes[ex, tile * 256:(tile + 1) * 256]] * 2.0**-6
-            np.testing.assert_array_equal(rebuilt, want)
-            np.testing.assert_array_equal(rscale, scales[ex, tile * 256:(tile + 1) * 256])
+                    for r in range(2):
+                        regs += list(decode_word(int(words[2 * q + r])))
+                    for ri, reg in enumerate(regs):  # a0..a3: rows g / g+8, k 4t.. / 16+4t..
+                        row = slab * 64 + 16 * warp + g + (8 if ri in (1, 3) else 0)
+                        kk = kb * 128 + 32 * q + 4 * t + (16 if ri >= 2 else 0)
+                        for j in range(4):
+                            got[row, kk + j] = e4m3_value((reg >> (8 * j)) & 0xFF)
+                    for hh in range(2):  # kernel: byte (q % 2) * 2 + hh of word q // 2
+                        byte = 4 * (q // 2) + (q % 2) * 2 + hh
+                        got_scale[slab * 64 + 16 * warp + g + 8 * hh, kb * 4 + q] = sbytes[byte]
+    assert (got == want[0]).all()
+    assert (got_scale == scales[0].numpy()).all()
 
 
-def test_w1_row_order_puts_gate_and_up_in_one_warpgroup():
-    e, i, k = 1, 256, 4
-    gate = np.arange(e * i * k).reshape(e, i, k)
-    up = -gate
-    r = L.w1_rows_from_gate_up(gate, up)
-    # tile 1, warpgroup 1: slot A rows 384..447 = gate 192..255, slot B rows 448..511 = up 192..255
-    np.testing.assert_array_equal(r[0, 384:448], gate[0, 192:256])
-    np.testing.assert_array_equal(r[0, 448:512], up[0, 192:256])
-
-
-def test_pack_rejects_bad_shapes():
-    with pytest.raises(ValueError, match="multiple of 256"):
-        L.pack_weights(np.zeros((1, 128, 128), np.uint8), np.zeros((1, 128, 4), np.uint8))
-    with pytest.raises(ValueError, match="4-bit"):
-        L.pack_weights(np.full((1, 256, 128), 16, np.uint8), np.zeros((1, 256, 4), np.uint8))
+def test_w1_epilogue_columns_follow_the_gate_up_interleave():
+    two_i = 512
+    src = gate_up_row_order(two_i)
+    for ntile in range(two_i // 256):
+        for slab in range(4):
+            for warp in range(4):
+                for g in range(8):
+                    row = ntile * 256 + slab * 64 + 16 * warp + g
+                    col = ntile * 128 + slab * 32 + 8 * warp + g  # role2_gemm W1 epilogue
+                    assert int(src[row]) == col  # gate of column col
+                    assert int(src[row + 8]) == two_i // 2 + col  # its up row is the row-half 1 partner
