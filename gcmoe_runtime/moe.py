@@ -116,8 +116,7 @@ def _check_peer_access(group: Any, device: int, world: int) -> None:
         return
     import torch.distributed as dist
 
-    mine = (socket.gethostname(), device, torch.cuda.get_device_properties(device).uuid.hex
-            if hasattr(torch.cuda.get_device_properties(device), "uuid") else str(device))
+    mine = (socket.gethostname(), device, str(getattr(torch.cuda.get_device_properties(device), "uuid", device)))
     every: list = [None] * world
     dist.all_gather_object(every, mine, group=group)
     hosts = {h for h, _, _ in every}
