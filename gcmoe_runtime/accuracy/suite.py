@@ -41,7 +41,7 @@ class CachedExperts:
     Cached in FP32 while the cache stays under ``fp32_budget_bytes``; beyond that in BF16 where that is exact
     (dequantised MXFP4 values have two significant bits), so production shapes fit in CPU memory."""
 
-    def __init__(self, routed, fp32_budget_bytes: int = 1 << 30):
+    def __init__(self, routed, fp32_budget_bytes: int = 3 << 30):
         self.routed = routed
         self.num_experts = routed.num_experts
         self.budget = fp32_budget_bytes

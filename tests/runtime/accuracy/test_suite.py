@@ -111,3 +111,16 @@ def test_cli_writes_json_and_table(tmp_path, capsys):
     doc = json.load(open(out))
     assert doc["summary"]["rank_cases"] == 4 and doc["environment"]["torch"] == torch.__version__
     assert "Impl/BF16" in table.read_text() and "Impl/BF16" in capsys.readouterr().out
+
+
+@pytest.mark.gpu
+def test_suite_runs_on_gpu_and_matches_cpu():
+    cfg = SuiteConfig("small-gpu", 256, 128, 8, 3, shared_experts=1, world=2, capacity=16)
+    lay = make_layer_weights(cfg)
+    cpu = run_suite(cfg, layer=lay, case_names=SOME)
+    gpu = run_suite(cfg, layer=lay, device="cuda", case_names=SOME)
+    assert all(r["passed"] for r in gpu.records)
+    for a, b in zip(cpu.records, gpu.records):
+        assert a["case"] == b["case"] and a["rank"] == b["rank"]
+        if a.get("cos_vs_bf16") is not None:
+            assert abs(a["cos_vs_bf16"] - b["cos_vs_bf16"]) < 1e-4
