@@ -13,7 +13,8 @@ DSL's MLIR (after canonicalize+cse):
   act on 16-byte units within 128-byte rows, as TMA swizzles do);
 
 and :func:`check_tensormaps` compares them with the plan's encodings: dtype, ``prod(box) *
-element bits == copy_bits``, swizzle, interleave NONE, and rank covering the atom's gmem modes.
+element bits == copy_bits``, swizzle, interleave NONE, rank covering the atom's gmem modes, and —
+a hardware rule the DSL does not enforce — a swizzled box's inner extent equal to the swizzle span.
 (The order of the box dimensions is not visible in the atom type; only their product is checked.)
 """
 from __future__ import annotations
@@ -39,6 +40,7 @@ TMA_FORMATS = {
     "TF32_FTZ_RN": ("CU_TENSOR_MAP_DATA_TYPE_TFLOAT32_FTZ", 32),
 }
 _SWIZZLE_BYTES = {1: 32, 2: 64, 3: 128}
+_SWIZZLE_SPAN = {f"CU_TENSOR_MAP_SWIZZLE_{b}B": b for b in _SWIZZLE_BYTES.values()}
 
 
 class TensorMapMismatchError(ValueError):
@@ -182,5 +184,13 @@ def check_tensormaps(kernel: str, encodings, atoms: list[TmaAtomFacts]) -> None:
             raise TensorMapMismatchError(kernel, f"{where}: rank {enc.rank} < the {atom.gmem_modes} modes the atom tiles")
         if enc.swizzle != atom.swizzle:
             raise TensorMapMismatchError(kernel, f"{where}: swizzle {enc.swizzle}, the DSL's smem layout needs {atom.swizzle}")
+        span = _SWIZZLE_SPAN.get(enc.swizzle)
+        if span is not None and enc.box[0] * atom.element_bits != span * 8:
+            # TMA lays a swizzled box out in rows of the swizzle span; the DSL accepts a narrower
+            # inner box (a 64-byte box under SWIZZLE_128B), which then faults on the GPU.
+            raise TensorMapMismatchError(
+                kernel, f"{where}: inner box {enc.box[0]} x {atom.element_bits} bits must equal the "
+                f"{span}-byte span of {enc.swizzle}"
+            )
         if enc.interleave != "CU_TENSOR_MAP_INTERLEAVE_NONE":
             raise TensorMapMismatchError(kernel, f"{where}: interleave {enc.interleave}; tiled DSL atoms use NONE")

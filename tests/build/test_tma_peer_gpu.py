@@ -49,16 +49,18 @@ def test_tma_peer_through_the_runtime(path, key):
     from gcmoe_runtime.peer import make_peer_descriptor, pack_peer_descriptor
     from gcmoe_runtime.tensormap import encode_for_tensor
 
-    gen = torch.Generator().manual_seed(7)
-    a = torch.randint(0, 256, (ROWS, 64), dtype=torch.uint8, generator=gen).cuda()  # makes the context current
+    torch.zeros(1, device="cuda")  # makes the primary context current
     loader = KernelLoader.open(str(path))
     rec = loader.bundle.record(key)
+    (enc,) = rec.tensormaps
+    cols = enc.box[0]
+    gen = torch.Generator().manual_seed(7)
+    a = torch.randint(0, 256, (ROWS, cols), dtype=torch.uint8, generator=gen).cuda()
     lk = loader.load(rec)  # checks the schema against cuKernelGetParamInfo
     tiles = int(rec.launch.grid.split(":")[1])
     out = torch.full((tiles * 128,), -1, dtype=torch.int64, device="cuda")
     bases = [0x7F00_0000_0000 + r * 0x1_0000_0000 for r in range(3)]
     desc = make_peer_descriptor(bases, rank=1)
-    (enc,) = rec.tensormaps
     args = lk.args({"tma_a": encode_for_tensor(enc, a), "peer": pack_peer_descriptor(desc), "out": out.data_ptr(),
                     "timeout_ns": 2_000_000_000, "rows": ROWS})
     stream = torch.cuda.current_stream()
@@ -66,7 +68,7 @@ def test_tma_peer_through_the_runtime(path, key):
     torch.cuda.synchronize()
 
     got = out.cpu().view(tiles, 128)
-    rows = torch.zeros(tiles * 64, 64, dtype=torch.int64)
+    rows = torch.zeros(tiles * 64, cols, dtype=torch.int64)
     rows[:ROWS] = a.cpu().to(torch.int64)
     want_sums = rows.sum(dim=1).view(tiles, 64)
     offsets = torch.tensor(list(desc.offsets) + [0] * (64 - len(desc.offsets)), dtype=torch.int64)

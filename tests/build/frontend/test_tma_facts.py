@@ -30,18 +30,20 @@ def test_atom_facts_from_real_ir(swizzle, name):
     kb, fr = traced(swizzle)
     (atom,) = tma_atoms(fr.ir, K)
     assert (atom.tma_format, atom.dtype, atom.element_bits) == ("U8", "CU_TENSOR_MAP_DATA_TYPE_UINT8", 8)
-    assert atom.copy_bits == 64 * 64 * 8 and atom.gmem_modes == 2
+    cols = 128 if swizzle == 128 else 64
+    assert atom.copy_bits == 64 * cols * 8 and atom.gmem_modes == 2
     assert atom.swizzle == f"CU_TENSOR_MAP_SWIZZLE_{name}"
     check_tensormaps(K, kb.abi.tensormaps, [atom])
 
 
 @pytest.mark.parametrize("change,why", [
     (dict(dtype="CU_TENSOR_MAP_DATA_TYPE_UINT16"), "dtype CU_TENSOR_MAP_DATA_TYPE_UINT16, the DSL atom uses"),
-    (dict(box=(64, 32)), "moves 16384 bits, the DSL atom 32768"),
+    (dict(box=(128, 32)), "moves 32768 bits, the DSL atom 65536"),
+    (dict(box=(64, 128)), "inner box 64 x 8 bits must equal the 128-byte span of CU_TENSOR_MAP_SWIZZLE_128B"),
     (dict(swizzle="CU_TENSOR_MAP_SWIZZLE_NONE"), "swizzle CU_TENSOR_MAP_SWIZZLE_NONE, the DSL's smem layout needs "
                                                   "CU_TENSOR_MAP_SWIZZLE_128B"),
     (dict(interleave="CU_TENSOR_MAP_INTERLEAVE_16B"), "interleave"),
-    (dict(rank=1, box=(4096,), element_strides=(1,)), "rank 1 < the 2 modes"),
+    (dict(rank=1, box=(8192,), element_strides=(1,)), "rank 1 < the 2 modes"),
     (dict(box=(64, 64, 1)), "rank 2 but box"),
 ])
 def test_declared_encoding_must_match_the_atom(change, why):
