@@ -96,6 +96,11 @@ class GcMoeBuffer:
         self.trap.check()
 
 
+def _capturing() -> bool:
+    """True under CUDA stream capture (False on a machine without CUDA, where torch cannot capture)."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
 def _need_int(name: str, v: Any, lo: int = 1) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < lo:
         raise GcMoeError(f"gcmoe: {name}={v!r} must be an integer >= {lo}")
@@ -159,7 +164,7 @@ def get_symm_buffer_for_gc_moe(group: Any, num_experts: int, capacity: int, topk
     for n, v in (("num_experts", num_experts), ("capacity", capacity), ("topk", topk), ("hidden", hidden),
                  ("intermediate", intermediate), ("timeout_ns", timeout_ns)):
         _need_int(n, v)
-    if torch.cuda.is_current_stream_capturing():
+    if _capturing():
         raise GcMoeError("gcmoe: get_symm_buffer_for_gc_moe allocates and rendezvouses memory; call it before "
                          "torch.cuda.graph capture")
     rank, world = _group_info(group)
@@ -247,7 +252,7 @@ def _check_call(y: Any, w1: Any, w2: Any, buffer: GcMoeBuffer, activation: str, 
     if buffer.shared_experts != (shared is not None):
         raise GcMoeError("gcmoe: shared-expert weights must be given exactly when the buffer was created with "
                          f"shared_experts=True (buffer: {buffer.shared_experts})")
-    if not torch.cuda.is_current_stream_capturing() and T:
+    if not _capturing() and T:
         idx = buffer.topk_idx[:T]
         bad = (idx < -1) | (idx >= buffer.num_experts)
         if bool(bad.any()):
@@ -304,7 +309,7 @@ def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: 
     roles = {r: RoleNode(k, kernel_args(k, vals)) for r, k in kernels.items()}
     graph = get_layer_graph(roles, gp, tokens=T)
     stream = torch.cuda.current_stream(buffer.device)
-    capturing = torch.cuda.is_current_stream_capturing()
+    capturing = _capturing()
     with buffer.ws.call(int(stream.cuda_stream), capturing=capturing):
         graph.run(stream)
     return y

@@ -1,0 +1,73 @@
+"""CPU: role1 (SM90 dispatch) compiles through the full chain (compile_variant: DSL -> PTX -> by-value ABI
+rewrite -> locked ptxas -> cubin checks) for P = 1 and 2; its PTX shows the protocol's instructions (packed
+atomics, system-scope release/acquire of the tag-1 barrier, bulk copies of the pull, the ring release, trap),
+uses no local memory, and its schema/launch facts are what the runtime packs. Bad variant params get errors
+naming the field."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gcmoe_build.variants import Variant
+
+BASE = dict(hidden=512, experts=16, top_k=4, capacity=256, dispatch_sms=4, compute_sms=128, bm=16,
+            recipe_routed="e4m3-fp32k128_x_mxfp4")
+
+
+@pytest.fixture(scope="module", params=[1, 2])
+def art(request):
+    from gcmoe_build.compile import compile_variant
+
+    return compile_variant(Variant("role1", "sm_90a", {**BASE, "ranks": request.param}))
+
+
+def _only_printf_locals(ptx):
+    """The only local memory is the argument buffer of the timeout message's printf (trap path)."""
+    depots = [int(n) for n in re.findall(r"__local_depot\d+\[(\d+)\]", ptx)]
+    sites = ptx.count("call.uni (retval0), vprintf,")
+    assert sum(depots) <= 72 * sites, (depots, sites)  # 5 printf arguments (+ padding) per trap site
+
+
+def test_protocol_instructions(art):
+    ptx = art.ptx
+    for op in ("atom.shared.add.u32", "atom.relaxed.gpu.global.add.u64", "st.release.sys.global.u32",
+               "ld.acquire.sys.global.u32", "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes",
+               "cp.async.bulk.global.shared::cta.bulk_group", "cp.async.bulk.wait_group",
+               "red.release.gpu.global.add.u32", "mbarrier.try_wait.parity", "%globaltimer", "trap;"):
+        assert op in ptx, op
+    _only_printf_locals(ptx)
+    assert art.cubin[:4] == b"\x7fELF"
+
+
+def test_schema_and_launch(art):
+    from gcmoe_build.kernels.sm90.role1_dispatch import OFFSET_PARAMS, Role1Config
+
+    rec = art.record
+    names = [p.name for p in rec.params]
+    assert names[0] == "peer" and rec.params[0].size == 592
+    assert names[1:1 + len(OFFSET_PARAMS)] == [f"o_{n}" for n in OFFSET_PARAMS]
+    assert names[-4:] == ["ntok", "ring_blocks", "bm_stride", "sf_stride"]
+    assert rec.launch.grid == "dispatch_sms" and rec.launch.block == (256, 1, 1)
+    assert rec.launch.dynamic_smem == Role1Config(rec.variant).smem_bytes
+
+
+def test_offsets_come_from_the_layout():
+    """Every o_<region> the kernel takes is a region of THE layout, and the runtime's value dict fills it."""
+    from gcmoe_build.kernels.sm90.role1_dispatch import OFFSET_PARAMS
+    from gcmoe_runtime.workspace.layout import LayoutSpec, WorkspaceLayout
+
+    lay = WorkspaceLayout.build(LayoutSpec(arch="sm_90a", world_size=2, num_experts=16, topk=4, hidden=512,
+                                           intermediate=256, capacity=256, bm_candidates=(8, 16), compute_sms=128))
+    for n in OFFSET_PARAMS:
+        assert lay.region(n).offset % 256 == 0
+
+
+@pytest.mark.parametrize("bad,needle", [
+    ({"hidden": 640}, "multiple of 512"), ({"experts": 15, "ranks": 2}, "not divisible"),
+    ({"top_k": 32}, "top_k"), ({"bm": 0}, "bm"), ({"experts": 4096, "ranks": 1}, "2048")])
+def test_bad_params(bad, needle):
+    from gcmoe_build.kernels.sm90.role1_dispatch import Role1Config
+
+    with pytest.raises(ValueError, match=needle):
+        Role1Config({**BASE, "ranks": 1, **bad})

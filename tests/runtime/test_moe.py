@@ -1,0 +1,100 @@
+"""CPU: the public API's host-side checks (gcmoe_runtime.moe) refuse bad input before anything is launched,
+with messages naming the field and the limit; the weight transform returns marked SM90 matrices."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gcmoe_runtime import moe
+from gcmoe_runtime.numerics.quant import quantize_mxfp4
+
+E, K, H, I, CAP = 8, 2, 256, 128, 16
+
+
+@pytest.fixture(scope="module")
+def weights():
+    g = torch.Generator().manual_seed(0)
+    l1 = quantize_mxfp4(torch.randn(E, 2 * I, H, generator=g))
+    l2 = quantize_mxfp4(torch.randn(E, H, I, generator=g))
+    return moe.transform_weights_for_gc_moe(l1, l2), (l1, l2)
+
+
+def fake_buffer(shared=False):
+    b = moe.GcMoeBuffer(group=None, rank=0, world_size=1, device=torch.device("cpu"), num_experts=E, capacity=CAP,
+                        topk=K, hidden=H, intermediate=I, shared_experts=shared, timeout_ns=1, loader=None,
+                        partition=None, ws=None, trap=None, bm_candidates=(8, 16))
+    b.topk_idx = torch.zeros(CAP, K, dtype=torch.int32)
+    b.topk_weights = torch.full((CAP, K), 0.5)
+    return b
+
+
+def check(y, w1, w2, buf, shared=None):
+    return moe._check_call(y, w1, w2, buf, "swiglu", moe.ROUTED_RECIPE, shared)
+
+
+def test_transform_marks_weights(weights):
+    (w1, w2), _ = weights
+    assert (w1.name, w1.experts, w1.rows, w1.k) == ("w1", E, 2 * I, H)
+    assert (w2.name, w2.experts, w2.rows, w2.k) == ("w2", E, H, I)
+    assert w1.tiles.shape == (E, 2 * I // 64, H // 128, 4096)
+
+
+def test_transform_bad_shapes(weights):
+    _, (l1, l2) = weights
+    with pytest.raises(moe.GcMoeError, match="inconsistent shapes"):
+        moe.transform_weights_for_gc_moe(l1, (l2[0][:, :128], l2[1][:, :128]))
+    with pytest.raises(moe.GcMoeError, match="pairs"):
+        moe.transform_weights_for_gc_moe(l1, (l2[0],))
+
+
+def test_valid_call_passes_checks(weights):
+    (w1, w2), _ = weights
+    assert check(torch.empty(5, H, dtype=torch.bfloat16), w1, w2, fake_buffer()) == 5
+    assert check(torch.empty(0, H, dtype=torch.bfloat16), w1, w2, fake_buffer()) == 0  # zero-token rank
+
+
+@pytest.mark.parametrize("case,needle", [
+    ("capacity", "exceeds the buffer capacity 16"), ("dtype", "bfloat16"), ("shape", "contiguous"),
+    ("raw_weights", "not transformed"), ("swapped", "holds w2"), ("expert_id", "topk_idx[3, 1] = 8"),
+    ("weight_nan", "non-finite"), ("shared", "shared_experts"), ("activation", "swiglu"),
+    ("buffer", "get_symm_buffer_for_gc_moe")])
+def test_bad_calls(weights, case, needle):
+    (w1, w2), ((w1q, _), _) = weights
+    buf = fake_buffer()
+    y = torch.empty(5, H, dtype=torch.bfloat16)
+    args = dict(y=y, w1=w1, w2=w2, buf=buf, shared=None)
+    act = "swiglu"
+    if case == "capacity":
+        args["y"] = torch.empty(CAP + 1, H, dtype=torch.bfloat16)
+    elif case == "dtype":
+        args["y"] = y.float()
+    elif case == "shape":
+        args["y"] = torch.empty(5, 2 * H, dtype=torch.bfloat16)[:, :H]
+    elif case == "raw_weights":
+        args["w1"] = w1q
+    elif case == "swapped":
+        args["w1"], args["w2"] = w2, w1
+    elif case == "expert_id":
+        buf.topk_idx[3, 1] = E
+    elif case == "weight_nan":
+        buf.topk_weights[2, 0] = float("nan")
+    elif case == "shared":
+        args["shared"] = (y, y, y, y)
+    elif case == "activation":
+        act = "gelu"
+    elif case == "buffer":
+        args["buf"] = object()
+    with pytest.raises(moe.GcMoeError, match=needle.replace("[", r"\[").replace("]", r"\]")):
+        moe._check_call(args["y"], args["w1"], args["w2"], args["buf"], act, moe.ROUTED_RECIPE, args["shared"])
+
+
+def test_ids_beyond_T_are_not_checked(weights):
+    (w1, w2), _ = weights
+    buf = fake_buffer()
+    buf.topk_idx[5:] = 99  # stale rows past T are never read by the kernels
+    assert check(torch.empty(5, H, dtype=torch.bfloat16), w1, w2, buf) == 5
+
+
+def test_buffer_rejects_bad_mma_type():
+    with pytest.raises(moe.GcMoeError, match="mma_type"):
+        moe.get_symm_buffer_for_gc_moe(None, E, CAP, K, H, I, bundle="x", mma_type="fp8xfp8")
