@@ -78,6 +78,45 @@ def test_tma_peer_through_the_runtime(path, key):
     loader.unload_all()
 
 
+_TRAP_SCRIPT = r"""
+import dataclasses, sys, torch
+from gcmoe_runtime.loader import KernelLoader
+from gcmoe_runtime.peer import make_peer_descriptor, pack_peer_descriptor
+from gcmoe_runtime.tensormap import encode_for_tensor
+torch.zeros(1, device="cuda")
+loader = KernelLoader.open(sys.argv[1])
+rec = loader.bundle.record(sys.argv[2])
+lk = loader.load(rec)
+(enc,) = rec.tensormaps
+half = dataclasses.replace(enc, box=(enc.box[0], enc.box[1] // 2))  # delivers half the bytes the kernel awaits
+a = torch.zeros((128, enc.box[0]), dtype=torch.uint8, device="cuda")
+out = torch.zeros(256, dtype=torch.int64, device="cuda")
+args = lk.args({"tma_a": encode_for_tensor(half, a), "out": out.data_ptr(), "timeout_ns": 50_000_000, "rows": 128,
+                "peer": pack_peer_descriptor(make_peer_descriptor([0x7F0000000000], 0))})
+loader.launch(lk, 1, args, torch.cuda.current_stream().cuda_stream)
+torch.cuda.synchronize()
+print("NO TRAP")
+"""
+
+
+@pytest.mark.gpu
+def test_bounded_wait_traps_with_a_recognisable_message(tmp_path):
+    """The kernel's mbarrier wait is bounded: if the TMA never delivers, it traps after timeout_ns."""
+    import subprocess
+
+    recs = [p for p in _records() if p.values[0] is not None]
+    if not recs:
+        pytest.fail(f"no bundle with selftest_tma_peer: build {DEFAULT_BUNDLE} (see module docstring)")
+    path, key = recs[0].values
+    script = tmp_path / "trap.py"
+    script.write_text(_TRAP_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script), str(path), key], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *sys.path])})
+    assert "NO TRAP" not in proc.stdout
+    assert proc.returncode != 0
+    assert "GCMOE TIMEOUT site=1" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
 def build_bundle(out: Path) -> None:
     """Compile selftest_tma_peer (swizzle 0/64/128) with compile_variant and bundle it."""
     sys.path.insert(0, str(REPO / "tests" / "build" / "abi"))
