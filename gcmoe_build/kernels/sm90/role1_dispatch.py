@@ -36,8 +36,9 @@ Steps (T = ``ntok`` local tokens; CTA c owns the contiguous token range c*ceil(T
    with a bulk store. When the store has completed the warp releases ``l1_full_count[block] += 1``
    (red.release.gpu); the last token of an expert's last block also adds the ``BM - tokens`` of
    padding, so a block of generation ``gen`` is complete exactly when ``l1_full_count == BM*(gen+1)``
-   (the value role2 acquires). Before writing a block of generation ``gen > 0`` the warp waits until
-   ``l1_empty_count[block] >= gen`` (role2 adds 1 per consumed generation; trap code 6).
+   (the value role2 acquires). Before writing a block of generation ``gen > 0`` the warp releases
+   its previous token (so no warp waits while holding back a token role2 may need) and then waits
+   until ``l1_empty_count[block] >= gen`` (role2 adds 1 per consumed generation; trap code 6).
 
 The ring's token-row stride is ``bm_stride`` (the layout's bm_max) and its scale-row stride
 ``sf_stride`` (the layout's sf_rows_max), both by-value parameters, so one workspace serves every
@@ -393,8 +394,16 @@ def _trace_parts(cfg):
             stg = stage0 + s * STAGE
             if lane == 0:
                 if gen > Int32(0):
+                    # release the previous token first: role2 may need exactly that block before it can
+                    # free this one (waiting with a token held back could deadlock the ring)
+                    if prev_inc != Int32(0):
+                        bulk_wait(0)
+                        fence_proxy_async()
+                        red_release_gpu_add_u32(ws + o_l1_full_count + Int64(prev_rb) * 4, prev_inc)
                     wait_geq_gpu_u32(ws + o_l1_empty_count + Int64(rb) * 4, gen, globaltimer(), timeout_ns, err,
                                      CODE_RING_EMPTY)
+            if gen > Int32(0):
+                prev_inc = Int32(0)  # released above (lane 0 is the only lane that releases)
             syncwarp()
             mbar_wait(mbar0 + s * 8, (it >> 1) & 1, timeout_ns, err)
             trow = Int64(rb) * Int64(bm_stride) + Int64(row)
@@ -414,8 +423,8 @@ def _trace_parts(cfg):
             if lane == 0:
                 bulk_s2g(ws + o_ring_x + trow * H, stg, H)
                 bulk_commit()
-                if it > Int32(0):
-                    bulk_wait(1)  # the previous token's row has landed
+                if prev_inc != Int32(0):  # a previous token not yet released
+                    bulk_wait(1)  # its row has landed (only this token's store may be pending)
                     fence_proxy_async()
                     red_release_gpu_add_u32(ws + o_l1_full_count + Int64(prev_rb) * 4, prev_inc)
             gn = g + W_TOTAL
@@ -436,7 +445,7 @@ def _trace_parts(cfg):
             g = gn
             it = it + 1
         if lane == 0:
-            if it > Int32(0):
+            if prev_inc != Int32(0):
                 bulk_wait(0)
                 fence_proxy_async()
                 red_release_gpu_add_u32(ws + o_l1_full_count + Int64(prev_rb) * 4, prev_inc)

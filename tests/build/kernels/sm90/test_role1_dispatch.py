@@ -71,3 +71,14 @@ def test_bad_params(bad, needle):
 
     with pytest.raises(ValueError, match=needle):
         Role1Config({**BASE, "ranks": 1, **bad})
+
+
+def test_no_wait_while_holding_a_token(art):
+    """Ring reuse: before waiting for l1_empty_count (generation > 0) the warp releases its previous token
+    (three release sites: before the empty wait, after each store, after the loop) — otherwise role2 could
+    need that very token's block to free the one the warp waits for."""
+    ptx = art.ptx
+    assert ptx.count("red.release.gpu.global.add.u32") == 3
+    first_empty_wait = ptx.index("ld.acquire.gpu.global.u32")
+    assert ptx.index("red.release.gpu.global.add.u32") < first_empty_wait
+    assert ptx.index("cp.async.bulk.wait_group 0") < first_empty_wait
