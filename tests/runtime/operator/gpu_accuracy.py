@@ -1,0 +1,58 @@
+"""GPU harness (issue 6 step 4, for when the bundle holds the ring-consuming role2): the 47-case accuracy
+suite through the public API (eager + torch.cuda.graph), per-rank mode.
+
+``python gpu_accuracy.py PRESET SHARED OUTDIR`` (P = 1) or ``torchrun --nproc-per-node 2 gpu_accuracy.py ...``;
+PRESET in gcmoe_runtime.accuracy.config.PRESETS (test-tiny, glm-5.2, deepseek-v4.1-flash), SHARED 0|1; the
+bundle is ``results/operator/<manifest>-sm90a.gcmoe`` unless GCMOE_OPERATOR_BUNDLE is set. Writes
+OUTDIR/<preset>-s<SHARED>-P<P>-rank<r>.json (merge with gcmoe_runtime.accuracy.report.merge_results).
+Not run yet: the committed bundles have no role2, so the first call stops with GcMoeError naming it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[3]
+MANIFEST_OF = {"test-tiny": "test-tiny", "glm-5.2": "glm-5.2", "deepseek-v4.1-flash": "deepseek-v4.1-flash"}
+BUILT_CAPACITY = 256  # targets[].capacity of every shipped manifest
+
+
+def main(preset: str, shared: int, outdir: str) -> None:
+    from gcmoe_runtime import moe
+    from gcmoe_runtime.accuracy.config import PRESETS, make_layer_weights
+    from gcmoe_runtime.accuracy.report import result_document, write_json
+    from gcmoe_runtime.accuracy.suite import run_suite
+    from gcmoe_runtime.operator.accuracy_impl import GcMoeImplementation
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    torch.cuda.set_device(rank)
+    group = None
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
+        group = dist.group.WORLD
+    cfg = dataclasses.replace(PRESETS[preset], world=world, shared_experts=int(shared))
+    bundle = os.environ.get("GCMOE_OPERATOR_BUNDLE",
+                            str(ROOT / "results/operator" / f"{MANIFEST_OF[preset]}-sm90a.gcmoe"))
+    buf = moe.get_symm_buffer_for_gc_moe(group, cfg.num_experts, BUILT_CAPACITY, cfg.topk, cfg.hidden,
+                                         cfg.intermediate, bundle=bundle, shared_experts=bool(shared))
+    layer = make_layer_weights(cfg)
+    eager = GcMoeImplementation(buf, layer, activation_alpha=cfg.alpha, activation_clamp=cfg.clamp)
+    graph = GcMoeImplementation(buf, layer, graph=True, activation_alpha=cfg.alpha, activation_clamp=cfg.clamp)
+    res = run_suite(cfg, eager, impl_name="gc-moe", layer=layer, ranks=[rank], device=f"cuda:{rank}",
+                    graph_impl=graph, repeat=True, log=print)
+    doc = result_document(res, {"bundle": Path(bundle).name, "partition": [buf.partition.dispatch_sms,
+                                                                            buf.partition.compute_sms]})
+    write_json(doc, os.path.join(outdir, f"{preset}-s{shared}-P{world}-rank{rank}.json"))
+    s = doc["summary"]
+    print("RESULT", "PASS" if s["rank_cases_passed"] == s["rank_cases"] else "FAIL", f"rank={rank}", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3])
