@@ -179,6 +179,12 @@ def get_symm_buffer_for_gc_moe(group: Any, num_experts: int, capacity: int, topk
     with torch.cuda.device(dev):
         torch.zeros(1, device=dev)  # primary context current
         gp = green.get_partition(dev, dispatch_sms)
+        built = sorted({(r.variant.get("dispatch_sms"), r.variant.get("compute_sms")) for r in loader.bundle.records
+                        if r.role == "role1" and r.variant.get("ranks") == world})
+        if (gp.dispatch_sms, gp.compute_sms) not in built:
+            raise GcMoeError(f"gcmoe: this GPU's green partition is {gp.dispatch_sms}/{gp.compute_sms} dispatch/compute "
+                             f"SMs, the bundle's role1 kernels were built for {built}; set the manifest's "
+                             "dispatch_sms_request (or GC_MOE_SM90_DISPATCH_SMS) so the two agree and rebuild")
         layout = WorkspaceLayout.build(LayoutSpec(
             arch=ARCH, world_size=world, num_experts=num_experts, topk=topk, hidden=hidden,
             intermediate=intermediate, capacity=capacity, bm_candidates=bms, compute_sms=gp.compute_sms,
@@ -280,7 +286,9 @@ def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: 
     tile = choose_tile(ARCH, max(T, 1), **{k: v for k, v in shape.items() if k != "arch"},
                        intermediate=buffer.intermediate, compute_sms=gp.compute_sms,
                        candidates=buffer.bm_candidates, capacity=buffer.capacity)
-    cap = dict(capacity=buffer.capacity)
+    # the partition is a compile-time property of role1/role3 (grid syncs over dispatch_sms CTAs, the
+    # arrival check against dispatch_sms * P): only variants built for this very partition may run
+    cap = dict(capacity=buffer.capacity, dispatch_sms=gp.dispatch_sms, compute_sms=gp.compute_sms)
     find = buffer.loader.kernel
     try:
         kernels = {
@@ -292,7 +300,7 @@ def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: 
         }
         if buffer.shared_experts:
             kernels["role4"] = find("role4", arch=ARCH, hidden=buffer.hidden, intermediate=buffer.intermediate,
-                                    capacity=buffer.capacity, bm=choose_shared_bm(max(T, 1), buffer.bm_candidates))
+                                    **cap, bm=choose_shared_bm(max(T, 1), buffer.bm_candidates))
     except (LookupError, BundleError) as e:
         raise GcMoeError(f"gcmoe: the bundle cannot run this layer: {e}") from None
     vals = role_values(buffer.ws, ntok=T, err=buffer.trap.address, timeout_ns=buffer.timeout_ns,
