@@ -133,6 +133,7 @@ def write_json(doc: dict, path: str) -> None:
         with os.fdopen(fd, "w") as f:
             json.dump(doc, f, indent=1, sort_keys=True, allow_nan=True)
             f.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be read by everyone
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

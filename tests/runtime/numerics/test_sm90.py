@@ -193,3 +193,20 @@ def test_transform_errors_name_shapes():
         L.permute_tiles(torch.zeros(1, 32, 128, dtype=torch.uint8))
     with pytest.raises(ValueError, match="K/32"):
         window_repack(torch.zeros(1, 64, 64, dtype=torch.uint8), torch.zeros(1, 64, 3, dtype=torch.uint8))
+
+
+def test_scale_tiles_roundtrip_and_positions():
+    g = torch.Generator().manual_seed(5)
+    s = torch.randint(0, 255, (2, 128, 8), dtype=torch.uint8, generator=g)  # N=128, K=256
+    t = L.permute_scales(s)
+    assert t.shape == (2, 2, 2, L.SCALE_TILE_BYTES)
+    assert torch.equal(L.unpermute_scales(t), s)
+    for row in range(64):
+        for k32 in range(4):
+            assert int(t[1, 1, 1, L.scale_tile_position(row, k32)]) == int(s[1, 64 + row, 4 + k32])
+    # a thread's two fragment rows (g, g + 8) and four K32 slices are 8 contiguous bytes
+    for th in range(128):
+        r0, _ = L.a_fragment_coord(th, 0)
+        r1, _ = L.a_fragment_coord(th, 4)
+        pos = sorted(L.scale_tile_position(r, k) for r in (r0, r1) for k in range(4))
+        assert pos == list(range(pos[0], pos[0] + 8)) and pos[0] % 8 == 0
