@@ -174,3 +174,11 @@ def run_suite(cfg: SuiteConfig, impl: Optional[Implementation] = None, *, impl_n
                 f"{'PASS' if m['passed'] else 'FAIL ' + '; '.join(m['failures'])}")
     result.seconds = time.time() - t0
     return result
+
+
+def run_suite_rank(cfg: SuiteConfig, impl: Implementation, rank: int, world: int, **kwargs) -> SuiteResult:
+    """Per-rank mode for torchrun (one process per rank): runs every case for ``rank`` only, calling ``impl`` in
+    the same order on every rank. ``world`` must equal the P the config models."""
+    if world != cfg.world:
+        raise ValueError(f"run_suite_rank: world={world} but config {cfg.name!r} models P={cfg.world}")
+    return run_suite(cfg, impl, ranks=[rank], **kwargs)

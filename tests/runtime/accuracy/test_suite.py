@@ -124,3 +124,11 @@ def test_suite_runs_on_gpu_and_matches_cpu():
         assert a["case"] == b["case"] and a["rank"] == b["rank"]
         if a.get("cos_vs_bf16") is not None:
             assert abs(a["cos_vs_bf16"] - b["cos_vs_bf16"]) < 1e-4
+
+
+def test_run_suite_rank_checks_world(layer):
+    from gcmoe_runtime.accuracy.suite import run_suite_rank
+    res = run_suite_rank(CFG, ReferenceImplementation(layer), 1, 2, layer=layer, case_names=SOME[:1])
+    assert {r["rank"] for r in res.records} == {1}
+    with pytest.raises(ValueError, match="models P=2"):
+        run_suite_rank(CFG, ReferenceImplementation(layer), 0, 4, layer=layer)
