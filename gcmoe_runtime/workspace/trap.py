@@ -21,6 +21,7 @@ TRAP_CODES = {
     6: "l1_empty_count: role1 waited for role2 to release a token-ring block's previous generation",
     7: "grid sync: a CTA of the same kernel never arrived (partition smaller than the grid?)",
     8: "token pull: a bulk copy from a peer into the dispatch staging buffer never completed",
+    9: "l2_full_mask: role2 W2 waited for the W1 tiles (mask bits) of a token-ring block",
 }
 
 
