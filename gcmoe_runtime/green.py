@@ -36,6 +36,7 @@ DEFAULT_SM90 = 4
 DEFAULT_BLACKWELL = 16
 
 _warned_no_workqueue: set[int] = set()
+_desc_cache: dict[tuple, tuple] = {}
 _warn_lock = threading.Lock()
 _tls = threading.local()
 
@@ -172,12 +173,6 @@ def create_partition(device: int, requested: int | None = None, balanced_workque
     minp = int(sm.sm.minSmPartitionSize) or 1
     want = green_partition(total, req, align, minp)  # raises PartitionError with field/value/limit
 
-    groups, n, remaining = drv.call("cuDevSmResourceSplitByCount", 1, sm, 0, want.compute_sms)
-    if int(n) != 1:
-        raise PartitionError("compute groups", int(n), "== 1", f"(driver split {total} SMs for target {want.compute_sms})")
-    compute_res = groups[0]
-    got = validate_partition(int(remaining.sm.smCount), int(compute_res.sm.smCount), total)
-
     wq, wq_status = (None, "balanced workqueues disabled by the caller")
     if balanced_workqueues:
         wq, wq_status = _workqueue_resource(drv, dev)
@@ -188,11 +183,26 @@ def create_partition(device: int, requested: int | None = None, balanced_workque
                     log.warning("gcmoe: device %d: %s; green contexts are created without balanced workqueues "
                                 "(concurrency then rests on the driver's default placement)", device, wq_status)
 
+    # Resource descriptors live as long as the process (driver contract), so generate them once per
+    # (device, split, workqueue choice) and reuse them for every later pair.
+    dkey = (id(drv), device, want.compute_sms, wq is not None)
+    cached = _desc_cache.get(dkey)
+    if cached is None:
+        groups, n, remaining = drv.call("cuDevSmResourceSplitByCount", 1, sm, 0, want.compute_sms)
+        if int(n) != 1:
+            raise PartitionError("compute groups", int(n), "== 1",
+                                 f"(driver split {total} SMs for target {want.compute_sms})")
+        compute_res = groups[0]
+        got = validate_partition(int(remaining.sm.smCount), int(compute_res.sm.smCount), total)
+        descs = [drv.call("cuDevResourceGenerateDesc", [res, wq] if wq is not None else [res],
+                          2 if wq is not None else 1) for res in (remaining, compute_res)]
+        cached = _desc_cache[dkey] = (got, descs)
+    got, descs = cached
+
     made: list[tuple[str, Any]] = []
     try:
         greens = []
-        for res in (remaining, compute_res):
-            desc = drv.call("cuDevResourceGenerateDesc", [res, wq] if wq is not None else [res], 2 if wq is not None else 1)
+        for desc in descs:
             g = drv.call("cuGreenCtxCreate", desc, dev, cu.CUgreenCtxCreate_flags.CU_GREEN_CTX_DEFAULT_STREAM)
             made.append(("green", g))
             greens.append(g)

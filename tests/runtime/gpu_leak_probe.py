@@ -38,6 +38,41 @@ def run(mode: str, hs, args, n: int = 20) -> dict:
     return {"mode": mode, "cycles": n, "bytes_per_cycle": (int(free0) - int(free1)) / n}
 
 
+def raw(mode: str, n: int = 20) -> dict:
+    """Driver calls only, to find which object keeps the memory."""
+    cu = D.cu
+    dev = D.call("cuDeviceGet", 0)
+    sm = D.call("cuDeviceGetDevResource", dev, cu.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM)
+
+    def descs():
+        groups, _, rem = D.call("cuDevSmResourceSplitByCount", 1, sm, 0, 128)
+        return [D.call("cuDevResourceGenerateDesc", [r], 1) for r in (rem, groups[0])]
+
+    fixed = descs()
+    flag = (cu.CUgreenCtxCreate_flags.CU_GREEN_CTX_DEFAULT_STREAM if mode.endswith("defstream")
+            else cu.CUgreenCtxCreate_flags.CU_GREEN_CTX_NONE)
+
+    def cycle():
+        if mode == "desc_only":
+            descs()
+            return
+        for d in fixed:
+            g = D.call("cuGreenCtxCreate", d, dev, flag)
+            if mode.startswith("ctx_stream"):
+                s = D.call("cuGreenCtxStreamCreate", g, cu.CUstream_flags.CU_STREAM_NON_BLOCKING, 0)
+                D.call("cuStreamDestroy", s)
+            D.call("cuGreenCtxDestroy", g)
+
+    cycle()
+    torch.cuda.synchronize()
+    free0, _ = D.call("cuMemGetInfo")
+    for _ in range(n):
+        cycle()
+    torch.cuda.synchronize()
+    free1, _ = D.call("cuMemGetInfo")
+    return {"mode": "raw_" + mode, "cycles": n, "bytes_per_cycle": (int(free0) - int(free1)) / n}
+
+
 def main():
     hs = Handshake(0)
     scratch = torch.zeros(64, dtype=torch.int32, device="cuda:0")
@@ -45,9 +80,12 @@ def main():
     args = KernelArgs.build(prod.name, prod.record.params, hs.values(ws_addr=scratch.data_ptr()))
     h0 = D.call("cuCtxGetLimit", D.cu.CUlimit.CU_LIMIT_MALLOC_HEAP_SIZE)
     print(json.dumps({"primary_malloc_heap": int(h0)}))
-    for mode in sys.argv[1:] or ["bare", "bare_heap0", "launch", "launch_compute", "launch_heap0"]:
+    for mode in sys.argv[1:] or ["desc_only", "ctx", "ctx_defstream", "ctx_stream", "ctx_stream_defstream",
+                                 "bare", "launch"]:
         try:
-            print(json.dumps(run(mode, hs, args)), flush=True)
+            res = run(mode, hs, args) if mode in ("bare", "bare_heap0", "launch", "launch_compute", "launch_heap0") \
+                else raw(mode)
+            print(json.dumps(res), flush=True)
         except Exception as e:  # noqa: BLE001
             print(json.dumps({"mode": mode, "error": str(e)}), flush=True)
 

@@ -122,3 +122,13 @@ def test_green_contexts_get_a_zero_malloc_heap_before_first_launch():
     d2 = FakeDriver()
     green.create_partition(0, 4, drv=d2, malloc_heap_bytes=None).destroy()
     assert not getattr(d2, "limits", [])
+
+
+def test_resource_descriptors_generated_once_and_reused():
+    d = FakeDriver()
+    for _ in range(3):
+        green.create_partition(0, 4, drv=d).destroy()
+    assert d.calls.count("cuDevResourceGenerateDesc") == 2  # one pair, reused (process-lifetime objects)
+    assert d.calls.count("cuGreenCtxCreate") == 6 and d.live_count() == 0
+    green.create_partition(0, 16, drv=d).destroy()  # another split: its own pair
+    assert d.calls.count("cuDevResourceGenerateDesc") == 4
