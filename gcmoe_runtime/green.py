@@ -75,7 +75,6 @@ class GreenPartition:
     compute_stream: Any
     retire_event: Any
     _drv: Any = field(repr=False, default=None)
-    heap_status: str = ""
     destroyed: bool = False
 
     @property
@@ -136,30 +135,13 @@ def _verify_workqueue(drv: Any, green: Any) -> bool:
             and int(res.wqConfig.wqConcurrencyLimit) == 1)
 
 
-def _limit_device_heap(drv: Any, ctx: Any, nbytes: int) -> str:
-    """Set the device malloc heap of a green context before its first launch (best effort).
-
-    Measured on R580: each green context gets its own 8 MiB device-malloc heap at its first kernel
-    launch, and cuGreenCtxDestroy does not return it — 8 MiB lost per create/destroy cycle. Our
-    kernels never call device malloc, so the partition asks for ``nbytes`` (default 0) instead.
-    """
-    cu = drv.cu
-    drv.call("cuCtxPushCurrent", ctx)
-    try:
-        drv.call("cuCtxSetLimit", cu.CUlimit.CU_LIMIT_MALLOC_HEAP_SIZE, nbytes)
-        return f"malloc heap {nbytes} B"
-    except driver.CudaDriverError as e:
-        log.warning("gcmoe: could not set the green context's malloc heap to %d B: %s", nbytes, e)
-        return f"malloc heap left at driver default ({e.result_name})"
-    finally:
-        drv.call("cuCtxPopCurrent")
-
-
 def create_partition(device: int, requested: int | None = None, balanced_workqueues: bool = True,
-                     drv: Any = None, malloc_heap_bytes: int | None = 0) -> GreenPartition:
+                     drv: Any = None) -> GreenPartition:
     """Create (uncached) the dispatch/compute green-context pair on ``device``.
 
-    ``malloc_heap_bytes``: device-malloc heap per green context (None: the driver default, 8 MiB).
+    Measured on R580 (results/runtime/README.md): a bare cuGreenCtxCreate + cuGreenCtxDestroy loses
+    4 MiB of device memory per green context inside the driver, whatever else is done; this function
+    adds nothing to that, and :func:`get_partition` creates the pair once per device/context/request.
     """
     drv = drv or driver.REAL
     cu = drv.cu
@@ -213,9 +195,6 @@ def create_partition(device: int, requested: int | None = None, balanced_workque
             if not balanced:
                 log.warning("gcmoe: device %d: %s", device, wq_status)
         ctxs = [drv.call("cuCtxFromGreenCtx", g) for g in greens]
-        heap_status = "malloc heap left at driver default"
-        if malloc_heap_bytes is not None:
-            heap_status = "; ".join(sorted({_limit_device_heap(drv, c, malloc_heap_bytes) for c in ctxs}))
         streams = []
         for g in greens:
             s = drv.call("cuGreenCtxStreamCreate", g, cu.CUstream_flags.CU_STREAM_NON_BLOCKING, 0)
@@ -233,7 +212,7 @@ def create_partition(device: int, requested: int | None = None, balanced_workque
         device=device, requested=req, partition=got, total_sms=total, alignment=align, min_partition=minp,
         workqueue_balanced=balanced, workqueue_status=wq_status,
         dispatch_green=greens[0], compute_green=greens[1], dispatch_ctx=ctxs[0], compute_ctx=ctxs[1],
-        dispatch_stream=streams[0], compute_stream=streams[1], retire_event=ev, _drv=drv, heap_status=heap_status,
+        dispatch_stream=streams[0], compute_stream=streams[1], retire_event=ev, _drv=drv,
     )
 
 

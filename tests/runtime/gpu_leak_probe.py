@@ -1,8 +1,10 @@
 """Diagnose device memory lost per green-partition create/destroy cycle (run on the GPU machine).
 
-Modes: bare (create + destroy), launch (one producer launch on the dispatch stream before destroy),
-launch_heap0 (as launch, with CU_LIMIT_MALLOC_HEAP_SIZE / PRINTF_FIFO set to 0 in each green context
-before the launch), launch_compute (launch on the compute stream instead). Prints bytes per cycle.
+Runtime modes: bare (create_partition + destroy), launch (plus one producer launch on the dispatch
+stream), launch_compute (on the compute stream). Raw driver modes: desc_only (split + descriptors),
+ctx / ctx_defstream (cuGreenCtxCreate + cuGreenCtxDestroy of the two descriptors, flag NONE or
+DEFAULT_STREAM; R580 refuses NONE), ctx_stream* (plus a green stream). Prints bytes per cycle.
+(Run 2 also tried a zero device-malloc heap per green context: no effect, removed.)
 """
 import json
 import sys
@@ -21,8 +23,8 @@ def run(mode: str, hs, args, n: int = 20) -> dict:
     prod = hs.kernels["role1"]
 
     def cycle():
-        gp = green.create_partition(0, 4, malloc_heap_bytes=0 if mode in ("launch_heap0", "bare_heap0") else None)
-        if mode in ("launch", "launch_heap0"):
+        gp = green.create_partition(0, 4)
+        if mode == "launch":
             hs.loader.launch(prod, 1, args, gp.dispatch_stream)
         if mode == "launch_compute":
             hs.loader.launch(prod, 1, args, gp.compute_stream)
@@ -83,7 +85,7 @@ def main():
     for mode in sys.argv[1:] or ["desc_only", "ctx", "ctx_defstream", "ctx_stream", "ctx_stream_defstream",
                                  "bare", "launch"]:
         try:
-            res = run(mode, hs, args) if mode in ("bare", "bare_heap0", "launch", "launch_compute", "launch_heap0") \
+            res = run(mode, hs, args) if mode in ("bare", "launch", "launch_compute") \
                 else raw(mode)
             print(json.dumps(res), flush=True)
         except Exception as e:  # noqa: BLE001

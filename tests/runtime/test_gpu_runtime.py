@@ -90,39 +90,59 @@ def test_attach_inside_torch_cuda_graph(hs):
 
 
 def test_partition_create_destroy_100_cycles_leaks_nothing(hs):
+    """100 runtime create/launch/destroy cycles lose no device memory beyond what the driver itself
+    loses for a bare cuGreenCtxCreate + cuGreenCtxDestroy of the same descriptors (measured here, in
+    the same process: on R580 that floor is 4 MiB per green context, i.e. 8 MiB per pair — see
+    results/runtime/README.md; with a driver that returns it, this asserts zero loss outright)."""
     from gpu_selftest import evidence
 
     from gcmoe_runtime import driver, green
     from gcmoe_runtime.params import KernelArgs
 
     torch = hs.torch
+    D = driver.REAL
+    cu = D.cu
     scratch = torch.zeros(64, dtype=torch.int32, device="cuda:0")  # own selftest words: no interference
     prod = hs.kernels["role1"]
     args = KernelArgs.build(prod.name, prod.record.params, hs.values(ws_addr=scratch.data_ptr()))
+    live = []
 
-    status = []
-
-    def cycle():
+    def runtime_cycle():
         gp = green.create_partition(0, 4)
-        status.append(gp.heap_status)
         hs.loader.launch(prod, 1, args, gp.dispatch_stream)  # real work on the partition before retiring it
-        gid = driver.REAL.call("cuGreenCtxGetId", gp.dispatch_green)
+        gid = D.call("cuGreenCtxGetId", gp.dispatch_green)
         gp.destroy()
+        live.append(gp.destroyed)
         return int(gid)
 
-    cycle()  # warm: first-use costs (module load into a green context) are not leaks
-    torch.cuda.synchronize()
-    free0, total = driver.REAL.call("cuMemGetInfo")
-    ids = [cycle() for _ in range(100)]
-    torch.cuda.synchronize()
-    free1, _ = driver.REAL.call("cuMemGetInfo")
+    descs = next(v for k, v in green._desc_cache.items() if k[1] == 0 and k[2] == hs.gp.compute_sms)[1] \
+        if green._desc_cache else None
+    dev = D.call("cuDeviceGet", 0)
+
+    def driver_cycle():  # the floor: nothing but create + destroy of the same two descriptors
+        for d in descs:
+            D.call("cuGreenCtxDestroy", D.call("cuGreenCtxCreate", d, dev,
+                                               cu.CUgreenCtxCreate_flags.CU_GREEN_CTX_DEFAULT_STREAM))
+
+    def loss(fn, n):
+        fn()  # warm
+        torch.cuda.synchronize()
+        f0, _ = D.call("cuMemGetInfo")
+        out = [fn() for _ in range(n)]
+        torch.cuda.synchronize()
+        f1, _ = D.call("cuMemGetInfo")
+        return int(f0) - int(f1), out
+
+    runtime_lost, ids = loss(runtime_cycle, 100)
+    assert descs is not None
+    floor_lost, _ = loss(driver_cycle, 100)
     gens = scratch.cpu().tolist()
-    evidence("partition_cycles", cycles=100, free_before=int(free0), free_after=int(free1),
-             leaked_bytes=int(free0) - int(free1), green_ctx_ids=[ids[0], ids[-1]],
-             distinct_ids=len(set(ids)), producer_gen=gens[1], heap_status=sorted(set(status)))
-    assert gens[1] == 101  # every cycle's launch ran
-    # exact number recorded above; a per-cycle leak of a green context (MiBs each) would show as >= 100x that
-    assert int(free0) - int(free1) <= 2 << 20, f"device memory dropped by {int(free0) - int(free1)} bytes over 100 cycles"
+    evidence("partition_cycles", cycles=100, runtime_lost_bytes=runtime_lost, driver_floor_lost_bytes=floor_lost,
+             runtime_beyond_driver_bytes=runtime_lost - floor_lost, green_ctx_ids=[ids[0], ids[-1]],
+             distinct_ids=len(set(ids)), all_destroyed=all(live), producer_gen=gens[1])
+    assert gens[1] == 101 and all(live)  # every cycle's launch ran; every pair was retired
+    assert runtime_lost == floor_lost, (
+        f"runtime lost {runtime_lost} B over 100 cycles, the bare driver create/destroy {floor_lost} B")
 
 
 def _run_py(code: str, timeout: int = 120) -> subprocess.CompletedProcess:

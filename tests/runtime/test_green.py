@@ -112,18 +112,6 @@ def test_cache_is_per_thread_and_request():
     assert d.live_count() == 0
 
 
-def test_green_contexts_get_a_zero_malloc_heap_before_first_launch():
-    d = FakeDriver()
-    gp = green.create_partition(0, 4, drv=d)
-    assert sorted(c for c, _, v in d.limits) == sorted([int(gp.dispatch_ctx), int(gp.compute_ctx)])
-    assert all(v == 0 and lim == d.cu.CUlimit.CU_LIMIT_MALLOC_HEAP_SIZE for _, lim, v in d.limits)
-    assert gp.heap_status == "malloc heap 0 B" and d.ctx_stack == []
-    gp.destroy()
-    d2 = FakeDriver()
-    green.create_partition(0, 4, drv=d2, malloc_heap_bytes=None).destroy()
-    assert not getattr(d2, "limits", [])
-
-
 def test_resource_descriptors_generated_once_and_reused():
     d = FakeDriver()
     for _ in range(3):
