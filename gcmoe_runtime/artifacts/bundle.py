@@ -244,25 +244,53 @@ class Bundle:
         manifests = sorted({r.manifest for r in self.records}) or sorted(self.manifests)
         if not same_role:
             roles = sorted({r.role for r in self.records})
+            how = "selftest_kernels: true" if role.startswith("selftest") else "a target whose kernels include it"
             raise VariantNotInBundle(
                 f"bundle {self.path}: no variant {wanted}: the bundle has no {role!r} kernels at all "
-                f"(roles present: {', '.join(roles) or 'none'}). Add a model whose manifest enables {role!r} "
-                f"(bundled manifests: {', '.join(manifests) or 'none'}), compile it and rebuild the bundle."
+                f"(roles present: {', '.join(roles) or 'none'}). Add {how} to a manifest "
+                f"(bundled: {', '.join(manifests) or 'none'}), compile it and rebuild the bundle "
+                "(a role with no kernel yet is never bundled)."
             )
         best = min(same_role, key=lambda r: len(mismatches(r)))
         diffs = mismatches(best)
         have = {n: sorted({repr(value(r, n)) for r in same_role}) for n in diffs}
         hint = "; ".join(f"{n}={want[n]!r} (bundle has {', '.join(have[n])})" for n in diffs)
+        entries = ", ".join(
+            f"{n}={want[n]!r} -> {MANIFEST_FIELD_OF_PARAM.get(n, 'the entry that sets ' + n)}" for n in diffs
+        )
         files = ", ".join(sorted(self.manifests)) or "none"
         raise VariantNotInBundle(
             f"bundle {self.path}: no variant {wanted}. Closest bundled variant ({best.key[:12]}, "
-            f"manifest {best.manifest!r}) differs in: {hint}. Add that value to the corresponding entry of "
-            f"manifest {best.manifest!r} (bundled manifest files: {files}), run `gcmoe-build compile` and "
-            "`gcmoe-build bundle` again."
+            f"manifest {best.manifest!r}) differs in: {hint}. Add to manifest {best.manifest!r} "
+            f"(bundled files: {files}): {entries}; then run `gcmoe-build compile` and `gcmoe-build bundle` again."
         )
 
 
 _MISSING = object()
+
+#: Where each variant parameter comes from in a model manifest (gcmoe_build.manifest schema), so a
+#: missing variant can name the entry to add. Kept complete by tests/build/test_cli.py, which checks
+#: every parameter the shipped manifests produce (the runtime cannot import the builder).
+MANIFEST_FIELD_OF_PARAM = {
+    "arch": "targets[].arch",
+    "ranks": "targets[].ranks",
+    "capacity": "targets[].capacity",
+    "bm": "targets[].bm (BM candidates)",
+    "threads": "targets[].bm / targets[].capacity (the tile heuristic picks threads per BM and T)",
+    "dispatch_sms": "targets[].dispatch_sms_request / targets[].device",
+    "compute_sms": "targets[].dispatch_sms_request / targets[].device",
+    "hidden": "model.hidden",
+    "intermediate": "model.intermediate",
+    "experts": "model.experts",
+    "top_k": "model.top_k",
+    "shared_experts": "model.shared_experts.count",
+    "activation": "activation.kind",
+    "act_alpha": "activation.alpha",
+    "act_clamp": "activation.clamp",
+    "act_fast_math": "activation.fast_math",
+    "recipe_routed": "targets[].recipe.routed",
+    "recipe_shared": "targets[].recipe.shared",
+}
 
 
 def _verify_and_load(blob: bytes, where: str, expected_top_hash: str | None) -> Bundle:

@@ -112,6 +112,18 @@ def test_bad_manifest_is_a_clear_error(tmp_path):
     assert not (tmp_path / "s").exists() and not (tmp_path / "b").exists()
 
 
+def test_every_variant_param_maps_to_a_manifest_field():
+    # the runtime names the manifest entry to add for a missing variant (Bundle.find)
+    from gcmoe_runtime.artifacts.bundle import MANIFEST_FIELD_OF_PARAM
+
+    from gcmoe_build.manifest import load_manifest
+    from gcmoe_build.variants import enumerate_variants
+
+    for m in sorted((REPO / "manifests").glob("*.yaml")):
+        for v in enumerate_variants(load_manifest(m)):
+            assert set(v.params) <= set(MANIFEST_FIELD_OF_PARAM), (m.name, v.role, set(v.params) - set(MANIFEST_FIELD_OF_PARAM))
+
+
 def test_usage_errors(tmp_path):
     assert cli("compile").exit_code == 2
     assert cli("compile", tmp_path / "nope.yaml").exit_code == 2

@@ -76,6 +76,8 @@ def test_find_missing_variant_names_manifest_entry(bundle_path):
     b = open_bundle(bundle_path)
     with pytest.raises(VariantNotInBundle, match=r"no variant role='role1' BM=256.*BM=256 \(bundle has 128, 64\).*test-tiny.yaml"):
         b.find("role1", BM=256)
+    with pytest.raises(VariantNotInBundle, match=r"P=8 \(bundle has 2\).*P=8 -> the entry that sets P"):
+        b.find("role1", BM=64, P=8)
     with pytest.raises(VariantNotInBundle, match="no 'role3' kernels at all"):
         b.find("role3", BM=64)
     with pytest.raises(BundleError, match="2 variants match.*BM"):
