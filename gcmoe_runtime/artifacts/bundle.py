@@ -244,12 +244,15 @@ class Bundle:
         manifests = sorted({r.manifest for r in self.records}) or sorted(self.manifests)
         if not same_role:
             roles = sorted({r.role for r in self.records})
-            how = "selftest_kernels: true" if role.startswith("selftest") else "a target whose kernels include it"
+            how = (
+                "set selftest_kernels: true in the manifest"
+                if role.startswith("selftest")
+                else "if `gcmoe-build ls MANIFEST` lists it as 'no kernel yet', the build has no kernel for it"
+            )
             raise VariantNotInBundle(
                 f"bundle {self.path}: no variant {wanted}: the bundle has no {role!r} kernels at all "
-                f"(roles present: {', '.join(roles) or 'none'}). Add {how} to a manifest "
-                f"(bundled: {', '.join(manifests) or 'none'}), compile it and rebuild the bundle "
-                "(a role with no kernel yet is never bundled)."
+                f"(roles present: {', '.join(roles) or 'none'}; manifests: {', '.join(manifests) or 'none'}). "
+                f"To get it: {how}; then compile and rebuild the bundle (a role without a kernel is never bundled)."
             )
         best = min(same_role, key=lambda r: len(mismatches(r)))
         diffs = mismatches(best)
