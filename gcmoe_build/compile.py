@@ -25,6 +25,7 @@ from gcmoe_runtime.artifacts.record import ArtifactRecord, ParamSpec, sha256_hex
 
 from gcmoe_build.abi import rewrite_by_value
 from gcmoe_build.frontend import trace_to_ptx
+from gcmoe_build.frontend.launch_facts import check_launch
 from gcmoe_build.frontend.tma_facts import check_tensormaps, tma_atoms
 from gcmoe_build.kernels import build_kernel
 from gcmoe_build.toolchain import assemble, compiler_identity, effective_options, kernel_source_hash
@@ -69,6 +70,7 @@ def compile_variant(variant: Any) -> CompiledArtifact:
     t_trace = time.perf_counter()
     abi = rewrite_by_value(front.ptx, front.entry_name, kb.abi)
     check_tensormaps(front.entry_name, kb.abi.tensormaps, tma_atoms(front.ir, front.entry_name))
+    check_launch(front.entry_name, front.ir, front.ptx, kb.launch)
     t_abi = time.perf_counter()
     options = effective_options(variant.arch, tuple(kb.ptxas_options))
     cubin = assemble(abi.ptx, options, what=front.entry_name)

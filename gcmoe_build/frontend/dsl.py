@@ -11,6 +11,8 @@ Owns everything that touches the DSL's configuration:
   ``CUTE_DSL_*`` variable. The effective values are captured for the compiler identity;
 * kernels get stable entry names (``set_name_prefix(prefix, remove_cutlass_symbol=True,
   keep_mangled_name=False)`` -> entry ``<prefix>_0``);
+* a kernel whose shared-memory allocations exceed its ``launch(smem=...)`` is an error (the DSL
+  would only say so at launch time, which we never run);
 * every trace dumps into its own fresh temporary directory (the DSL needs it to exist) that is
   removed afterwards, so parallel compiles never see each other's PTX.
 
@@ -124,6 +126,17 @@ def dsl_settings(dsl, arch: str) -> dict[str, Any]:
     return dict(sorted(got.items()))
 
 
+def smem_exceeds_launch(host_ir: str) -> bool:
+    """True when the DSL's host launcher keeps its "shared memory usage ... may exceed" report.
+
+    The DSL compares the kernel's (static) shared-memory allocations with ``launch(smem=...)`` and
+    folds the comparison; the report survives lowering only when usage exceeds the allocation. We
+    never run the DSL's launcher, so we look for it in the lowered host module instead.
+    """
+    names = re.findall(r'llvm\.mlir\.global internal constant @(\w+)\("[^"]*may exceed available memory', host_ir)
+    return any(re.search(rf"addressof @{re.escape(n)}\b", host_ir) for n in names)
+
+
 def dsl_compile_options(arch: str) -> tuple[str, ...]:
     """The code-affecting ``cute.compile`` options of every trace (keep/dump options only add files)."""
     return ("--gpu-arch", arch)
@@ -157,7 +170,9 @@ def trace_to_ptx(host_fn, kernel_fn, args: tuple, name_prefix: str, arch: str) -
             dsl.envar.keep_ir_clean, dsl.envar.dump_dir = True, dump
             t0 = time.perf_counter()
             try:
-                cute.compile(host_fn, *args, options=" ".join((*dsl_compile_options(arch), "--keep-ptx", "--dump-dir", dump)))
+                compiled = cute.compile(
+                    host_fn, *args, options=" ".join((*dsl_compile_options(arch), "--keep-ptx", "--dump-dir", dump))
+                )
             except Exception as exc:
                 raise FrontendError(f"CuTe DSL failed to compile kernel {name_prefix!r} for {arch}: {exc}") from exc
             finally:
@@ -172,6 +187,11 @@ def trace_to_ptx(host_fn, kernel_fn, args: tuple, name_prefix: str, arch: str) -
                 )
             ptx = ptx_files[0].read_text()
             ir = ir_files[0].read_text()
+    if smem_exceeds_launch(str(compiled.ir_module)):
+        raise FrontendError(
+            f"kernel {name_prefix!r}: its shared-memory allocations exceed the dynamic shared memory its "
+            "launch(smem=...) gives it (the DSL's own launch-time check would fire); raise smem"
+        )
     entries = _ENTRY_RE.findall(ptx)
     want = f"{name_prefix}_0"
     if entries != [want]:
