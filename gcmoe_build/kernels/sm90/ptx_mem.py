@@ -174,3 +174,79 @@ def ld_global_u8(addr, *, loc=None, ip=None) -> Int32:
 @dsl_user_op
 def st_global_u8(addr, x, *, loc=None, ip=None):
     _asm("st.global.u8 [$0], $1;", "l,r", [_v(addr, Int64), _v(x)], 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cross-kernel ring signals (global memory, gpu scope): acquire waits with a trap record on timeout
+# ---------------------------------------------------------------------------------------------
+def _trap_record_ptx(code: int, expected: str, observed: str) -> str:
+    """PTX that writes the gcmoe_runtime.workspace.trap record (magic, code, expected, observed) to
+    the host-mapped address in ``$2`` (skipped when 0) and traps. ``expected``/``observed`` are u32
+    registers. The magic is written last, after a system fence, so a reader never sees half a record."""
+    from gcmoe_runtime.workspace.trap import TRAP_MAGIC
+
+    return (
+        "setp.eq.u64 p, $2, 0;\n@p bra.uni GCMOE_TRAP;\n"
+        f"st.relaxed.sys.global.u32 [$2+4], {int(code)};\n"
+        f"st.relaxed.sys.global.u32 [$2+8], {expected};\n"
+        f"st.relaxed.sys.global.u32 [$2+12], {observed};\n"
+        "fence.sc.sys;\n"
+        f"st.relaxed.sys.global.u32 [$2], {int(TRAP_MAGIC)};\n"
+        "fence.sc.sys;\n"
+        "GCMOE_TRAP:\ntrap;\n"
+    )
+
+
+@dsl_user_op
+def wait_geq_u32_or_trap(addr, target, err, code: int, timeout_ns: int, *, loc=None, ip=None):
+    """Spin (``ld.acquire.gpu``, nanosleep backoff) until the u32 at ``addr`` >= ``target``; after
+    ``timeout_ns`` write a trap record with ``code`` to ``err`` and trap."""
+    _asm(
+        "{\n.reg .pred p;\n.reg .u32 v;\n.reg .u64 t0, t1;\n"
+        "ld.acquire.gpu.global.u32 v, [$0];\nsetp.ge.u32 p, v, $1;\n@p bra.uni GCMOE_W_DONE;\n"
+        "mov.u64 t0, %globaltimer;\n"
+        "GCMOE_W_LOOP:\nnanosleep.u32 64;\n"
+        "ld.acquire.gpu.global.u32 v, [$0];\nsetp.ge.u32 p, v, $1;\n@p bra.uni GCMOE_W_DONE;\n"
+        "mov.u64 t1, %globaltimer;\nsub.u64 t1, t1, t0;\n"
+        f"setp.lt.u64 p, t1, {int(timeout_ns)};\n@p bra.uni GCMOE_W_LOOP;\n"
+        + _trap_record_ptx(code, "$1", "v") +
+        "GCMOE_W_DONE:\n}",
+        "l,r,l", [_v(addr, Int64), _v(target), _v(err, Int64)], 0)
+
+
+@dsl_user_op
+def wait_mask_u64_or_trap(addr, need, err, code: int, timeout_ns: int, *, loc=None, ip=None):
+    """Spin until every bit of ``need`` (Int64) is set in the u64 at ``addr`` (acquire, gpu scope);
+    on timeout record (code, low 32 bits of need, low 32 bits seen) and trap."""
+    _asm(
+        "{\n.reg .pred p;\n.reg .u64 v, m, t0, t1;\n.reg .u32 e32, o32;\n"
+        "ld.acquire.gpu.global.u64 v, [$0];\nand.b64 m, v, $1;\nsetp.eq.u64 p, m, $1;\n@p bra.uni GCMOE_M_DONE;\n"
+        "mov.u64 t0, %globaltimer;\n"
+        "GCMOE_M_LOOP:\nnanosleep.u32 64;\n"
+        "ld.acquire.gpu.global.u64 v, [$0];\nand.b64 m, v, $1;\nsetp.eq.u64 p, m, $1;\n@p bra.uni GCMOE_M_DONE;\n"
+        "mov.u64 t1, %globaltimer;\nsub.u64 t1, t1, t0;\n"
+        f"setp.lt.u64 p, t1, {int(timeout_ns)};\n@p bra.uni GCMOE_M_LOOP;\n"
+        "cvt.u32.u64 e32, $1;\ncvt.u32.u64 o32, v;\n"
+        + _trap_record_ptx(code, "e32", "o32") +
+        "GCMOE_M_DONE:\n}",
+        "l,l,l", [_v(addr, Int64), _v(need, Int64), _v(err, Int64)], 0)
+
+
+@dsl_user_op
+def red_release_add_u32(addr, val, *, loc=None, ip=None):
+    _asm("red.release.gpu.global.add.u32 [$0], $1;", "l,r", [_v(addr, Int64), _v(val)], 0)
+
+
+@dsl_user_op
+def red_release_or_b64(addr, bits, *, loc=None, ip=None):
+    _asm("red.release.gpu.global.or.b64 [$0], $1;", "l,l", [_v(addr, Int64), _v(bits, Int64)], 0)
+
+
+@dsl_user_op
+def fence_acq_rel_gpu(*, loc=None, ip=None):
+    _asm("fence.acq_rel.gpu;", "", [], 0)
+
+
+@dsl_user_op
+def ld_acquire_u32(addr, *, loc=None, ip=None) -> Int32:
+    return Int32(_asm("ld.acquire.gpu.global.u32 $0, [$1];", "=r,l", [_v(addr, Int64)], 1)[0])

@@ -18,6 +18,8 @@ from pathlib import Path
 #: model shapes (H, I) from the manifests (paper Table 4) and a small test model
 SHAPES = {"test": (1024, 512), "glm52": (6144, 2048), "dsv41flash": (5120, 2304)}
 BMS = (8, 16, 32, 64)
+#: name suffix -> kernel: 256-thread, 384-thread pipelined, 384-thread persistent ring consumer
+VARIANTS = ("", "_p", "_pp")
 
 
 def configs(shapes):
@@ -26,8 +28,8 @@ def configs(shapes):
     for sh in shapes:
         h, i = SHAPES[sh]
         for bm in BMS:
-            for pipe in (False, True):
-                sfx = "_p" if pipe else ""
+            for sfx in VARIANTS:
+                pipe = sfx != ""
                 yield f"role2_w1_{sh}_bm{bm}{sfx}", Role2GemmConfig(mode="w1", k=h, rows=2 * i, bm=bm, pipelined=pipe)
                 yield f"role2_w2_{sh}_bm{bm}{sfx}", Role2GemmConfig(mode="w2", k=i, rows=h, bm=bm, pipelined=pipe)
 
@@ -39,8 +41,15 @@ def compile_one(name, cfg):
     from cutlass import Int32, Int64
     from .role2_gemm import build_role2_gemm
 
-    host, kern = build_role2_gemm(cfg)
-    res = trace_to_ptx(host, kern, tuple([Int64(0)] * 10 + [Int32(1)]), name, "sm_90a")
+    if name.endswith("_pp"):
+        from .role2_persistent import build_role2_persistent
+
+        host, kern = build_role2_persistent(cfg)
+        args = tuple([Int64(0)] * 15 + [Int32(1), Int32(1)])
+    else:
+        host, kern = build_role2_gemm(cfg)
+        args = tuple([Int64(0)] * 10 + [Int32(1)])
+    res = trace_to_ptx(host, kern, args, name, "sm_90a")
     cubin = assemble(res.ptx, effective_options("sm_90a", []), what=name)
     return res.ptx, cubin, res.entry_name
 
@@ -66,6 +75,7 @@ def main(argv=None):
         index[name] = {"entry": entry, "mode": cfg.mode, "k": cfg.k, "rows": cfg.rows, "bm": cfg.bm,
                        "alpha": cfg.alpha, "clamp": cfg.clamp, "smem": cfg.smem_bytes, "threads": cfg.threads,
                        "pipelined": cfg.pipelined, "stages": cfg.stages, "kc": cfg.kc,
+                       "persistent": name.endswith("_pp"),
                        "row_tiles": cfg.row_tiles}
         print(f"{name}: {len(cubin)} B cubin, {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     (out / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True))

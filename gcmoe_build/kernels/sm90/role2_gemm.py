@@ -160,6 +160,24 @@ def _load_k128(wbuf, stage: int, kb, wbases, sbases, policy):
             wbuf[stage * 20 + 16 + sl * 2 + r] = sc[r]
 
 
+class TokenScales:
+    """The FP32 activation scales of this thread's BM/4 tokens for each K32 of one K128 step, read from
+    the staged shared-memory table ``[group][BM]`` when first needed (W2 has a group per K32: loading
+    all four up front costs BM registers at BM = 64)."""
+
+    def __init__(self, asc_smem, kl128, t, bm: int, group: int):
+        self.asc_smem, self.kl128, self.t, self.bm, self.group = asc_smem, kl128, t, bm, group
+        self._cache = {}
+
+    def __getitem__(self, q: int):
+        kk = q if self.group == 32 else 0
+        if kk not in self._cache:
+            row = self.kl128 * (128 // self.group) + kk
+            self._cache[kk] = [ld_shared_f32(self.asc_smem + (row * self.bm + 8 * (i >> 1) + 2 * self.t + (i & 1)) * 4)
+                               for i in range(self.bm // 4)]
+        return self._cache[kk]
+
+
 def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int):
     """One K128 step of one consumer warpgroup: 4 x (decode 2 x 4 A registers, 2 wgmma), each step's
     partials FMA'd with row x token scales while the next step's MMAs run.
@@ -168,8 +186,11 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int):
     (2 words: K32 q, row half hh in byte 2q+hh), slab 1 scales. ``ascl[q]``: the token scales of the
     thread's BM/4 tokens for K32 ``q``."""
     nd = bm // 2
+    # BM <= 32: the MMAs of K32 q overlap the scale FMAs of q-1 (two partial sets live). BM = 64: the
+    # partials alone would need 128 registers per set, so each K32 is waited for before the next.
+    lag = 1 if bm <= 32 else 0
     parts = [None] * 4
-    for q in range(5):
+    for q in range(4 + lag):
         if q < 4:
             a = []
             for sl in range(2):
@@ -183,9 +204,9 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int):
             pb = wgmma_rs_e4m3(bm, a[4:8], desc)
             wgmma_commit()
             parts[q] = (pa, pb)
-        if q > 0:
-            p = q - 1
-            wgmma_wait(1 if q < 4 else 0)
+        if q >= lag:
+            p = q - lag
+            wgmma_wait(1 if (lag and q < 4) else 0)
             pa, pb = parts[p]
             rs = []
             for sl in range(2):
@@ -334,13 +355,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                             _load_k128(wbuf, 1 - h, nxt, wbases, sbases, policy)
                             words = [wbuf[h * 20 + r] for r in range(20)]
                         # activation scales of this thread's tokens for this K128
-                        ascl = []
-                        for q in cutlass.range_constexpr(4 if GS == 32 else 1):
-                            kk = kl128 * (128 // GS) + q
-                            ascl.append([ld_shared_f32(smem + ASC_OFF + (kk * BM + 8 * (i >> 1) + 2 * t + (i & 1)) * 4)
-                                         for i in range(BM // 4)])
-                        if const_expr(GS == 128):
-                            ascl = ascl * 4
+                        ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
                         _k128_mma(words, ascl, acc, smem + ACT_OFF, kl128, BM)
 
             # ---------------- epilogues ----------------

@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
-from tests.build.kernels.sm90.role2_harness import Role2Kernels, e4m3_random  # noqa: E402
+from tests.build.kernels.sm90.role2_harness import RingSignals, Role2Kernels, e4m3_random  # noqa: E402
 
 SHAPES = {"glm52": (6144, 2048, 256 // 8), "dsv41flash": (5120, 2304, 384 // 8)}
 POINTS = [(1, 8), (8, 8), (16, 16), (32, 32), (64, 64)]  # (tokens per expert, BM)
-VARIANTS = ("", "_p")  # 256-thread register-prefetch, 384-thread bulk-copy pipelined
+VARIANTS = ("", "_p", "_pp")  # 256-thread register-prefetch, 384-thread bulk-copy pipelined, + persistent
 
 
 def stream_read_bw(torch):
@@ -79,12 +79,26 @@ def main():
             l2s = torch.empty((e, bm, i // 32), dtype=torch.uint8, device="cuda")  # UE8M0 per 32 along I
             rowidx = torch.arange(e * bm, dtype=torch.int32, device="cuda").view(e, bm)
             out = torch.empty((e * bm, h), dtype=torch.bfloat16, device="cuda")
-            p1 = [w1.data_ptr(), s1.data_ptr(), ef.data_ptr(), act.data_ptr(), asc.data_ptr(), bexp.data_ptr(),
-                  ntok.data_ptr(), rw.data_ptr(), l2.data_ptr(), l2s.data_ptr()]
-            t1 = time_launch(torch, lambda: k.launch(name1, e, p1))
-            p2 = [w2.data_ptr(), s2.data_ptr(), ef.data_ptr(), l2.data_ptr(), l2s.data_ptr(), bexp.data_ptr(),
-                  ntok.data_ptr(), rowidx.data_ptr(), out.data_ptr(), 0]
-            t2 = time_launch(torch, lambda: k.launch(name2, e, p2))
+            if var == "_pp":  # ring already full: every block published, every W1 mask bit set for W2
+                sig = RingSignals(e, bm)
+                sig.ready()
+                sig.l2_mask.fill_(-1)
+                nsm = torch.cuda.get_device_properties(0).multi_processor_count
+                p1 = [w1.data_ptr(), s1.data_ptr(), ef.data_ptr(), act.data_ptr(), asc.data_ptr(), bexp.data_ptr(),
+                      ntok.data_ptr(), sig.gen.data_ptr(), rw.data_ptr(), l2.data_ptr(), l2s.data_ptr(),
+                      sig.l1_full.data_ptr(), sig.empty.data_ptr(), sig.l2_mask.data_ptr(), 0]
+                t1 = time_launch(torch, lambda: k.launch_persistent(name1, nsm, p1, e))
+                p2 = [w2.data_ptr(), s2.data_ptr(), ef.data_ptr(), l2.data_ptr(), l2s.data_ptr(), bexp.data_ptr(),
+                      ntok.data_ptr(), sig.gen.data_ptr(), rowidx.data_ptr(), out.data_ptr(), 0,
+                      sig.l1_full.data_ptr(), sig.empty.data_ptr(), sig.l2_mask.data_ptr(), 0]
+                t2 = time_launch(torch, lambda: k.launch_persistent(name2, nsm, p2, e))
+            else:
+                p1 = [w1.data_ptr(), s1.data_ptr(), ef.data_ptr(), act.data_ptr(), asc.data_ptr(), bexp.data_ptr(),
+                      ntok.data_ptr(), rw.data_ptr(), l2.data_ptr(), l2s.data_ptr()]
+                t1 = time_launch(torch, lambda: k.launch(name1, e, p1))
+                p2 = [w2.data_ptr(), s2.data_ptr(), ef.data_ptr(), l2.data_ptr(), l2s.data_ptr(), bexp.data_ptr(),
+                      ntok.data_ptr(), rowidx.data_ptr(), out.data_ptr(), 0]
+                t2 = time_launch(torch, lambda: k.launch(name2, e, p2))
             b1 = w1.numel() + s1.numel()
             b2 = w2.numel() + s2.numel()
             rows.append({"shape": shape, "variant": var or "256t", "experts": e, "tokens_per_expert": m, "bm": bm,

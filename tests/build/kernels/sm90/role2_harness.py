@@ -64,6 +64,44 @@ class Role2Kernels:
         _check(cu.cuLaunchKernel(fn, info["row_tiles"], nblocks, 1, info["threads"], 1, 1, info["smem"],
                                  cu.CUstream(stream.cuda_stream), ctypes.addressof(ptr_arr), 0))
 
+    def launch_persistent(self, name: str, ncta: int, ptrs: list[int], nblocks: int, stream=None):
+        """Persistent kernel: 15 u64 addresses (role2_persistent.PARAMS order) then the u32 block count."""
+        from cuda.bindings import driver as cu
+        import torch
+
+        _, _, fn, info = self.function(name)
+        assert info.get("persistent") and len(ptrs) == 15, (name, len(ptrs))
+        stream = stream or torch.cuda.current_stream()
+        vals = (ctypes.c_uint64 * 15)(*ptrs)
+        nb = ctypes.c_uint32(nblocks)
+        addrs = [ctypes.addressof(vals) + 8 * i for i in range(15)] + [ctypes.addressof(nb)]
+        ptr_arr = (ctypes.c_void_p * 16)(*addrs)
+        _check(cu.cuLaunchKernel(fn, ncta, 1, 1, info["threads"], 1, 1, info["smem"],
+                                 cu.CUstream(stream.cuda_stream), ctypes.addressof(ptr_arr), 0))
+        self._keep = (vals, nb, ptr_arr)
+
+
+class RingSignals:
+    """Per-ring-block handshake words as the persistent kernel sees them (paper §4.3): generation,
+    l1_full_count, the release counter, the 64-bit l2_full_mask. ``ready`` publishes every block."""
+
+    def __init__(self, nblocks: int, bm: int, gen=None):
+        import torch
+
+        self.bm = bm
+        self.gen = gen if gen is not None else torch.zeros(nblocks, dtype=torch.int32, device="cuda")
+        self.l1_full = torch.zeros(nblocks, dtype=torch.int32, device="cuda")
+        self.empty = torch.zeros(nblocks, dtype=torch.int32, device="cuda")
+        self.l2_mask = torch.zeros(nblocks, dtype=torch.int64, device="cuda")
+
+    def ready(self):
+        self.l1_full.copy_(self.bm * (self.gen + 1))
+
+    def reset(self):
+        self.l1_full.zero_()
+        self.empty.zero_()
+        self.l2_mask.zero_()
+
 
 def sm90_weights(e: int, n: int, k: int, gate_up: bool, gen):
     """Random FP32 weights -> MXFP4 -> the SM90 transform. Returns (tiles, scale tiles, expert factor,

@@ -69,3 +69,29 @@ def test_config_rejects_bad_shapes():
         Role2GemmConfig(mode="w2", k=1000, rows=1024, bm=16)
     with pytest.raises(ValueError, match="mode"):
         Role2GemmConfig(mode="w3", k=1024, rows=1024, bm=16)
+
+
+@pytest.mark.parametrize("mode", ["w1", "w2"])
+def test_persistent_variant_has_the_ring_handshake(mode):
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.role2_devbuild import compile_one
+    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
+
+    k, rows = (1024, 1024) if mode == "w1" else (512, 1024)
+    cfg = Role2GemmConfig(mode=mode, k=k, rows=rows, bm=16, pipelined=True)
+    ptx, cubin, entry = compile_one(f"role2_{mode}_test_bm16_pp", cfg)
+    assert cubin[:4] == b"\x7fELF" and entry == f"role2_{mode}_test_bm16_pp_0"
+    assert len(_RS_WGMMA.findall(ptx)) == 16
+    assert "ld.acquire.gpu.global.u32" in ptx and "%globaltimer" in ptx and "trap;" in ptx
+    assert "st.relaxed.sys.global.u32" in ptx and "fence.sc.sys" in ptx  # trap record
+    assert "red.release.gpu.global.add.u32" in ptx and "fence.acq_rel.gpu" in ptx
+    if mode == "w1":
+        assert "red.release.gpu.global.or.b64" in ptx
+    else:
+        assert "ld.acquire.gpu.global.u64" in ptx
+    with pytest.raises(ValueError, match="pipelined"):
+        from gcmoe_build.kernels.sm90.role2_persistent import build_role2_persistent
+
+        build_role2_persistent(Role2GemmConfig(mode=mode, k=k, rows=rows, bm=16))

@@ -13,13 +13,14 @@ import os
 
 import pytest
 
-from tests.build.kernels.sm90.role2_harness import CUBIN_DIR, Role2Kernels, e4m3_random, sm90_weights
+from tests.build.kernels.sm90.role2_harness import CUBIN_DIR, RingSignals, Role2Kernels, sm90_weights
 
 pytestmark = pytest.mark.gpu
 
 E = 4
 NBLK = 6
-CASES = [(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16, 32, 64) for v in ("", "_p")]
+NCTA = 132  # persistent grid: at most one CTA per SM
+CASES = [(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16, 32, 64) for v in ("", "_p", "_pp")]
 
 
 @pytest.fixture(scope="module")
@@ -80,14 +81,27 @@ def run_w1(kernels, shape, bm, seed, variant=""):
     out = torch.empty((NBLK, bm, i), dtype=torch.uint8, device="cuda")
     outs = torch.empty((NBLK, bm, i // 32), dtype=torch.uint8, device="cuda")
     results = []
+    sig = RingSignals(NBLK, bm, torch.randint(0, 3, (NBLK,), generator=gen, device="cuda", dtype=torch.int32))
     for rep in range(10):
         out.fill_(0x7F)  # E4M3 NaN
         outs.fill_(0xFF)  # UE8M0 NaN
-        kernels.launch(name, NBLK, [tiles.data_ptr(), stiles.data_ptr(), efac.data_ptr(), act.data_ptr(),
-                                    asc.data_ptr(), bexp.data_ptr(), ntok.data_ptr(), rw.data_ptr(), out.data_ptr(),
-                                    outs.data_ptr()])
+        if variant == "_pp":
+            sig.reset()
+            sig.ready()
+            kernels.launch_persistent(name, min(NCTA, NBLK * info["row_tiles"]), [
+                tiles.data_ptr(), stiles.data_ptr(), efac.data_ptr(), act.data_ptr(), asc.data_ptr(), bexp.data_ptr(),
+                ntok.data_ptr(), sig.gen.data_ptr(), rw.data_ptr(), out.data_ptr(), outs.data_ptr(),
+                sig.l1_full.data_ptr(), sig.empty.data_ptr(), sig.l2_mask.data_ptr(), 0], NBLK)
+        else:
+            kernels.launch(name, NBLK, [tiles.data_ptr(), stiles.data_ptr(), efac.data_ptr(), act.data_ptr(),
+                                        asc.data_ptr(), bexp.data_ptr(), ntok.data_ptr(), rw.data_ptr(), out.data_ptr(),
+                                        outs.data_ptr()])
         torch.cuda.synchronize()
         results.append((out.clone(), outs.clone()))
+    if variant == "_pp":  # every W1 task released its two N128 mask bits and one l1_empty count
+        nt1 = info["row_tiles"]
+        assert (sig.empty == nt1).all(), sig.empty
+        assert (sig.l2_mask == (1 << (2 * nt1)) - 1).all(), sig.l2_mask
     for o, s in results[1:]:
         assert torch.equal(o, results[0][0]) and torch.equal(s, results[0][1]), f"{name}: repeats not bit-identical"
     spec = SwiGLUSpec(alpha=info["alpha"], clamp=info["clamp"])
@@ -137,13 +151,25 @@ def run_w2(kernels, shape, bm, seed, variant=""):
         rowidx[b, nt[b]:] = -1  # a padded token's row index must never be used
     out = torch.empty((nrows_out, h), dtype=torch.bfloat16, device="cuda")
     results = []
+    sig = RingSignals(NBLK, bm, torch.randint(0, 3, (NBLK,), generator=gen, device="cuda", dtype=torch.int32))
     for rep in range(10):
         out.fill_(float("nan"))
-        kernels.launch(name, NBLK, [tiles.data_ptr(), stiles.data_ptr(), efac.data_ptr(), act.data_ptr(),
-                                    codes.data_ptr(), bexp.data_ptr(), ntok.data_ptr(), rowidx.data_ptr(),
-                                    out.data_ptr(), 0])
+        if variant == "_pp":
+            sig.reset()
+            sig.ready()
+            sig.l2_mask.fill_(-1)  # every W1 tile of every block finished
+            kernels.launch_persistent(name, min(NCTA, NBLK * info["row_tiles"]), [
+                tiles.data_ptr(), stiles.data_ptr(), efac.data_ptr(), act.data_ptr(), codes.data_ptr(),
+                bexp.data_ptr(), ntok.data_ptr(), sig.gen.data_ptr(), rowidx.data_ptr(), out.data_ptr(), 0,
+                sig.l1_full.data_ptr(), sig.empty.data_ptr(), sig.l2_mask.data_ptr(), 0], NBLK)
+        else:
+            kernels.launch(name, NBLK, [tiles.data_ptr(), stiles.data_ptr(), efac.data_ptr(), act.data_ptr(),
+                                        codes.data_ptr(), bexp.data_ptr(), ntok.data_ptr(), rowidx.data_ptr(),
+                                        out.data_ptr(), 0])
         torch.cuda.synchronize()
         results.append(out.clone())
+    if variant == "_pp":
+        assert (sig.empty == info["row_tiles"]).all(), sig.empty
     for o in results[1:]:
         assert torch.equal(o.view(torch.int16), results[0].view(torch.int16)), f"{name}: repeats not bit-identical"
     worst = {"rel_l2": 0.0, "unwritten": 0, "bf16_mismatch": 0.0}
@@ -191,3 +217,103 @@ def test_role2_w2_matches_reference(kernels, shape, bm, variant):
     _record("w2" + variant, shape, bm, w)
     assert w["unwritten"] == 0, w
     assert w["rel_l2"] < 1e-2, w
+
+
+def test_role2_persistent_chain_waits_on_the_ring(kernels):
+    """W2 is launched first and must wait for W1's l2_full_mask bits; W1 must wait for l1_full_count,
+    which a third stream publishes ~1 ms later. Small grids so all three run side by side. W2's
+    output must equal the reference computed from W1's actual output (the chained path)."""
+    import torch
+
+    from gcmoe_runtime.numerics.quant import dequantize_e4m3_ue8m0, quantize_e4m3_fp32_k128
+
+    shape, bm = "test", 16
+    n1, n2 = f"role2_w1_{shape}_bm{bm}_pp", f"role2_w2_{shape}_bm{bm}_pp"
+    i1, i2 = kernels.index[n1], kernels.index[n2]
+    h, i = i1["k"], i1["rows"] // 2
+    gen = torch.Generator(device="cuda").manual_seed(77)
+    t1, s1, e1, _ = sm90_weights(E, 2 * i, h, True, gen)
+    t2, s2, e2, w2dq = sm90_weights(E, h, i, False, gen)
+    bexp, ntok = _blocks(gen, bm)
+    act, asc = quantize_e4m3_fp32_k128(torch.randn((NBLK * bm, h), generator=gen, device="cuda") * 3.0)
+    act, asc = act.view(NBLK, bm, h).contiguous(), asc.view(NBLK, bm, h // 128).contiguous()
+    rw = torch.rand((NBLK, bm), generator=gen, device="cuda")
+    l2 = torch.full((NBLK, bm, i), 0x7F, dtype=torch.uint8, device="cuda")
+    l2s = torch.full((NBLK, bm, i // 32), 0xFF, dtype=torch.uint8, device="cuda")
+    rowidx = torch.arange(NBLK * bm, dtype=torch.int32, device="cuda").view(NBLK, bm)
+    out = torch.full((NBLK * bm, h), float("nan"), dtype=torch.bfloat16, device="cuda")
+    sig = RingSignals(NBLK, bm, torch.randint(0, 3, (NBLK,), generator=gen, device="cuda", dtype=torch.int32))
+    l2_empty = torch.zeros(NBLK, dtype=torch.int32, device="cuda")
+    torch.cuda.synchronize()
+    s_w2, s_w1, s_pub = torch.cuda.Stream(), torch.cuda.Stream(), torch.cuda.Stream()
+    kernels.launch_persistent(n2, 8, [t2.data_ptr(), s2.data_ptr(), e2.data_ptr(), l2.data_ptr(), l2s.data_ptr(),
+                                      bexp.data_ptr(), ntok.data_ptr(), sig.gen.data_ptr(), rowidx.data_ptr(),
+                                      out.data_ptr(), 0, sig.l1_full.data_ptr(), l2_empty.data_ptr(),
+                                      sig.l2_mask.data_ptr(), 0], NBLK, stream=s_w2)
+    kernels.launch_persistent(n1, 16, [t1.data_ptr(), s1.data_ptr(), e1.data_ptr(), act.data_ptr(), asc.data_ptr(),
+                                       bexp.data_ptr(), ntok.data_ptr(), sig.gen.data_ptr(), rw.data_ptr(),
+                                       l2.data_ptr(), l2s.data_ptr(), sig.l1_full.data_ptr(), sig.empty.data_ptr(),
+                                       sig.l2_mask.data_ptr(), 0], NBLK, stream=s_w1)
+    with torch.cuda.stream(s_pub):
+        torch.cuda._sleep(2_000_000)
+        sig.ready()
+    torch.cuda.synchronize()
+    assert (sig.empty == i1["row_tiles"]).all() and (l2_empty == i2["row_tiles"]).all()
+    worst = 0.0
+    for b, n in enumerate(ntok.tolist()):
+        ref = (dequantize_e4m3_ue8m0(l2[b, :n].view(torch.float8_e4m3fn), l2s[b, :n], 32)
+               @ w2dq[int(bexp[b])].t()).to(torch.bfloat16).float()
+        got = out[rowidx[b, :n].long()].float()
+        assert torch.isfinite(got).all(), f"block {b}: W2 output not written"
+        worst = max(worst, float((got - ref).norm() / ref.norm().clamp_min(1e-30)))
+    _record("chain_pp", shape, bm, {"rel_l2": worst})
+    assert worst < 1e-2
+
+
+_TRAP_SCRIPT = r"""
+import sys, torch
+sys.path.insert(0, {repo!r})
+from tests.build.kernels.sm90.role2_harness import RingSignals, Role2Kernels
+from gcmoe_runtime.workspace.trap import TrapRecord, DeviceTimeoutError
+k = Role2Kernels()
+name = "role2_w1_test_bm16_pp"
+info = k.index[name]
+h, rows = info["k"], info["rows"]
+z = lambda n: torch.zeros(n, dtype=torch.uint8, device="cuda")
+w, ws = z(rows * h // 2), z(rows * h // 32)
+ef = torch.ones(1, device="cuda")
+act, asc = z(16 * h), torch.ones(16 * h // 128, device="cuda")
+bexp, ntok = torch.zeros(1, dtype=torch.int32, device="cuda"), torch.full((1,), 16, dtype=torch.int32, device="cuda")
+rw, out, outs = torch.ones(16, device="cuda"), z(16 * rows // 2), z(16 * rows // 64)
+sig = RingSignals(1, 16)  # l1_full never published
+rec = TrapRecord()
+k.launch_persistent(name, 2, [w.data_ptr(), ws.data_ptr(), ef.data_ptr(), act.data_ptr(), asc.data_ptr(),
+                             bexp.data_ptr(), ntok.data_ptr(), sig.gen.data_ptr(), rw.data_ptr(), out.data_ptr(),
+                             outs.data_ptr(), sig.l1_full.data_ptr(), sig.empty.data_ptr(), sig.l2_mask.data_ptr(),
+                             rec.address], 1)
+try:
+    torch.cuda.synchronize()
+    print("NO_TRAP")
+except Exception as exc:
+    print("launch failed:", type(exc).__name__)
+    try:
+        rec.check()
+        print("NO_RECORD")
+    except DeviceTimeoutError as t:
+        print(f"TRAP_OK code={{t.code}} expected={{t.expected}} observed={{t.observed}}")
+"""
+
+
+def test_role2_persistent_times_out_with_a_trap_record(kernels):
+    """A ring block that is never published: the kernel must trap after its timeout (2 s) and leave the
+    l1_full_count record (code 2, expected BM*(gen+1) = 16, observed 0). Runs in a subprocess because
+    the trap kills the CUDA context."""
+    import subprocess
+    import sys
+
+    from tests.build.kernels.sm90.role2_harness import REPO
+
+    res = subprocess.run([sys.executable, "-c", _TRAP_SCRIPT.format(repo=str(REPO))], capture_output=True,
+                         text=True, timeout=120)
+    _record("trap_pp", "test", 16, {"stdout": res.stdout.strip()[-200:]})
+    assert "TRAP_OK code=2 expected=16 observed=0" in res.stdout, (res.stdout, res.stderr[-2000:])

@@ -1,0 +1,257 @@
+"""role2 on sm_90a, persistent 384-thread variant that consumes the token ring as it fills.
+
+Same arithmetic as :mod:`.role2_gemm` (register-A e4m3 wgmma, in-register FP4 decode, per-K32
+scale FMAs, identical epilogues; the helpers are shared), but:
+
+* **Persistent static schedule.** ``grid.x`` CTAs (at most one per SM of the compute partition);
+  CTA ``c`` takes tasks ``c, c + G, c + 2G, ...`` of ``nblocks * row_tiles`` tasks, task ``t`` =
+  (ring block ``t // row_tiles``, 256-row tile ``t % row_tiles``): block-major, so the first filled
+  ring block's tiles are spread over all CTAs. The producer warpgroup streams K128 weight stages
+  continuously across task boundaries (the ring of shared-memory stages never drains between
+  tasks); the stage index is ``local_task * K/128 + k128``, identical in producer and consumers.
+* **Ring handshake (paper §4.3).** Before a task's weights or activations are touched, the producer
+  and the consumers acquire ``l1_full_count[b] >= BM * (gen[b] + 1)`` (``ld.acquire.gpu``, device
+  timeout -> trap record code 2). W1 consumers, after their outputs are stored: barrier,
+  ``fence.acq_rel.gpu``, then one thread releases ``l2_full_mask[b] |= 0b11 << 2*tile`` (the CTA's
+  256 W1 rows are two W1 N128 tiles) and ``l1_empty_count[b] += 1`` (``red.release.gpu``; a block's
+  generation is released when the count reaches ``row_tiles * (gen + 1)``). W2 consumers, before
+  staging an activation chunk of K columns ``[k0, k1)``, acquire exactly the mask bits of the W1
+  N128 tiles that produced them (tiles ``k0/64 .. k1/64 - 1``; timeout code 9), and release
+  ``l2_empty_count[b] += 1`` when the task is done.
+
+Not yet: W1 and W2 are still two launches (the paper's single task stream with a scheduler warp and
+one-in-one-out L1/L2 claims is the next step), ``gen`` and the block count come from arrays/params
+rather than the workspace's ``ring_block`` records, and W2 stores go to a local buffer, not through
+the peer descriptor.
+"""
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Int32, Int64, Float32, Uint8, const_expr
+
+from .ptx_mem import (_asm, _v, bar_sync, bulk_copy_g2s, evict_first_policy, fence_acq_rel_gpu, ld_global_f32,
+                      ld_global_s32, ld_global_u8, ld_global_v4, ld_shared_f32, ld_shared_v2, ld_shared_v4,
+                      mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_init_fence, mbar_wait_or_trap,
+                      red_release_add_u32, red_release_or_b64, setmaxnreg, st_global_u8, st_shared_f32,
+                      st_shared_v4, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
+from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, ROWS_PER_CTA,
+                         STAGE_BYTES, Role2GemmConfig, TokenScales, _k128_mma)
+from .role2_math import (bf16_round, fabs, float_bits, fmax, fmin, sel_f32, shfl_bfly_f32, sigmoid, to_bf16_bits,
+                         to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
+
+TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
+TRAP_L2_MASK = 9
+
+#: kernel formals in order (15 x u64 addresses, then the block count)
+PARAMS = ("w", "ws", "ef", "act", "asc", "bexp", "bntok", "bgen", "aux", "out", "outs",
+          "l1_full", "l1_empty", "l2_mask", "err", "nblocks")
+
+
+def build_role2_persistent(cfg: Role2GemmConfig):
+    """``(host_fn, kernel_fn)``; host args: the 15 addresses of :data:`PARAMS`, ``nblocks``, ``ncta``
+    (grid size). ``l1_empty`` / ``l2_mask`` are W1's release targets, W2 reads ``l2_mask`` and
+    releases into ``l1_empty``'s sibling passed as ``l1_empty`` (the L2 empty counter)."""
+    if not cfg.pipelined:
+        raise ValueError("the persistent role2 kernel is the 384-thread pipelined variant (pipelined=True)")
+    BM, K, KC = cfg.bm, cfg.k, cfg.kc
+    NK128, NKC = K // 128, K // KC
+    ND = BM // 2
+    NT = cfg.row_tiles
+    W1 = cfg.mode == "w1"
+    P0, CT, NS = PRODUCER_THREADS, CONSUMER_THREADS, cfg.stages
+    I_COLS = cfg.rows // 2
+    GS = cfg.act_scale_group
+    NGS, NKG = KC // GS, K // GS
+    NSLAB = cfg.rows // 64
+    ACT_OFF, ASC_OFF = 0, BM * KC
+    AMAX_OFF = ASC_OFF + 4 * BM * NGS
+    STAGE_OFF = 1024 * ((cfg.misc_bytes + 1023) // 1024)
+    BAR_OFF = STAGE_OFF + NS * STAGE_BYTES
+    UNITS = BM * KC // 16
+    NSC = BM * NGS
+    alpha, clamp = float(cfg.alpha), float(cfg.clamp)
+    TMO = int(cfg.timeout_ns)
+
+    @cute.kernel
+    def role2_persistent_kernel(w: Int64, ws: Int64, ef: Int64, act: Int64, asc: Int64, bexp: Int64, bntok: Int64,
+                                bgen: Int64, aux: Int64, out: Int64, outs: Int64, l1_full: Int64, l1_empty: Int64,
+                                l2_mask: Int64, err: Int64, nblocks: Int32):
+        tid, _, _ = cute.arch.thread_idx()
+        cta, _, _ = cute.arch.block_idx()
+        ncta, _, _ = cute.arch.grid_dim()
+        tid = Int32(tid)
+        cta = Int32(cta)
+        ncta = Int32(ncta)
+        ntasks = nblocks * NT
+        nlocal = (ntasks - cta + ncta - 1) // ncta  # tasks of this CTA (may be 0)
+        smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
+        policy = evict_first_policy()
+        if tid == 0:
+            for s in cutlass.range_constexpr(NS):
+                mbar_init(smem + BAR_OFF + 8 * s, 1)
+                mbar_init(smem + BAR_OFF + 8 * (NS + s), CT)
+            mbar_init_fence()
+        bar_sync(0, P0 + CT)
+
+        if tid < P0:
+            setmaxnreg(PRODUCER_REGS, False)
+            if tid == 0:
+                for li in cutlass.range(nlocal, unroll=1):
+                    task = cta + li * ncta
+                    blk = task // NT
+                    ntile = task % NT
+                    gen = ld_global_s32(bgen + Int64(blk) * 4)
+                    wait_geq_u32_or_trap(l1_full + Int64(blk) * 4, BM * (gen + 1), err, TRAP_L1_FULL, TMO)
+                    expert = ld_global_s32(bexp + Int64(blk) * 4)
+                    slab0 = Int64(expert) * NSLAB + Int64(ntile) * 4
+                    for kb in cutlass.range(NK128, unroll=1):
+                        gs = li * NK128 + kb
+                        s = gs % NS
+                        use = gs // NS
+                        if gs >= NS:
+                            mbar_wait_or_trap(smem + BAR_OFF + 8 * (NS + s), (use - 1) & 1, TMO)
+                        full = smem + BAR_OFF + 8 * s
+                        mbar_arrive_expect_tx(full, STAGE_BYTES)
+                        dst = smem + STAGE_OFF + s * STAGE_BYTES
+                        for sl4 in cutlass.range_constexpr(4):
+                            tile = (slab0 + sl4) * NK128 + Int64(kb)
+                            bulk_copy_g2s(dst + sl4 * 4096, w + tile * 4096, 4096, full, policy)
+                            bulk_copy_g2s(dst + 16384 + sl4 * 256, ws + tile * 256, 256, full, policy)
+        else:
+            setmaxnreg(CONSUMER_REGS, True)
+            ctid = tid - P0
+            wg = ctid // 128
+            warp = (ctid // 32) % 4
+            lane = ctid % 32
+            g = lane // 4
+            t = lane % 4
+            tw = ctid % 128
+            acc = cute.make_rmem_tensor((2 * ND,), Float32)
+            for li in cutlass.range(nlocal, unroll=1):
+                task = cta + li * ncta
+                blk = task // NT
+                ntile = task % NT
+                gen = ld_global_s32(bgen + Int64(blk) * 4)
+                wait_geq_u32_or_trap(l1_full + Int64(blk) * 4, BM * (gen + 1), err, TRAP_L1_FULL, TMO)
+                expert = ld_global_s32(bexp + Int64(blk) * 4)
+                ntok = ld_global_s32(bntok + Int64(blk) * 4)
+                efac = ld_global_f32(ef + Int64(expert) * 4)
+                for i in cutlass.range_constexpr(2 * ND):
+                    acc[i] = Float32(0.0)
+                for kc in cutlass.range(NKC, unroll=1):
+                    if const_expr(not W1):  # the W1 tiles that produced columns [kc*KC, (kc+1)*KC)
+                        lo_t = kc * (KC // 64)
+                        need = ((Int64(1) << (KC // 64)) - Int64(1)) << Int64(lo_t)
+                        wait_mask_u64_or_trap(l2_mask + Int64(blk) * 8, need, err, TRAP_L2_MASK, TMO)
+                    bar_sync(1, CT)
+                    for it in cutlass.range_constexpr((UNITS + CT - 1) // CT):
+                        u = ctid + it * CT
+                        if const_expr((it + 1) * CT > UNITS):
+                            u = cutlass.min(u, UNITS - 1)
+                        c = u % (KC // 16)
+                        tok = u // (KC // 16)
+                        keep = Int32(0) - Int32(tok < ntok)
+                        v = ld_global_v4(act + (Int64(blk) * BM + Int64(tok)) * K + Int64(kc) * KC + Int64(c) * 16)
+                        st_shared_v4(smem + ACT_OFF + (c * BM + tok) * 16, v[0] & keep, v[1] & keep, v[2] & keep,
+                                     v[3] & keep)
+                    for it in cutlass.range_constexpr((NSC + CT - 1) // CT):
+                        u = ctid + it * CT
+                        if u < NSC:
+                            kk = u % NGS
+                            tok = u // NGS
+                            gidx = (Int64(blk) * BM + Int64(tok)) * NKG + Int64(kc) * NGS + Int64(kk)
+                            if const_expr(W1):
+                                sv = ld_global_f32(asc + gidx * 4)
+                            else:
+                                sv = ue8m0_to_f32(ld_global_u8(asc + gidx))
+                            st_shared_f32(smem + ASC_OFF + (kk * BM + tok) * 4,
+                                          sel_f32(Int32(tok < ntok), sv, Float32(0.0)))
+                    _asm("fence.proxy.async.shared::cta;", "", [], 0)
+                    bar_sync(1, CT)
+                    for k2 in cutlass.range(KC // 256, unroll=1):
+                        for h in cutlass.range_constexpr(2):
+                            kl128 = k2 * 2 + h
+                            gs = li * NK128 + kc * (KC // 128) + kl128
+                            s = gs % NS
+                            mbar_wait_or_trap(smem + BAR_OFF + 8 * s, (gs // NS) & 1, TMO)
+                            stage = smem + STAGE_OFF + s * STAGE_BYTES
+                            words = []
+                            for sl in cutlass.range_constexpr(2):
+                                for h2 in cutlass.range_constexpr(2):
+                                    words.extend(ld_shared_v4(stage + (wg * 2 + sl) * 4096 + tw * 32 + 16 * h2))
+                            for sl in cutlass.range_constexpr(2):
+                                words.extend(ld_shared_v2(stage + 16384 + (wg * 2 + sl) * 256 + (warp * 8 + g) * 8))
+                            mbar_arrive(smem + BAR_OFF + 8 * (NS + s))
+                            ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
+                            _k128_mma(words, ascl, acc, smem + ACT_OFF, kl128, BM)
+
+                if const_expr(W1):
+                    ys = []
+                    for sl in cutlass.range_constexpr(2):
+                        for i in cutlass.range_constexpr(ND):
+                            if const_expr((i >> 1) & 1 == 0):
+                                n = 8 * (i >> 2) + 2 * t + (i & 1)
+                                rw = ld_global_f32(aux + (Int64(blk) * BM + Int64(n)) * 4)
+                                gte = fmin(bf16_round(acc[sl * ND + i] * efac), Float32(clamp))
+                                up = fmax(fmin(bf16_round(acc[sl * ND + i + 2] * efac), Float32(clamp)),
+                                          Float32(-clamp))
+                                y = gte * sigmoid(gte * Float32(alpha)) * up * rw
+                                y = sel_f32(Int32(n < ntok), y, Float32(0.0))
+                                ys.append(y)
+                                m = fabs(y)
+                                m = fmax(m, shfl_bfly_f32(m, 4))
+                                m = fmax(m, shfl_bfly_f32(m, 8))
+                                m = fmax(m, shfl_bfly_f32(m, 16))
+                                if g == 0:
+                                    st_shared_f32(smem + AMAX_OFF + (((wg * 2 + sl) * 4 + warp) * BM + n) * 4, m)
+                    bar_sync(1, CT)
+                    yi = 0
+                    for sl in cutlass.range_constexpr(2):
+                        slab = wg * 2 + sl
+                        for i in cutlass.range_constexpr(ND):
+                            if const_expr((i >> 1) & 1 == 0):
+                                n = 8 * (i >> 2) + 2 * t + (i & 1)
+                                m = Float32(0.0)
+                                for p in cutlass.range_constexpr(4):
+                                    m = fmax(m, ld_shared_f32(smem + AMAX_OFF + ((slab * 4 + p) * BM + n) * 4))
+                                scale, inv = ue8m0_scale_for(m)
+                                q8 = to_e4m3_byte(ys[yi] * inv)
+                                yi += 1
+                                col = ntile * 128 + slab * 32 + 8 * warp + g
+                                if n < ntok:
+                                    st_global_u8(out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col), q8)
+                                    if warp == 0:
+                                        if g == 0:
+                                            code = (float_bits(scale) >> 23) & 0xFF
+                                            st_global_u8(outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // 32)
+                                                         + Int64(ntile * 4 + slab), code)
+                else:
+                    for i in cutlass.range_constexpr(ND):
+                        n = 8 * (i >> 2) + 2 * t + (i & 1)
+                        if n < ntok:
+                            orow = ld_global_s32(aux + (Int64(blk) * BM + Int64(n)) * 4)
+                            hr = 16 * warp + g + 8 * ((i >> 1) & 1)
+                            for s2 in cutlass.range_constexpr(2):
+                                row = ntile * ROWS_PER_CTA + wg * 128 + s2 * 64 + hr
+                                bits = to_bf16_bits(acc[s2 * ND + i] * efac)
+                                _asm("st.global.u16 [$0], $1;", "l,r",
+                                     [_v(out + (Int64(orow) * cfg.rows + Int64(row)) * 2, Int64), _v(bits)], 0)
+                # publish: every consumer's stores, then one release per task (also orders the next
+                # task's shared-memory reuse after this task's epilogue reads)
+                bar_sync(1, CT)
+                if ctid == 0:
+                    fence_acq_rel_gpu()
+                    if const_expr(W1):
+                        red_release_or_b64(l2_mask + Int64(blk) * 8, Int64(3) << Int64(2 * ntile))
+                    red_release_add_u32(l1_empty + Int64(blk) * 4, Int32(1))
+
+    @cute.jit
+    def role2_persistent_host(w: Int64, ws: Int64, ef: Int64, act: Int64, asc: Int64, bexp: Int64, bntok: Int64,
+                              bgen: Int64, aux: Int64, out: Int64, outs: Int64, l1_full: Int64, l1_empty: Int64,
+                              l2_mask: Int64, err: Int64, nblocks: Int32, ncta: Int32):
+        role2_persistent_kernel(w, ws, ef, act, asc, bexp, bntok, bgen, aux, out, outs, l1_full, l1_empty, l2_mask,
+                                err, nblocks).launch(grid=[ncta, 1, 1], block=[cfg.threads, 1, 1],
+                                                     smem=cfg.smem_bytes, min_blocks_per_mp=1)
+
+    return role2_persistent_host, role2_persistent_kernel
