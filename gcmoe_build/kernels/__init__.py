@@ -18,9 +18,17 @@ must first call ``gcmoe_build.frontend.dsl.import_dsl(variant.arch)`` and only t
   each with a name and kind (``tensormap`` + its ``TensorMapEncoding``, ``peer_desc``, ``ptr``,
   scalars), and PTX opcodes that must occur. The ABI rewrite checks the PTX against it (fail
   closed) and records the by-value schema in normalised order;
-* ``launch``: ``LaunchFacts`` (block, cluster, dynamic smem bytes, grid policy);
+* ``launch``: ``LaunchFacts`` (block, cluster, dynamic smem bytes, grid policy) — they must equal
+  what ``host`` launches with (checked: ``gcmoe_build.frontend.launch_facts``), because the runtime
+  launches from the record only; each ``TensorMapEncoding`` must match the TMA atom the DSL built
+  (dtype, box volume, swizzle; ``gcmoe_build.frontend.tma_facts``);
 * ``ptxas_options``: whitelisted extra ptxas flags (see ``gcmoe_build.toolchain.ptxas.WHITELIST``);
 * ``extra``: small JSON-able facts for ``ArtifactRecord.extra`` (e.g. the workspace layout version).
+
+Peer descriptor: pass it to the kernel as a ``cute.Pointer`` to Int64 (trace with
+``kernels.common.peer.fake_peer_desc()``), declare it ``Formal(name, "peer_desc")`` and read it only
+through ``kernels.common.peer.PeerDesc`` (base / offset(r) / rank / peer_address). The ABI rewrite
+turns it into the 592-byte by-value parameter. Device waits: bound them (``kernels.common.device``).
 
 Registering a role
 ------------------
