@@ -244,20 +244,26 @@ def test_role2_persistent_chain_waits_on_the_ring(kernels):
     out = torch.full((NBLK * bm, h), float("nan"), dtype=torch.bfloat16, device="cuda")
     sig = RingSignals(NBLK, bm, torch.randint(0, 3, (NBLK,), generator=gen, device="cuda", dtype=torch.int32))
     l2_empty = torch.zeros(NBLK, dtype=torch.int32, device="cuda")
+    from gcmoe_runtime.workspace.trap import TrapRecord
+
+    rec = TrapRecord()  # a timeout in either kernel leaves (magic, code, expected, observed) here
     torch.cuda.synchronize()
     s_w2, s_w1, s_pub = torch.cuda.Stream(), torch.cuda.Stream(), torch.cuda.Stream()
     kernels.launch_persistent(n2, 8, [t2.data_ptr(), s2.data_ptr(), e2.data_ptr(), l2.data_ptr(), l2s.data_ptr(),
                                       bexp.data_ptr(), ntok.data_ptr(), sig.gen.data_ptr(), rowidx.data_ptr(),
                                       out.data_ptr(), 0, sig.l1_full.data_ptr(), l2_empty.data_ptr(),
-                                      sig.l2_mask.data_ptr(), 0], NBLK, stream=s_w2)
+                                      sig.l2_mask.data_ptr(), rec.address], NBLK, stream=s_w2)
     kernels.launch_persistent(n1, 16, [t1.data_ptr(), s1.data_ptr(), e1.data_ptr(), act.data_ptr(), asc.data_ptr(),
                                        bexp.data_ptr(), ntok.data_ptr(), sig.gen.data_ptr(), rw.data_ptr(),
                                        l2.data_ptr(), l2s.data_ptr(), sig.l1_full.data_ptr(), sig.empty.data_ptr(),
-                                       sig.l2_mask.data_ptr(), 0], NBLK, stream=s_w1)
-    with torch.cuda.stream(s_pub):
-        torch.cuda._sleep(2_000_000)
-        sig.ready()
-    torch.cuda.synchronize()
+                                       sig.l2_mask.data_ptr(), rec.address], NBLK, stream=s_w1)
+    try:
+        with torch.cuda.stream(s_pub):
+            torch.cuda._sleep(2_000_000)
+            sig.ready()
+        torch.cuda.synchronize()
+    except Exception as exc:  # say which wait gave up (if any) before failing
+        raise AssertionError(f"chained launch failed ({exc}); trap record words {rec.words()}") from exc
     assert (sig.empty == i1["row_tiles"]).all() and (l2_empty == i2["row_tiles"]).all()
     worst = 0.0
     for b, n in enumerate(ntok.tolist()):
