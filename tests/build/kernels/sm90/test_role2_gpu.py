@@ -247,6 +247,12 @@ def test_role2_persistent_chain_waits_on_the_ring(kernels):
     from gcmoe_runtime.workspace.trap import TrapRecord
 
     rec = TrapRecord()  # a timeout in either kernel leaves (magic, code, expected, observed) here
+    # CUDA lazy loading: the first launch of a kernel may wait for the whole context to go idle. The
+    # publisher's kernels (sleep, the signal arithmetic) must be loaded before the persistent kernels
+    # spin, or their first launch waits for kernels that wait for them (seen: both traps after 2 s).
+    warm = RingSignals(NBLK, bm, sig.gen.clone())
+    torch.cuda._sleep(10)
+    warm.ready()
     torch.cuda.synchronize()
     s_w2, s_w1, s_pub = torch.cuda.Stream(), torch.cuda.Stream(), torch.cuda.Stream()
     kernels.launch_persistent(n2, 8, [t2.data_ptr(), s2.data_ptr(), e2.data_ptr(), l2.data_ptr(), l2s.data_ptr(),
