@@ -11,3 +11,6 @@ run() { local name=$1; shift; /usr/bin/time -f "$name: %e s wall, %M KB max RSS"
 run test-tiny --config test-tiny
 run glm-5.2-E16 --config glm-5.2 --cpu-experts 16 --world 1 --capacity 32
 run deepseek-v4.1-flash-E24 --config deepseek-v4.1-flash --cpu-experts 24 --world 1 --capacity 32
+# The BF16 ideal reference (dequantised weights) as the implementation: it must FAIL the processed-difference
+# check against the quantised reference (exit status 1 expected) — evidence that the suite discriminates.
+run test-tiny-bf16-impl --config test-tiny --impl bf16-reference || echo "test-tiny-bf16-impl: failed as expected"
