@@ -22,9 +22,23 @@ BMS = (8, 16, 32, 64)
 VARIANTS = ("", "_p", "_pp")
 
 
-def configs(shapes):
+#: experiment variants (``--experiments``): deeper MMA overlap (Role2GemmConfig.mma_lag) for BM <= 32
+LAG_EXPERIMENTS = {"_p_lag2": 2, "_p_lag3": 3, "_pp_lag3": 3}
+
+
+def configs(shapes, experiments: bool = False):
     from .role2_gemm import Role2GemmConfig
 
+    if experiments:
+        for sh in shapes:
+            h, i = SHAPES[sh]
+            for bm in (8, 16, 32):
+                for sfx, lag in LAG_EXPERIMENTS.items():
+                    yield (f"role2_w1_{sh}_bm{bm}{sfx}",
+                           Role2GemmConfig(mode="w1", k=h, rows=2 * i, bm=bm, pipelined=True, mma_lag=lag))
+                    yield (f"role2_w2_{sh}_bm{bm}{sfx}",
+                           Role2GemmConfig(mode="w2", k=i, rows=h, bm=bm, pipelined=True, mma_lag=lag))
+        return
     for sh in shapes:
         h, i = SHAPES[sh]
         for bm in BMS:
@@ -41,7 +55,7 @@ def compile_one(name, cfg):
     from cutlass import Int32, Int64
     from .role2_gemm import build_role2_gemm
 
-    if name.endswith("_pp"):
+    if "_pp" in name:
         from .role2_persistent import build_role2_persistent
 
         host, kern = build_role2_persistent(cfg)
@@ -58,6 +72,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("outdir")
     ap.add_argument("--shapes", default="test")
+    ap.add_argument("--experiments", action="store_true",
+                    help="build the mma_lag experiment variants (merged into an existing index.json)")
     a = ap.parse_args(argv)
     from gcmoe_build.frontend.dsl import import_dsl
 
@@ -65,7 +81,9 @@ def main(argv=None):
     out = Path(a.outdir)
     out.mkdir(parents=True, exist_ok=True)
     index = {}
-    for name, cfg in configs(a.shapes.split(",")):
+    if a.experiments and (out / "index.json").is_file():
+        index = json.loads((out / "index.json").read_text())
+    for name, cfg in configs(a.shapes.split(","), a.experiments):
         t0 = time.perf_counter()
         ptx, cubin, entry = compile_one(name, cfg)
         (out / f"{name}.ptx").write_text(ptx)
@@ -75,10 +93,12 @@ def main(argv=None):
         index[name] = {"entry": entry, "mode": cfg.mode, "k": cfg.k, "rows": cfg.rows, "bm": cfg.bm,
                        "alpha": cfg.alpha, "clamp": cfg.clamp, "smem": cfg.smem_bytes, "threads": cfg.threads,
                        "pipelined": cfg.pipelined, "stages": cfg.stages, "kc": cfg.kc,
-                       "persistent": name.endswith("_pp"),
+                       "persistent": "_pp" in name, "mma_lag": cfg.lag,
                        "row_tiles": cfg.row_tiles}
         print(f"{name}: {len(cubin)} B cubin, {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    (out / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True))
+    tmp = out / ".index.json.tmp"
+    tmp.write_text(json.dumps(index, indent=1, sort_keys=True))
+    os.replace(tmp, out / "index.json")
 
 
 if __name__ == "__main__":

@@ -86,6 +86,9 @@ class Role2GemmConfig:
     clamp: float = 10.0
     pipelined: bool = False
     timeout_ns: int = 2_000_000_000  # bound of every mbarrier wait (trap on expiry)
+    #: K32 MMA steps kept in flight while earlier partials are scaled (None: 1 for BM <= 32, 0 for BM 64,
+    #: whose partial set alone is 64 registers). 2-3 is a measured-next-session experiment for BM <= 16.
+    mma_lag: int | None = None
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -98,6 +101,14 @@ class Role2GemmConfig:
             raise ValueError(f"role2 {self.mode}: rows={self.rows} must be a multiple of {ROWS_PER_CTA}")
         if self.mode == "w1" and (self.rows // 2) % 128:
             raise ValueError(f"role2 w1: I={self.rows // 2} must be a multiple of 128")
+        if self.mma_lag is not None and not 0 <= self.mma_lag <= 3:
+            raise ValueError(f"role2 mma_lag={self.mma_lag} must be in 0..3")
+
+    @property
+    def lag(self) -> int:
+        if self.mma_lag is not None:
+            return self.mma_lag
+        return 1 if self.bm <= 32 else 0
 
     @property
     def threads(self) -> int:
@@ -178,7 +189,7 @@ class TokenScales:
         return self._cache[kk]
 
 
-def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int):
+def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int):
     """One K128 step of one consumer warpgroup: 4 x (decode 2 x 4 A registers, 2 wgmma), each step's
     partials FMA'd with row x token scales while the next step's MMAs run.
 
@@ -186,9 +197,8 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int):
     (2 words: K32 q, row half hh in byte 2q+hh), slab 1 scales. ``ascl[q]``: the token scales of the
     thread's BM/4 tokens for K32 ``q``."""
     nd = bm // 2
-    # BM <= 32: the MMAs of K32 q overlap the scale FMAs of q-1 (two partial sets live). BM = 64: the
-    # partials alone would need 128 registers per set, so each K32 is waited for before the next.
-    lag = 1 if bm <= 32 else 0
+    # ``lag`` K32 steps of MMAs stay in flight while a step's partials are scaled (lag + 1 partial
+    # sets live): the MMAs of K32 q overlap the scale FMAs of q - lag. See Role2GemmConfig.mma_lag.
     parts = [None] * 4
     for q in range(4 + lag):
         if q < 4:
@@ -206,7 +216,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int):
             parts[q] = (pa, pb)
         if q >= lag:
             p = q - lag
-            wgmma_wait(1 if (lag and q < 4) else 0)
+            wgmma_wait(min(q, 3) - p)  # groups newer than p that may stay pending
             pa, pb = parts[p]
             rs = []
             for sl in range(2):
@@ -356,7 +366,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                             words = [wbuf[h * 20 + r] for r in range(20)]
                         # activation scales of this thread's tokens for this K128
                         ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
-                        _k128_mma(words, ascl, acc, smem + ACT_OFF, kl128, BM)
+                        _k128_mma(words, ascl, acc, smem + ACT_OFF, kl128, BM, cfg.lag)
 
             # ---------------- epilogues ----------------
             if const_expr(W1):

@@ -184,7 +184,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                                 words.extend(ld_shared_v2(stage + 16384 + (wg * 2 + sl) * 256 + (warp * 8 + g) * 8))
                             mbar_arrive(smem + BAR_OFF + 8 * (NS + s))
                             ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
-                            _k128_mma(words, ascl, acc, smem + ACT_OFF, kl128, BM)
+                            _k128_mma(words, ascl, acc, smem + ACT_OFF, kl128, BM, cfg.lag)
 
                 if const_expr(W1):
                     ys = []

@@ -20,7 +20,9 @@ pytestmark = pytest.mark.gpu
 E = 4
 NBLK = 6
 NCTA = 132  # persistent grid: at most one CTA per SM
-CASES = [(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16, 32, 64) for v in ("", "_p", "_pp")]
+CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16, 32, 64) for v in ("", "_p", "_pp")]
+         + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32)  # mma_lag experiments (skip if
+            for v in ("_p_lag2", "_p_lag3", "_pp_lag3")])                      # not built: --experiments)
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +87,7 @@ def run_w1(kernels, shape, bm, seed, variant=""):
     for rep in range(10):
         out.fill_(0x7F)  # E4M3 NaN
         outs.fill_(0xFF)  # UE8M0 NaN
-        if variant == "_pp":
+        if "_pp" in variant:
             sig.reset()
             sig.ready()
             kernels.launch_persistent(name, min(NCTA, NBLK * info["row_tiles"]), [
@@ -98,7 +100,7 @@ def run_w1(kernels, shape, bm, seed, variant=""):
                                         outs.data_ptr()])
         torch.cuda.synchronize()
         results.append((out.clone(), outs.clone()))
-    if variant == "_pp":  # every W1 task released its two N128 mask bits and one l1_empty count
+    if "_pp" in variant:  # every W1 task released its two N128 mask bits and one l1_empty count
         nt1 = info["row_tiles"]
         assert (sig.empty == nt1).all(), sig.empty
         assert (sig.l2_mask == (1 << (2 * nt1)) - 1).all(), sig.l2_mask
@@ -154,7 +156,7 @@ def run_w2(kernels, shape, bm, seed, variant=""):
     sig = RingSignals(NBLK, bm, torch.randint(0, 3, (NBLK,), generator=gen, device="cuda", dtype=torch.int32))
     for rep in range(10):
         out.fill_(float("nan"))
-        if variant == "_pp":
+        if "_pp" in variant:
             sig.reset()
             sig.ready()
             sig.l2_mask.fill_(-1)  # every W1 tile of every block finished
@@ -168,7 +170,7 @@ def run_w2(kernels, shape, bm, seed, variant=""):
                                         out.data_ptr(), 0])
         torch.cuda.synchronize()
         results.append(out.clone())
-    if variant == "_pp":
+    if "_pp" in variant:
         assert (sig.empty == info["row_tiles"]).all(), sig.empty
     for o in results[1:]:
         assert torch.equal(o.view(torch.int16), results[0].view(torch.int16)), f"{name}: repeats not bit-identical"
