@@ -90,7 +90,9 @@ PRESETS = {
 
 def cpu_variant(cfg: SuiteConfig, experts: Optional[int] = None, world: int = 1,
                 capacity: Optional[int] = None, shared: Optional[bool] = None) -> SuiteConfig:
-    """Production shapes (H, I, k) at a reduced global expert count (default E/8 = one rank's share at P=8)."""
+    """Production shapes (H, I, k, shared recipe) at a reduced global expert count (default E/8 = one rank's
+    share at P=8), modelled on ``world`` ranks, capacity default min(preset capacity, 32) tokens per rank.
+    The committed CPU results use E/16 (see results/accuracy/README.md)."""
     e = experts or cfg.num_experts // 8
     return dataclasses.replace(cfg, name=f"{cfg.name}@E{e}P{world}", num_experts=e, world=world,
                                capacity=capacity or min(cfg.capacity, 32),
