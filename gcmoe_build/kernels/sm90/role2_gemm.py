@@ -10,10 +10,12 @@ fragments straight from HBM into a two-stage register buffer; 384 threads ("pipe
 warpgroup streaming K128 stages with 1-D ``cp.async.bulk`` into up to 8 shared-memory stages on
 full/empty mbarriers (bounded waits: trap after ``timeout_ns``), ``setmaxnreg`` 40/232.
 
-Not yet (honest): non-persistent, one CTA per (256-row tile, ring block), no token-ring handshake
-(``l1_full_count``/``l2_full_mask``/empty releases: the harness marks blocks ready before launch),
-activations staged by plain loads, W1/W2 stores are 1-/2-byte (not 16-byte) and W2 writes a plain
-``[row, H]`` buffer through a per-token row table, not the peer combine buffer.
+These two are non-persistent (one CTA per (256-row tile, ring block), no ring handshake: the caller
+launches after the blocks are full). The persistent ring-consuming variant is
+:mod:`.role2_persistent` (same helpers). Not yet in any variant: activations staged by the producer
+(they are plain loads by the consumers), 16-byte W1/W2 stores, W2 scatter through the peer
+descriptor into the source rank's combine buffer (W2 writes a plain ``[row, H]`` buffer through a
+per-token row table), W1+W2 in one task stream.
 
 Kernel contract (one layer, one rank; byte addresses as Int64 params; layouts from
 ``gcmoe_runtime.numerics``):
