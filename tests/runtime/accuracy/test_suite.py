@@ -132,3 +132,20 @@ def test_run_suite_rank_checks_world(layer):
     assert {r["rank"] for r in res.records} == {1}
     with pytest.raises(ValueError, match="models P=2"):
         run_suite_rank(CFG, ReferenceImplementation(layer), 0, 4, layer=layer)
+
+
+def test_cli_per_rank_files_merge(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run.json"
+    for r in range(2):  # what torchrun --nproc-per-node 2 does: one process per rank, RANK/WORLD_SIZE set
+        monkeypatch.setenv("RANK", str(r))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        assert main(["--config", "test-tiny", "--per-rank", "--cases", "empty_rank0", "--out", str(out),
+                     "--quiet"]) == 0
+    files = [str(tmp_path / f"run.json.rank{r}") for r in range(2)]
+    assert main(["--merge", *files, "--out", str(out)]) == 0
+    doc = json.load(open(out))
+    assert doc["ranks"] == [0, 1] and [r["rank"] for r in doc["records"]] == [0, 1]
+    assert doc["records"][0]["tokens"] == 0 and doc["records"][1]["tokens"] == 16
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    with pytest.raises(SystemExit, match="WORLD_SIZE=4"):
+        main(["--config", "test-tiny", "--per-rank", "--quiet"])
