@@ -252,6 +252,11 @@ def test_role2_persistent_chain_waits_on_the_ring(kernels):
     # CUDA lazy loading: the first launch of a kernel may wait for the whole context to go idle. The
     # publisher's kernels (sleep, the signal arithmetic) must be loaded before the persistent kernels
     # spin, or their first launch waits for kernels that wait for them (seen: both traps after 2 s).
+    # The same holds for our own cubins: resolving a function loads its module into the context, so
+    # resolve W1 before W2 starts spinning (run 4: cuKernelGetFunction(W1) waited behind the spinning W2,
+    # which then trapped on its 2 s timeout and returned CUDA_ERROR_LAUNCH_FAILED).
+    kernels.function(n1)
+    kernels.function(n2)
     warm = RingSignals(NBLK, bm, sig.gen.clone())
     torch.cuda._sleep(10)
     warm.ready()
