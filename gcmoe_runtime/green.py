@@ -85,6 +85,10 @@ class GreenPartition:
     def compute_sms(self) -> int:
         return self.partition.compute_sms
 
+    @property
+    def green_contexts(self) -> bool:
+        return True
+
     def key(self) -> tuple:
         """Identity used in graph cache keys."""
         return (self.device, self.dispatch_sms, self.compute_sms, int(self.dispatch_green), int(self.compute_green))
@@ -214,6 +218,79 @@ def create_partition(device: int, requested: int | None = None, balanced_workque
         dispatch_green=greens[0], compute_green=greens[1], dispatch_ctx=ctxs[0], compute_ctx=ctxs[1],
         dispatch_stream=streams[0], compute_stream=streams[1], retire_event=ev, _drv=drv,
     )
+
+
+@dataclass
+class FullDevicePartition:
+    """The whole device in its primary context, no green contexts (benchmark baselines, issue 7).
+
+    Baseline (a) "roles serialised on one stream of the full device" and baseline (b) "plain streams without
+    isolation" (paper §3, straw man i) run the very kernels built for a green split. ``partition`` is that
+    driver-aligned split: it selects the kernel variants and sets their grids (dispatch/compute SM counts are
+    compile-time for role1/role3). Every graph node binds to ``context`` (the primary context), so the
+    hardware may place any CTA on any SM. Same attributes as :class:`GreenPartition` where
+    ``gcmoe_runtime.graph`` and ``gcmoe_runtime.moe`` read them; nothing to destroy.
+    """
+
+    device: int
+    requested: int
+    partition: Partition
+    total_sms: int
+    alignment: int
+    min_partition: int
+    context: Any  # CUcontext: the device's primary context
+    workqueue_balanced: bool = False
+    workqueue_status: str = "no green contexts: primary context, full device"
+    destroyed: bool = False
+
+    @property
+    def green_contexts(self) -> bool:
+        return False
+
+    @property
+    def dispatch_sms(self) -> int:
+        return self.partition.dispatch_sms
+
+    @property
+    def compute_sms(self) -> int:
+        return self.partition.compute_sms
+
+    @property
+    def dispatch_ctx(self) -> Any:
+        return self.context
+
+    @property
+    def compute_ctx(self) -> Any:
+        return self.context
+
+    def key(self) -> tuple:
+        """Identity used in graph cache keys (never equal to a green pair's)."""
+        return ("full-device", self.device, self.dispatch_sms, self.compute_sms, int(self.context))
+
+    def destroy(self) -> None:
+        self.destroyed = True  # the primary context belongs to the process: nothing to release
+
+
+def full_device_partition(device: int, requested: int | None = None, drv: Any = None) -> FullDevicePartition:
+    """The driver-aligned split for ``requested`` (as :func:`create_partition` computes and validates it,
+    through ``cuDevSmResourceSplitByCount``) without creating green contexts: the primary context."""
+    drv = drv or driver.REAL
+    cu = drv.cu
+    dev = drv.call("cuDeviceGet", device)
+    _ensure_current_context(drv, dev)
+    major = drv.call("cuDeviceGetAttribute", cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+    req = requested_dispatch_sms(int(major)) if requested is None else requested
+    sm = drv.call("cuDeviceGetDevResource", dev, cu.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM)
+    total = int(sm.sm.smCount)
+    align = int(sm.sm.smCoscheduledAlignment) or 1
+    minp = int(sm.sm.minSmPartitionSize) or 1
+    want = green_partition(total, req, align, minp)
+    groups, n, remaining = drv.call("cuDevSmResourceSplitByCount", 1, sm, 0, want.compute_sms)
+    if int(n) != 1:
+        raise PartitionError("compute groups", int(n), "== 1", f"(driver split {total} SMs for target {want.compute_sms})")
+    got = validate_partition(int(remaining.sm.smCount), int(groups[0].sm.smCount), total)
+    return FullDevicePartition(device=device, requested=req, partition=got, total_sms=total, alignment=align,
+                               min_partition=minp, context=drv.call("cuCtxGetCurrent"))
 
 
 def _cache() -> dict:

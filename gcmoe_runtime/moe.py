@@ -82,6 +82,7 @@ class GcMoeBuffer:
     x_sf: torch.Tensor = field(repr=False, default=None)
     topk_idx: torch.Tensor = field(repr=False, default=None)
     topk_weights: torch.Tensor = field(repr=False, default=None)
+    overlap: bool = True  # False: role2 (and role4) after role1 in the layer graph (ablation / baseline (a))
 
     @property
     def layout(self):
@@ -151,8 +152,12 @@ def _bundle_bms(loader: Any, *, ranks: int, hidden: int, experts: int, topk: int
 def get_symm_buffer_for_gc_moe(group: Any, num_experts: int, capacity: int, topk: int, hidden: int,
                                intermediate: int, *, bundle: str, mma_type: str = "fp8xfp4",
                                shared_experts: bool = False, dispatch_sms: Optional[int] = None,
-                               device: Optional[int] = None, timeout_ns: int = DEFAULT_TIMEOUT_NS) -> GcMoeBuffer:
-    """Allocate and rendezvous the symmetric workspace (collective over ``group``; not under capture)."""
+                               device: Optional[int] = None, timeout_ns: int = DEFAULT_TIMEOUT_NS,
+                               green_contexts: bool = True, overlap: bool = True) -> GcMoeBuffer:
+    """Allocate and rendezvous the symmetric workspace (collective over ``group``; not under capture).
+
+    ``green_contexts=False`` / ``overlap=False`` are the benchmark's baselines (issue 7): the same kernels with
+    every node in the primary context (``green.full_device_partition``) and/or the roles serialised."""
     from gcmoe_runtime import green
     from gcmoe_runtime.loader import KernelLoader
     from gcmoe_runtime.workspace.layout import LayoutSpec, WorkspaceLayout
@@ -178,7 +183,7 @@ def get_symm_buffer_for_gc_moe(group: Any, num_experts: int, capacity: int, topk
     bms = _bundle_bms(loader, ranks=world, hidden=hidden, experts=num_experts, topk=topk, capacity=capacity)
     with torch.cuda.device(dev):
         torch.zeros(1, device=dev)  # primary context current
-        gp = green.get_partition(dev, dispatch_sms)
+        gp = green.get_partition(dev, dispatch_sms) if green_contexts else green.full_device_partition(dev, dispatch_sms)
         built = sorted({(r.variant.get("dispatch_sms"), r.variant.get("compute_sms")) for r in loader.bundle.records
                         if r.role == "role1" and r.variant.get("ranks") == world})
         if (gp.dispatch_sms, gp.compute_sms) not in built:
@@ -194,7 +199,7 @@ def get_symm_buffer_for_gc_moe(group: Any, num_experts: int, capacity: int, topk
     buf = GcMoeBuffer(group=group, rank=rank, world_size=world, device=torch.device("cuda", dev),
                       num_experts=num_experts, capacity=capacity, topk=topk, hidden=hidden,
                       intermediate=intermediate, shared_experts=bool(shared_experts), timeout_ns=int(timeout_ns),
-                      loader=loader, partition=gp, ws=ws, trap=TrapRecord(), bm_candidates=bms)
+                      loader=loader, partition=gp, ws=ws, trap=TrapRecord(), bm_candidates=bms, overlap=bool(overlap))
     buf.x = ws.view("x").view(torch.float8_e4m3fn)
     buf.x_sf = ws.view("x_sf")
     buf.topk_idx = ws.view("topk_idx")
@@ -315,7 +320,7 @@ def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: 
             raise GcMoeError(f"gcmoe: shared_weights must be {names}")
         vals.update({n: t.data_ptr() for n, t in zip(names, shared_weights)})
     roles = {r: RoleNode(k, kernel_args(k, vals)) for r, k in kernels.items()}
-    graph = get_layer_graph(roles, gp, tokens=T)
+    graph = get_layer_graph(roles, gp, tokens=T, serialize_roots=not buffer.overlap)
     stream = torch.cuda.current_stream(buffer.device)
     capturing = _capturing()
     with buffer.ws.call(int(stream.cuda_stream), capturing=capturing):
