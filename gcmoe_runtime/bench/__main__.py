@@ -1,4 +1,4 @@
-"""Command line: `python -m gcmoe_runtime.bench sweep|floor|gate|report|list`."""
+"""Command line: `python -m gcmoe_runtime.bench sweep|ablation|floor|gate|report|list`."""
 from __future__ import annotations
 
 import argparse
@@ -19,30 +19,55 @@ def _tokens(s: str) -> tuple[int, ...]:
     return ts
 
 
+ABLATION_REQUESTS = (4, 8, 12, 16, 20, 24, 32)
+
+
+def _requests(s: str) -> tuple[int, ...]:
+    try:
+        rs = tuple(int(x) for x in s.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--requests {s!r}: expected comma-separated integers") from None
+    if not rs or any(r < 1 for r in rs) or len(set(rs)) != len(rs):
+        raise argparse.ArgumentTypeError(f"--requests {s!r}: need distinct integers >= 1")
+    return rs
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", action="append", required=True,
+                   help="manifest name (manifests/NAME.yaml), YAML path, or NAME:H=..,I=..,E=..,k=..[,shared=..,kgroup=..]")
+    p.add_argument("--world", type=int, default=1, help="processes/GPUs (1, or = --ep)")
+    p.add_argument("--ep", type=int, default=None, help="EP degree whose per-rank share is measured (default world)")
+    p.add_argument("--tokens", type=_tokens, default=None, help="tokens per rank, default 1,2,4,...,256")
+    p.add_argument("--shared", action="store_true", help="include the shared experts")
+    p.add_argument("--replays", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--measured", type=int, default=30)
+    p.add_argument("--deviation", default=None, help="why the protocol differs from the paper's (required if it does)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gate", choices=("enforce", "record", "skip"), default="enforce")
+    p.add_argument("--no-floor", action="store_true")
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+    p.add_argument("--stem", default="results")
+    p.add_argument("--cpu-dry-run", action="store_true",
+                   help="exercise the whole harness on the CPU (gloo for P>1); timings are not performance")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gcmoe_runtime.bench", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     sw = sub.add_parser("sweep", help="run the protocol over models x implementations x T")
-    sw.add_argument("--model", action="append", required=True,
-                    help="manifest name (manifests/NAME.yaml), YAML path, or NAME:H=..,I=..,E=..,k=..[,shared=..,kgroup=..]")
-    sw.add_argument("--impl", action="append", required=True, help="registered name or module:factory")
-    sw.add_argument("--world", type=int, default=1, help="processes/GPUs (1, or = --ep)")
-    sw.add_argument("--ep", type=int, default=None, help="EP degree whose per-rank share is measured (default world)")
-    sw.add_argument("--tokens", type=_tokens, default=None, help="tokens per rank, default 1,2,4,...,256")
-    sw.add_argument("--shared", action="store_true", help="include the shared experts")
-    sw.add_argument("--replays", type=int, default=100)
-    sw.add_argument("--warmup", type=int, default=10)
-    sw.add_argument("--measured", type=int, default=30)
-    sw.add_argument("--deviation", default=None, help="why the protocol differs from the paper's (required if it does)")
-    sw.add_argument("--seed", type=int, default=0)
-    sw.add_argument("--gate", choices=("enforce", "record", "skip"), default="enforce")
-    sw.add_argument("--no-floor", action="store_true")
+    _common(sw)
+    sw.add_argument("--impl", action="append", required=True, help="registered name, NAME@ARG, or module:factory")
     sw.add_argument("--subject", default=None, help="implementation whose speedup is reported (default: first --impl)")
-    sw.add_argument("--out", type=Path, required=True, help="output folder")
-    sw.add_argument("--stem", default="results")
-    sw.add_argument("--cpu-dry-run", action="store_true",
-                    help="exercise the whole harness on the CPU (gloo for P>1); timings are not performance")
+
+    ab = sub.add_parser("ablation", help="dispatch-SM request x overlap on/off, per T (gc-moe with green contexts)")
+    _common(ab)
+    ab.add_argument("--requests", type=_requests, default=ABLATION_REQUESTS,
+                    help="dispatch-SM requests, default " + ",".join(map(str, ABLATION_REQUESTS)))
+    ab.add_argument("--on", default="gc-moe", help="implementation for overlap on (takes @REQUEST)")
+    ab.add_argument("--off", default="gc-moe-nooverlap", help="implementation for overlap off (takes @REQUEST)")
+    ab.add_argument("--no-off", action="store_true", help="overlap on only")
 
     fl = sub.add_parser("floor", help="measure streaming read bandwidth (+ NVLink round trip) to a JSON file")
     fl.add_argument("--world", type=int, default=1)
@@ -64,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         from .impl import make, registered
 
         for n in registered():
-            print(f"{n}: {make(n).precision}")
+            print(f"{n}: " + ("parametric (see its module)" if n.endswith("@ARG") else make(n).precision))
         return 0
     if a.cmd == "gate":
         from . import gate
@@ -98,11 +123,16 @@ def main(argv: list[str] | None = None) -> int:
     proto = ProtocolConfig(replays_per_window=a.replays, warmup_windows=a.warmup, measured_windows=a.measured)
     if not proto.is_paper and not a.deviation and not a.cpu_dry_run:
         ap.error("the protocol differs from the paper's (100 replays, 10+30 windows): say why with --deviation")
+    ablation = None
+    if a.cmd == "ablation":
+        a.impl = [f"{a.on}@{r}" for r in a.requests] + ([] if a.no_off else [f"{a.off}@{r}" for r in a.requests])
+        a.subject = f"{a.on}@{4 if 4 in a.requests else a.requests[0]}"
+        ablation = {"requests": list(a.requests), "on": a.on, "off": None if a.no_off else a.off}
     cfg = SweepConfig(models=[resolve_model(m) for m in a.model], impls=a.impl,
                       layout=Layout(world=a.world, ep=a.ep or a.world), tokens=a.tokens or PAPER_TOKENS,
                       shared=a.shared, protocol=proto, seed=a.seed, gate=a.gate, floor=not a.no_floor,
                       command="python -m gcmoe_runtime.bench " + shlex.join(sys.argv[1:] if argv is None else argv),
-                      deviation=a.deviation, device="cpu" if a.cpu_dry_run else "cuda")
+                      deviation=a.deviation, device="cpu" if a.cpu_dry_run else "cuda", ablation=ablation)
     res = run_sweep(cfg)
     files = write_all(res, a.out, a.subject, a.stem)
     print((a.out / f"{a.stem}.md").read_text())

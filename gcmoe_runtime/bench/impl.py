@@ -20,7 +20,9 @@ launches one invocation; the harness then times that instead of capturing `step`
 harness compares implementations against each other with it (cosine), as a sanity check only.
 
 Registering: `register("name", factory)` here, or name any `module:attr` factory on the command line
-(`--impl gcmoe_runtime.some.module:make_impl`). A factory takes no arguments.
+(`--impl gcmoe_runtime.some.module:make_impl`). A factory takes no arguments. A *parametric* factory
+(`register_parametric("name", factory(arg))`) is named `name@arg` (e.g. `gc-moe@16`: the dispatch-SM
+request); `module:attr@arg` calls `attr(arg)` likewise. The argument is a string; the factory checks it.
 """
 from __future__ import annotations
 
@@ -66,6 +68,7 @@ class Implementation(Protocol):
 
 
 _REGISTRY: dict[str, Callable[[], Implementation]] = {}
+_PARAMETRIC: dict[str, Callable[[str], Implementation]] = {}
 
 
 def register(name: str, factory: Callable[[], Implementation]) -> None:
@@ -74,9 +77,15 @@ def register(name: str, factory: Callable[[], Implementation]) -> None:
     _REGISTRY[name] = factory
 
 
+def register_parametric(name: str, factory: Callable[[str], Implementation]) -> None:
+    if name in _PARAMETRIC and _PARAMETRIC[name] is not factory:
+        raise ValueError(f"parametric implementation {name!r} already registered")
+    _PARAMETRIC[name] = factory
+
+
 def registered() -> list[str]:
     _builtin()
-    return sorted(_REGISTRY)
+    return sorted(_REGISTRY) + sorted(f"{n}@ARG" for n in _PARAMETRIC)
 
 
 def make(spec: str) -> Implementation:
@@ -84,15 +93,21 @@ def make(spec: str) -> Implementation:
     _builtin()
     if spec in _REGISTRY:
         return _REGISTRY[spec]()
-    if ":" in spec:
-        mod, attr = spec.split(":", 1)
+    base, at, arg = spec.partition("@")
+    if at and not arg:
+        raise ValueError(f"implementation {spec!r}: empty argument after '@'")
+    if at and base in _PARAMETRIC:
+        return _PARAMETRIC[base](arg)
+    if ":" in base:
+        mod, attr = base.split(":", 1)
         try:
             factory = getattr(importlib.import_module(mod), attr)
         except (ImportError, AttributeError) as e:
             raise ValueError(f"implementation {spec!r}: cannot import {attr} from {mod}: {e}") from e
-        return factory()
-    raise ValueError(f"unknown implementation {spec!r}; registered: {sorted(_REGISTRY)}; or give module:factory")
+        return factory(arg) if at else factory()
+    raise ValueError(f"unknown implementation {spec!r}; registered: {registered()}; or give module:factory")
 
 
 def _builtin() -> None:
+    from . import impl_gcmoe  # noqa: F401  (registers itself)
     from .baselines import torch_grouped  # noqa: F401  (registers itself)

@@ -11,6 +11,7 @@ import json
 import os
 from pathlib import Path
 
+from . import targets as targets_mod
 from .protocol import mean_of_ratios, speedups
 
 
@@ -58,8 +59,10 @@ def markdown(res: dict, subject: str) -> str:
         nvs = f"{nv['round_trip_us']:.3f} µs" if "round_trip_us" in nv else (nv.get("error") or "not measured")
         L.append(f"* Ceilings measured in this run: streaming read {bws}; NVLink flag round trip {nvs}")
     for n in names:
-        L.append(f"* `{n}`: {res['implementations'][n].get('precision')}")
+        L.append(f"* `{n}`: {res['implementations'][n].get('precision')}" + _partition_note(res, n))
     L.append("")
+    if res.get("ablation"):
+        return "\n".join(L + ablation_markdown(res) + definitions_markdown(res)) + "\n"
     for m in res["models"]:
         sh = m["shape"]
         L.append(f"## {sh['name']} (H {sh['hidden']}, I {sh['intermediate']}, E {sh['experts']}, "
@@ -101,7 +104,7 @@ def markdown(res: dict, subject: str) -> str:
         L.append("Effective throughput (paper Tables 9-10 definitions; aggregate over the ranks that ran):")
         L.append("")
         th = ["Tokens/rank"] + [f"{n} TFLOPS" for n in names] + [f"{n} HBM GB/s" for n in names] + \
-             [f"{n} NVLink GB/s" for n in names]
+             [f"{n} NVLink GB/s" for n in names] + [f"{n} % of read BW" for n in names]
         L.append("| " + " | ".join(th) + " |")
         L.append("|" + "---|" * len(th))
         for pt in m["points"]:
@@ -110,9 +113,89 @@ def markdown(res: dict, subject: str) -> str:
                 for n in names:
                     it = pt["impls"].get(n, {})
                     row.append(_fmt(it.get(key), nd) if it.get("status") == "ok" else "–")
+            for n in names:
+                f = targets_mod.stream_fraction(res, pt, n)
+                row.append("–" if f is None else f"{f * 100:.1f}")
             L.append("| " + " | ".join(row) + " |")
         L.append("")
-    return "\n".join(L) + "\n"
+        reasons = _reasons(m)
+        if reasons:
+            L += ["Not measured:", ""] + [f"* {r}" for r in reasons] + [""]
+    L += targets_mod.markdown(targets_mod.evaluate(res, subject))
+    return "\n".join(L + definitions_markdown(res)) + "\n"
+
+
+def _partition_note(res: dict, name: str) -> str:
+    """'; partition D/C SMs (request R), green contexts ...' from what rank 0 loaded (first model that loaded)."""
+    for m in res["models"]:
+        d = (m.get("loaded", {}).get(name) or [None])[0]
+        if d and d.get("partition"):
+            p = d["partition"]
+            return (f"; driver-aligned partition {p['dispatch_sms']} dispatch / {p['compute_sms']} compute SMs "
+                    f"(request {p['requested']}, {p['total_sms']} SMs, alignment {p['alignment']}), "
+                    f"{'green contexts' if p['green_contexts'] else 'no green contexts (primary context)'}, "
+                    f"overlap {'on' if d.get('overlap') else 'off'}; {p['workqueue']}")
+    return ""
+
+
+def _reasons(m: dict) -> list[str]:
+    """One line per (implementation, reason) for skipped/failed points, with the T values it applies to."""
+    seen: dict[tuple, list[int]] = {}
+    for pt in m["points"]:
+        for n, it in pt["impls"].items():
+            if it.get("status") != "ok":
+                seen.setdefault((n, it.get("status"), it.get("reason")), []).append(pt["T"])
+    return [f"`{n}` {st} at T={','.join(map(str, Ts))}: {why}" for (n, st, why), Ts in seen.items()]
+
+
+def definitions_markdown(res: dict) -> list[str]:
+    d = res.get("definitions") or {}
+    if not d:
+        return []
+    return ["## Definitions", ""] + [f"* **{k}**: {v}" for k, v in d.items()] + [
+        "* **speedup**: latency_baseline / latency_subject per point; means are arithmetic means of per-point "
+        "ratios (paper §6.1)", ""]
+
+
+def ablation_markdown(res: dict) -> list[str]:
+    """Dispatch-SM request x overlap on/off, per T: latency table per model, ratios to the reference row."""
+    ab = res["ablation"]
+    reqs, on, off = ab["requests"], ab["on"], ab["off"]
+    ref = f"{on}@{4 if 4 in reqs else reqs[0]}"
+    L = [f"Dispatch-SM ablation: requests {', '.join(map(str, reqs))} x overlap on (`{on}`) / off (`{off}`); "
+         f"the ratio column is the mean over T of latency / latency(`{ref}`) (per-point ratios).", ""]
+    for m in res["models"]:
+        sh = m["shape"]
+        Ts = [pt["T"] for pt in m["points"]]
+        L.append(f"## {sh['name']} (H {sh['hidden']}, I {sh['intermediate']}, E {sh['experts']}, top-{sh['top_k']}) "
+                 "— dispatch-SM ablation (µs, slowest-rank median)")
+        L.append("")
+        hdr = ["Request", "Driver split (dispatch/compute)", "Overlap"] + [f"T={t}" for t in Ts] + [f"mean ratio to {ref}"]
+        L.append("| " + " | ".join(hdr) + " |")
+        L.append("|" + "---|" * len(hdr))
+        for r in reqs:
+            for base, ov in ((on, "on"), (off, "off")):
+                name = f"{base}@{r}"
+                if name not in res["implementations"]:
+                    continue
+                d = (m.get("loaded", {}).get(name) or [None])[0]
+                split = f"{d['partition']['dispatch_sms']}/{d['partition']['compute_sms']}" \
+                    if d and d.get("partition") else "not loaded"
+                row = [str(r), split, ov]
+                pairs = []
+                for pt in m["points"]:
+                    v = _ok(pt, name)
+                    row.append(_fmt(v) if v is not None else pt["impls"].get(name, {}).get("status", "–"))
+                    rv = _ok(pt, ref)
+                    if v is not None and rv is not None:
+                        pairs.append((v, rv))
+                row.append(f"{mean_of_ratios([a for a, _ in pairs], [b for _, b in pairs]):.3f}" if pairs else "–")
+                L.append("| " + " | ".join(row) + " |")
+        L.append("")
+        reasons = _reasons(m)
+        if reasons:
+            L += ["Not measured:", ""] + [f"* {x}" for x in reasons] + [""]
+    return L
 
 
 def plot(res: dict, subject: str, out_dir: Path) -> list[Path]:
@@ -183,6 +266,8 @@ def write_all(res: dict, out_dir: Path, subject: str | None = None, stem: str = 
     if subject not in res["implementations"]:
         raise ValueError(f"subject {subject!r} is not among the implementations {list(res['implementations'])}")
     res.setdefault("report", {})["subject"] = subject
+    if not res.get("ablation"):
+        res["targets"] = targets_mod.evaluate(res, subject)
     files = []
     for name, text in ((f"{stem}.json", json.dumps(res, indent=1)), (f"{stem}.md", markdown(res, subject))):
         p = out_dir / name

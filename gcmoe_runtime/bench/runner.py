@@ -47,6 +47,7 @@ class SweepConfig:
     deviation: str | None = None     # stated in the JSON when the protocol is not the paper's
     impl_names: list[str] = dataclasses.field(default_factory=list)  # filled by run_sweep
     device: str = "cuda"             # "cpu": dry run of the whole harness (host timings, not performance)
+    ablation: dict | None = None     # dispatch-SM ablation: {"requests": [...], "on": base, "off": base}
 
 
 def utc_now() -> str:
@@ -199,6 +200,8 @@ def _rank_main(rank: int, cfg: SweepConfig, port: int, out_path: str | None) -> 
             if why is None:
                 try:
                     impl.load_model(shape, layout, ctx, cfg.shared)
+                    if hasattr(impl, "describe"):  # after loading: what this rank really got (e.g. the partition)
+                        m_res.setdefault("loaded", {})[impl.name] = impl.describe()
                 except Exception as e:
                     why = f"load_model failed: {e!r}"
                     traceback.print_exc()
@@ -336,7 +339,8 @@ def assemble(cfg: SweepConfig, per_rank: list[list[dict]], env: dict, gate: dict
                            "ranks": [dataclasses.asdict(c) for c in counts],
                            "model": dataclasses.asdict(pm), "per_rank_hbm_bytes": per_rank_bytes,
                            "floor_us": floor_us, "impls": impls})
-        models_out.append({"shape": shape.to_json(), "points": points})
+        loaded = {name: [per_rank[r][mi].get("loaded", {}).get(name) for r in range(world)] for name in cfg.impl_names}
+        models_out.append({"shape": shape.to_json(), "points": points, "loaded": loaded})
     return {
         "schema": SCHEMA, "created_utc": utc_now(), "command": cfg.command,
         "protocol": {**dataclasses.asdict(cfg.protocol), "paper_protocol": cfg.protocol.is_paper,
@@ -344,12 +348,14 @@ def assemble(cfg: SweepConfig, per_rank: list[list[dict]], env: dict, gate: dict
         "layout": {"world": world, "ep": cfg.layout.ep, "emulated_share": cfg.layout.emulated,
                    "shared_experts": cfg.shared, "seed": cfg.seed},
         "implementations": impl_info, "environment": env, "gate": gate, "floor": floor,
-        "models": models_out,
+        "models": models_out, **({"ablation": cfg.ablation} if cfg.ablation else {}),
         "definitions": {"latency": "slowest-rank median of per-invocation window latencies (µs)",
                         "tflops": "6*assignments*H*I (+shared) over all ranks / latency",
                         "hbm_gbps": "unique active MXFP4 expert weight+scale bytes (+FP8 shared) over ranks / latency",
                         "nvlink_gbps": "(H + H/32 + 2H) per remote assignment over ranks / latency",
-                        "floor_us": "max_r unique active bytes_r / measured read bandwidth_r (+ NVLink RTT if P>1)"},
+                        "floor_us": "max_r unique active bytes_r / measured read bandwidth_r (+ NVLink RTT if P>1)",
+                        "stream_fraction": "max_r (unique active bytes_r / measured read bandwidth_r) / latency: the "
+                                           "share of the measured HBM read bandwidth the most-loaded rank streams at"},
     }
 
 

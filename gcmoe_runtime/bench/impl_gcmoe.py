@@ -1,0 +1,285 @@
+"""The gc-moe operator as benchmark implementations: the subject and its own-kernel baselines (issue 7).
+
+Every mode runs the same bundle, kernels, weights and inputs through the public API
+(``gcmoe_runtime.moe``); only where the layer graph's nodes run and how they are ordered differ:
+
+============================  ==============  =====================================================
+name                          green contexts  roles
+============================  ==============  =====================================================
+``gc-moe``                    yes             role1 beside role2 (concurrent roots) — the subject
+``gc-moe-nooverlap``          yes             serialised role1 -> role2 -> role4 -> role3 (ablation)
+``gc-moe-serial``  (a)        no              serialised, all in the primary context: one stream
+                                              of the full device, overlap off
+``gc-moe-streams`` (b)        no              concurrent roots in the primary context: plain
+                                              streams, no isolation (paper §3 straw man i)
+============================  ==============  =====================================================
+
+``NAME@R`` sets the dispatch-SM request R (e.g. ``gc-moe@16``); without it the request is
+``GC_MOE_SM90_DISPATCH_SMS`` or 4 (paper Table 2). Baselines (a)/(b) run the kernels built for that
+request's driver-aligned split (it fixes their grids: dispatch/compute SM counts are compile-time
+for role1/role3), but every CTA may land on any SM. Baseline (b) has no guarantee that role1 finds
+free SMs while role2's persistent CTAs spin on the ring: a device-side wait then traps after
+``GCMOE_BENCH_TIMEOUT_S`` (default 10 s) and the point is recorded as failed — the CUDA context is
+then unusable, so run (b) in its own invocation (results/bench/NEXT.md does).
+
+Bundles: ``GCMOE_BENCH_BUNDLES`` lists bundle files or folders (``*.gcmoe``), separated by
+``os.pathsep``; default ``<repo>/bundles``. The first bundle whose records hold role1, role2 (and
+role4 with shared experts) for the point's (P, H, I, E, k, capacity) is used; which partitions it
+holds is checked by ``get_symm_buffer_for_gc_moe`` at load (a bundle built for another split is
+reported, with the splits it has). Weights: the torch baselines' seeded BF16 draw
+(``baselines.torch_grouped._weights``), quantised to MXFP4 (routed) and to the model's FP8 shared
+recipe, so every implementation's output is comparable (cosine) at each point.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .impl import Prepared, RankContext, register, register_parametric
+from .routing import Layout, PointInputs
+from .shapes import ModelShape
+
+MODES = {  # name -> (green contexts, overlap)
+    "gc-moe": (True, True),
+    "gc-moe-nooverlap": (True, False),
+    "gc-moe-serial": (False, False),
+    "gc-moe-streams": (False, True),
+}
+ROLE_TEXT = {
+    "gc-moe": "green contexts (dispatch | compute), role1 concurrent with role2/role4, then role3",
+    "gc-moe-nooverlap": "green contexts (dispatch | compute), roles serialised: role1 -> role2 -> role4 -> role3",
+    "gc-moe-serial": "baseline (a): no green contexts, roles serialised in the primary context (full device)",
+    "gc-moe-streams": "baseline (b): no green contexts, role1 concurrent with role2/role4 in the primary context",
+}
+PRECISION = ("E4M3 act (FP32 scale/K128) x MXFP4 weights (E2M1, UE8M0/K32), FP32 accumulate, BF16 out; "
+             "shared experts E4M3 weights (model's UE8M0 recipe)")
+ENV_BUNDLES = "GCMOE_BENCH_BUNDLES"
+ENV_TIMEOUT = "GCMOE_BENCH_TIMEOUT_S"
+DEFAULT_BUNDLE_DIR = Path(__file__).resolve().parents[2] / "bundles"
+ARCH = "sm_90a"
+
+# One model's transformed weights stay cached between the modes/requests of a sweep (the ablation
+# loads the same model 14 times); replaced when the model, rank or seed changes.
+_weights_cache: dict[tuple, tuple] = {}
+
+
+def parse_request(arg: str | int | None) -> int | None:
+    if arg is None:
+        return None
+    try:
+        r = int(arg)
+    except (TypeError, ValueError):
+        raise ValueError(f"dispatch-SM request {arg!r}: expected an integer (e.g. gc-moe@16)") from None
+    if r < 1:
+        raise ValueError(f"dispatch-SM request {r}: must be >= 1")
+    return r
+
+
+def bundle_paths(env: dict | None = None) -> list[Path]:
+    env = os.environ if env is None else env
+    raw = env.get(ENV_BUNDLES) or str(DEFAULT_BUNDLE_DIR)
+    out: list[Path] = []
+    for part in raw.split(os.pathsep):
+        if not part:
+            continue
+        p = Path(part)
+        out += sorted(p.glob("*.gcmoe")) if p.is_dir() else [p]
+    return out
+
+
+def bundle_covers(records: Any, shape: ModelShape, world: int, shared: bool) -> str | None:
+    """None when the records hold role1 + role2 (+ role4) for this shape and P, else what is missing."""
+    base = {"ranks": world, "hidden": shape.hidden, "experts": shape.experts, "top_k": shape.top_k,
+            "capacity": shape.capacity}
+    need = [("role1", base), ("role2", {**base, "intermediate": shape.intermediate}), ("role3", base)]
+    if shared and shape.shared_experts:
+        need.append(("role4", {"hidden": shape.hidden, "intermediate": shape.intermediate,
+                               "capacity": shape.capacity}))
+    for role, want in need:
+        if not any(r.role == role and r.arch == ARCH and all(r.variant.get(k) == v for k, v in want.items())
+                   for r in records):
+            return f"no {role} ({ARCH}) for " + " ".join(f"{k}={v}" for k, v in want.items())
+    return None
+
+
+def find_bundle(shape: ModelShape, world: int, shared: bool, paths: list[Path]) -> tuple[Path | None, list[str]]:
+    """The first bundle that covers the shape, and why each earlier one did not."""
+    from gcmoe_runtime.artifacts.bundle import open_bundle
+
+    why: list[str] = []
+    for p in paths:
+        if not p.is_file():
+            why.append(f"{p}: no such file")
+            continue
+        try:
+            b = open_bundle(p)
+        except Exception as e:  # a damaged bundle is reported, not used
+            why.append(f"{p}: {type(e).__name__}: {e}")
+            continue
+        miss = bundle_covers(b.records, shape, world, shared)
+        if miss is None:
+            return p, why
+        why.append(f"{p.name}: {miss}")
+    return None, why
+
+
+def _quant_routed(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[G, N, K] BF16 -> MXFP4 (packed uint8 [G, N, K/2], UE8M0 uint8 [G, N, K/32]), expert by expert."""
+    from gcmoe_runtime.numerics.quant import quantize_mxfp4
+
+    g, n, k = w.shape
+    q = torch.empty(g, n, k // 2, dtype=torch.uint8, device=w.device)
+    s = torch.empty(g, n, k // 32, dtype=torch.uint8, device=w.device)
+    for e in range(g):
+        q[e], s[e] = quantize_mxfp4(w[e])
+    return q, s
+
+
+class GcMoeBench:
+    """One mode of the gc-moe operator as an `Implementation`. ``api``: the operator module (default
+    ``gcmoe_runtime.moe``); CPU tests pass a stand-in with the same three functions."""
+
+    def __init__(self, mode: str, request: str | int | None = None, api: Any = None, env: dict | None = None):
+        if mode not in MODES:
+            raise ValueError(f"gc-moe mode {mode!r}: one of {sorted(MODES)}")
+        self.mode = mode
+        self.request = parse_request(request)
+        self.green_contexts, self.overlap = MODES[mode]
+        self.name = mode if self.request is None else f"{mode}@{self.request}"
+        self.precision = PRECISION
+        self._api = api
+        self._env = os.environ if env is None else env
+        self._m: dict | None = None
+        self._loaded: dict = {}
+
+    # -- the interface ----------------------------------------------------------------------------
+    def describe(self) -> dict:
+        d = {"name": self.name, "precision": self.precision, "mode": self.mode, "roles": ROLE_TEXT[self.mode],
+             "green_contexts": self.green_contexts, "overlap": self.overlap,
+             "dispatch_request": self.request if self.request is not None else
+             f"env GC_MOE_SM90_DISPATCH_SMS or default 4 ({self._env.get('GC_MOE_SM90_DISPATCH_SMS') or 'unset'})",
+             "device_wait_timeout_s": self._timeout_s()}
+        d.update(self._loaded)
+        return d
+
+    def unsupported(self, shape: ModelShape, layout: Layout, shared: bool) -> str | None:
+        if layout.emulated:
+            return (f"gc-moe runs real expert parallelism only (world == ep); one GPU measuring one rank's share "
+                    f"at EP={layout.ep} would need kernels built for E/{layout.ep} experts and no peers")
+        if self._api is None:
+            if not torch.cuda.is_available():
+                return "gc-moe needs a CUDA device (sm_90a)"
+            if torch.cuda.get_device_capability() != (9, 0):
+                return f"gc-moe's bundles are sm_90a; this GPU is sm_{''.join(map(str, torch.cuda.get_device_capability()))}"
+        paths = bundle_paths(self._env)
+        if not paths:
+            return f"no bundles found ({ENV_BUNDLES}={self._env.get(ENV_BUNDLES) or DEFAULT_BUNDLE_DIR})"
+        path, why = find_bundle(shape, layout.world, shared, paths)
+        if path is None:
+            return (f"no bundle holds {shape.name} at P={layout.world}{' with shared experts' if shared else ''}: "
+                    + "; ".join(why) + f" (build: gcmoe-build bundle manifests/{shape.name}.yaml --arch sm_90a, "
+                    f"see docs/BENCHMARK.md)")
+        return None
+
+    def load_model(self, shape: ModelShape, layout: Layout, ctx: RankContext, shared: bool) -> None:
+        self.unload_model()
+        api = self._api
+        if api is None:
+            from gcmoe_runtime import moe as api  # noqa: N813
+        path, why = find_bundle(shape, layout.world, shared, bundle_paths(self._env))
+        if path is None:
+            raise RuntimeError("no bundle: " + "; ".join(why))
+        dev = ctx.device
+        use_shared = bool(shared and shape.shared_experts)
+        buf = api.get_symm_buffer_for_gc_moe(
+            ctx.group, shape.experts, shape.capacity, shape.top_k, shape.hidden, shape.intermediate,
+            bundle=str(path), shared_experts=use_shared, dispatch_sms=self.request,
+            device=dev.index if dev.type == "cuda" else None, timeout_ns=int(self._timeout_s() * 1e9),
+            green_contexts=self.green_contexts, overlap=self.overlap)
+        w1, w2, sw = self._weights(api, shape, layout, ctx, use_shared)
+        gp = buf.partition
+        self._loaded = {"bundle": str(path), "partition": {
+            "requested": gp.requested, "dispatch_sms": gp.dispatch_sms, "compute_sms": gp.compute_sms,
+            "total_sms": gp.total_sms, "alignment": gp.alignment, "green_contexts": gp.green_contexts,
+            "workqueue": gp.workqueue_status}}
+        self._m = {"api": api, "buf": buf, "w1": w1, "w2": w2, "shared": sw, "shape": shape, "device": dev}
+
+    def unload_model(self) -> None:
+        self._m = None
+
+    def prepare(self, point: PointInputs) -> Prepared:
+        from gcmoe_runtime.numerics.quant import quantize_e4m3_fp32_k128
+
+        from .baselines.torch_grouped import SWIGLU_ALPHA, SWIGLU_CLAMP
+
+        m = self._m
+        if m is None:
+            raise RuntimeError(f"{self.name}: prepare() before load_model()")
+        api, buf, dev, shape = m["api"], m["buf"], m["device"], m["shape"]
+        T, lo = point.tokens_per_rank, point.own_token_lo
+        if point.plan.resident_tokens != T:
+            raise RuntimeError(f"{self.name}: {point.plan.resident_tokens} resident rows, expected own T={T}")
+        xq, xs = quantize_e4m3_fp32_k128(point.activations(dev))
+        buf.x[:T].copy_(xq)
+        buf.x_sf[:T].copy_(xs)
+        buf.topk_idx[:T].copy_(point.topk_ids[lo:lo + T].to(dev, torch.int32))
+        buf.topk_weights[:T].copy_(point.topk_weights[lo:lo + T].to(dev, torch.float32))
+        y = torch.empty(T, shape.hidden, dtype=torch.bfloat16, device=dev)
+        w1, w2, sw = m["w1"], m["w2"], m["shared"]
+
+        def step() -> None:
+            api.fp8_fp4_gc_moe(y, w1, w2, buf, shared_weights=sw, activation_alpha=SWIGLU_ALPHA,
+                               activation_clamp=SWIGLU_CLAMP)
+
+        part = self._loaded["partition"]
+        info = {"mode": self.mode, "dispatch_sms": part["dispatch_sms"], "compute_sms": part["compute_sms"],
+                "green_contexts": part["green_contexts"], "overlap": self.overlap}
+        return Prepared(step=step, output=y, info=info, close=buf.check_errors)
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def _timeout_s(self) -> float:
+        raw = self._env.get(ENV_TIMEOUT, "10")
+        try:
+            v = float(raw)
+        except ValueError:
+            raise ValueError(f"{ENV_TIMEOUT}={raw!r}: expected seconds (a number > 0)") from None
+        if not v > 0:
+            raise ValueError(f"{ENV_TIMEOUT}={raw!r}: must be > 0")
+        return v
+
+    def _weights(self, api: Any, shape: ModelShape, layout: Layout, ctx: RankContext, shared: bool) -> tuple:
+        from gcmoe_runtime.numerics.quant import quantize_fp8_weight
+
+        from .baselines.torch_grouped import _weights as draw
+
+        key = (shape, layout, ctx.rank, ctx.seed, shared, str(ctx.device), id(api))
+        hit = _weights_cache.get(key)
+        if hit is not None:
+            return hit
+        _weights_cache.clear()
+        n = shape.experts // layout.ep
+        # the torch baselines' draw (same seeds), so outputs compare across implementations
+        w1, w2 = draw(shape, n, shape.intermediate, 1000 + 7 * ctx.seed + ctx.rank, ctx.device)
+        q1 = _quant_routed(w1)
+        del w1
+        q2 = _quant_routed(w2)
+        del w2
+        t1, t2 = api.transform_weights_for_gc_moe(q1, q2)
+        del q1, q2
+        sw = None
+        if shared:
+            recipe = (1, 128, 128) if shape.shared_k_group == 128 else (1, 1, 32)
+            s1, s2 = draw(shape, 1, shape.shared_experts * shape.shared_inter, 5000 + ctx.seed + ctx.rank, ctx.device)
+            a, sa = quantize_fp8_weight(s1[0], recipe, "shared w1")
+            b, sb = quantize_fp8_weight(s2[0], recipe, "shared w2")
+            sw = (a, sa, b, sb)
+        _weights_cache[key] = (t1, t2, sw)
+        return t1, t2, sw
+
+
+for _mode in MODES:
+    register(_mode, (lambda m: lambda: GcMoeBench(m))(_mode))
+    register_parametric(_mode, (lambda m: lambda arg: GcMoeBench(m, arg))(_mode))
