@@ -52,6 +52,7 @@ from gcmoe_runtime.artifacts.record import LaunchFacts
 #: role name -> module path. One line per role; keep sorted by role family.
 ROLES: dict[str, str] = {
     "role1": "gcmoe_build.kernels.sm90.role1_dispatch",
+    "role2": "gcmoe_build.kernels.sm90.role2_ring",
     "role3": "gcmoe_build.kernels.sm90.role3_finalize",
     "selftest_tma_peer": "gcmoe_build.kernels.selftest.tma_peer",
     "selftest_handshake_producer": "gcmoe_build.kernels.selftest.handshake",

@@ -72,7 +72,9 @@ def kernel_param_info(data: bytes, kernel: str) -> list[tuple[int, int, int]]:
                 _index, ordinal, offset, flags = struct.unpack_from("<IHHI", payload, 0)
                 out.append((ordinal, offset, (flags >> 18) & 0x3FFF))
         elif fmt in _EIFMT_SIZES:
-            pos += 2 if fmt != 0x01 else 0  # BVAL/HVAL payloads are padded to 2 bytes here
+            # every non-SVAL record is 4 bytes: NVAL too carries 2 (zero) bytes after fmt/attr (seen: the
+            # role2 cubin's ``01 54 00 00`` record followed by an SVAL at the next 4-byte boundary)
+            pos += 2
         else:
             raise CubinFormatError(f".nv.info.{kernel}: unknown record format {fmt:#x}")
     return sorted(out)

@@ -1,0 +1,163 @@
+"""Ring-protocol signal operations for the registered SM90 role2 kernel (:mod:`.role2_ring`), with
+*run-time* timeouts.
+
+The verified GEMM kernels (:mod:`.role2_persistent`) bound their waits with a compile-time timeout
+(``ptx_mem.wait_geq_u32_or_trap``); the registered kernel takes ``timeout_ns`` as a by-value
+parameter like role1/role3 (``gcmoe_runtime.operator.values``: long by default, short in tests), so
+every wait here reads the bound from a register. Each wait is one inline-PTX scope (local labels,
+visible verbatim in the PTX for the protocol-order tests): acquire load, ``nanosleep`` back-off,
+``%globaltimer`` bound, then the trap record of ``gcmoe_runtime.workspace.trap`` (magic written last
+after a system fence) and ``trap``.
+"""
+from __future__ import annotations
+
+from cutlass import Int32, Int64
+from cutlass.cutlass_dsl import dsl_user_op
+
+from gcmoe_runtime.workspace.trap import TRAP_MAGIC
+
+from .wgmma_rs import _asm, _v
+
+
+def _record(code: int, err: str, expected: str, observed: str) -> str:
+    """Trap-record PTX: (magic, code, expected, observed) to the host-mapped address ``err`` (skipped
+    when 0), then ``trap``. Needs a predicate register ``p`` declared by the caller."""
+    return (
+        f"setp.eq.u64 p, {err}, 0;\n@p bra.uni GCMOE_R_TRAP;\n"
+        f"st.relaxed.sys.u32 [{err}+4], {int(code)};\n"
+        f"st.relaxed.sys.u32 [{err}+8], {expected};\n"
+        f"st.relaxed.sys.u32 [{err}+12], {observed};\n"
+        "fence.sc.sys;\n"
+        f"st.relaxed.sys.u32 [{err}], {int(TRAP_MAGIC)};\n"
+        "fence.sc.sys;\n"
+        "GCMOE_R_TRAP:\ntrap;\n"
+    )
+
+
+@dsl_user_op
+def wait_geq_u32_rt(addr, target, err, code: int, timeout_ns, *, loc=None, ip=None):
+    """Spin (``ld.acquire.gpu``) until the u32 at ``addr`` >= ``target``; after ``timeout_ns`` (Int64
+    register) record (code, target, seen) and trap."""
+    _asm(
+        "{\n.reg .pred p;\n.reg .u32 v;\n.reg .u64 t0, t1;\n"
+        "ld.acquire.gpu.global.u32 v, [$0];\nsetp.ge.u32 p, v, $1;\n@p bra.uni GCMOE_R_DONE;\n"
+        "mov.u64 t0, %globaltimer;\n"
+        "GCMOE_R_LOOP:\nnanosleep.u32 64;\n"
+        "ld.acquire.gpu.global.u32 v, [$0];\nsetp.ge.u32 p, v, $1;\n@p bra.uni GCMOE_R_DONE;\n"
+        "mov.u64 t1, %globaltimer;\nsub.u64 t1, t1, t0;\n"
+        "setp.lt.u64 p, t1, $3;\n@p bra.uni GCMOE_R_LOOP;\n"
+        + _record(code, "$2", "$1", "v") +
+        "GCMOE_R_DONE:\n}",
+        "l,r,l,l", [_v(addr, Int64), _v(target), _v(err, Int64), _v(timeout_ns, Int64)], 0)
+
+
+@dsl_user_op
+def wait_mask_u64_rt(addr, need, err, code: int, timeout_ns, *, loc=None, ip=None):
+    """Spin until every bit of ``need`` (Int64) is set in the u64 at ``addr`` (acquire, gpu scope);
+    on timeout record (code, low 32 bits of need, low 32 bits seen) and trap."""
+    _asm(
+        "{\n.reg .pred p;\n.reg .u64 v, m, t0, t1;\n.reg .u32 e32, o32;\n"
+        "ld.acquire.gpu.global.u64 v, [$0];\nand.b64 m, v, $1;\nsetp.eq.u64 p, m, $1;\n@p bra.uni GCMOE_R_DONE;\n"
+        "mov.u64 t0, %globaltimer;\n"
+        "GCMOE_R_LOOP:\nnanosleep.u32 64;\n"
+        "ld.acquire.gpu.global.u64 v, [$0];\nand.b64 m, v, $1;\nsetp.eq.u64 p, m, $1;\n@p bra.uni GCMOE_R_DONE;\n"
+        "mov.u64 t1, %globaltimer;\nsub.u64 t1, t1, t0;\n"
+        "setp.lt.u64 p, t1, $3;\n@p bra.uni GCMOE_R_LOOP;\n"
+        "cvt.u32.u64 e32, $1;\ncvt.u32.u64 o32, v;\n"
+        + _record(code, "$2", "e32", "o32") +
+        "GCMOE_R_DONE:\n}",
+        "l,l,l,l", [_v(addr, Int64), _v(need, Int64), _v(err, Int64), _v(timeout_ns, Int64)], 0)
+
+
+@dsl_user_op
+def wait_arrived_count(addr, contributors: int, err, code: int, timeout_ns, *, loc=None, ip=None) -> Int32:
+    """Spin (``ld.acquire.sys``: a peer wrote it over NVLink) until the packed receive counter at
+    ``addr`` — ``(contributors << 32) | tokens``, published by role1 once every source CTA has added —
+    has exactly ``contributors`` in its high word; return the token count (low word). On timeout
+    record (code, contributors, high word seen) and trap."""
+    return Int32(_asm(
+        "{\n.reg .pred p;\n.reg .u64 v, t0, t1;\n.reg .u32 hi;\n"
+        "ld.acquire.sys.global.u64 v, [$1];\nshr.u64 t1, v, 32;\ncvt.u32.u64 hi, t1;\n"
+        f"setp.eq.u32 p, hi, {int(contributors)};\n@p bra.uni GCMOE_R_DONE;\n"
+        "mov.u64 t0, %globaltimer;\n"
+        "GCMOE_R_LOOP:\nnanosleep.u32 128;\n"
+        "ld.acquire.sys.global.u64 v, [$1];\nshr.u64 t1, v, 32;\ncvt.u32.u64 hi, t1;\n"
+        f"setp.eq.u32 p, hi, {int(contributors)};\n@p bra.uni GCMOE_R_DONE;\n"
+        "mov.u64 t1, %globaltimer;\nsub.u64 t1, t1, t0;\n"
+        "setp.lt.u64 p, t1, $3;\n@p bra.uni GCMOE_R_LOOP;\n"
+        + _record(code, "$2", str(int(contributors)), "hi") +
+        "GCMOE_R_DONE:\ncvt.u32.u64 $0, v;\n}",
+        "=r,l,l,l", [_v(addr, Int64), _v(err, Int64), _v(timeout_ns, Int64)], 1)[0])
+
+
+@dsl_user_op
+def mbar_wait_rt(saddr, parity, err, code: int, timeout_ns, *, loc=None, ip=None):
+    """Wait for the phase with ``parity`` of the shared mbarrier at ``saddr``; trap (with a record)
+    after ``timeout_ns`` (Int64 register)."""
+    _asm(
+        "{\n.reg .pred p;\n.reg .u64 t0, t1;\n.reg .u32 par;\nmov.u32 par, $1;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;\n"
+        "@p bra.uni GCMOE_R_DONE;\n"
+        "mov.u64 t0, %globaltimer;\n"
+        "GCMOE_R_LOOP:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;\n"
+        "@p bra.uni GCMOE_R_DONE;\n"
+        "mov.u64 t1, %globaltimer;\nsub.u64 t1, t1, t0;\n"
+        "setp.lt.u64 p, t1, $3;\n@p bra.uni GCMOE_R_LOOP;\n"
+        + _record(code, "$2", "par", "par") +
+        "GCMOE_R_DONE:\n}",
+        "r,r,l,l", [_v(saddr), _v(parity), _v(err, Int64), _v(timeout_ns, Int64)], 0)
+
+
+@dsl_user_op
+def trap_if_ne(value, expected, err, code: int, *, loc=None, ip=None):
+    """Protocol check: record (code, expected, value) and trap when ``value != expected``."""
+    _asm(
+        "{\n.reg .pred p;\nsetp.eq.u32 p, $0, $1;\n@p bra.uni GCMOE_R_DONE;\n"
+        + _record(code, "$2", "$1", "$0") +
+        "GCMOE_R_DONE:\n}",
+        "r,r,l", [_v(value), _v(expected), _v(err, Int64)], 0)
+
+
+@dsl_user_op
+def atom_add_acqrel_gpu_u32(addr, val, *, loc=None, ip=None) -> Int32:
+    """``atom.acq_rel.gpu.add.u32``: returns the old value (orders this CTA's earlier accesses before
+    the add and the caller's later accesses after every earlier add)."""
+    return Int32(_asm("atom.acq_rel.gpu.global.add.u32 $0, [$1], $2;", "=r,l,r", [_v(addr, Int64), _v(val)], 1)[0])
+
+
+@dsl_user_op
+def st_relaxed_gpu_u64(addr, val, *, loc=None, ip=None):
+    _asm("st.relaxed.gpu.global.u64 [$0], $1;", "l,l", [_v(addr, Int64), _v(val, Int64)], 0)
+
+
+@dsl_user_op
+def ld_relaxed_gpu_u32(addr, *, loc=None, ip=None) -> Int32:
+    """Ring header / parity words written by other kernels (L1 bypassed)."""
+    return Int32(_asm("ld.relaxed.gpu.global.u32 $0, [$1];", "=r,l", [_v(addr, Int64)], 1)[0])
+
+
+@dsl_user_op
+def shfl_bfly_s32(x, lane_mask: int, *, loc=None, ip=None) -> Int32:
+    return Int32(_asm(f"shfl.sync.bfly.b32 $0, $1, {int(lane_mask)}, 31, -1;", "=r,r", [_v(x)], 1)[0])
+
+
+@dsl_user_op
+def st_shared_u16(saddr, x, *, loc=None, ip=None):
+    """Low 16 bits of the Int32 ``x`` (PTX lets st.u16 take a 32-bit source register)."""
+    _asm("st.shared.u16 [$0], $1;", "r,r", [_v(saddr), _v(x)], 0)
+
+
+@dsl_user_op
+def st_shared_b32(saddr, x, *, loc=None, ip=None):
+    _asm("st.shared.b32 [$0], $1;", "r,r", [_v(saddr), _v(x)], 0)
+
+
+@dsl_user_op
+def ld_shared_b32(saddr, *, loc=None, ip=None) -> Int32:
+    return Int32(_asm("ld.shared.b32 $0, [$1];", "=r,r", [_v(saddr)], 1)[0])
+
+
+__all__ = ["atom_add_acqrel_gpu_u32", "ld_relaxed_gpu_u32", "ld_shared_b32", "mbar_wait_rt", "shfl_bfly_s32",
+           "st_relaxed_gpu_u64", "st_shared_b32", "st_shared_u16", "trap_if_ne", "wait_arrived_count",
+           "wait_geq_u32_rt", "wait_mask_u64_rt"]

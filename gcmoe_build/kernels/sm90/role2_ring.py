@@ -1,0 +1,536 @@
+"""role2 on sm_90a, the registered kernel: one persistent launch per layer that consumes the token
+ring role1 fills (paper §4.3 "Token ring", "Producer-consumer handshake", "Direct partial scatter";
+§4.4 Hopper path; Algorithm 1 lines 4-9), W1 and W2 in one task stream.
+
+Arithmetic = the GPU-verified :mod:`.role2_gemm` / :mod:`.role2_persistent` kernels (shared helpers:
+register-A ``wgmma m64nBMk32`` e4m3 with in-register FP4 decode and per-K32 scale FMAs
+(``_k128_mma``), ``TokenScales``, the register weight stream ``_load_k128`` of the 256-thread
+variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring contract
+(``gcmoe_runtime.operator.ring``, ``gcmoe_runtime.workspace.layout``):
+
+* **Which blocks.** The replay's pool blocks are not a parameter: one warp waits until every
+  ``recv_count[parity][e_local][src]`` has its arrival word (high 32 bits) equal to
+  ``dispatch_sms`` (role1 publishes the packed counter once all its CTAs added; role3 zeroes the
+  parity after use), then ``Q = sum_e ceil(tokens_e / BM)``. Pool block ``q`` is ring block
+  ``q % ring_blocks`` of generation ``q // ring_blocks`` (``ring.ring_slot``).
+* **Tasks, static split.** Per pool block, in generation order: ``NT1 = 2I/256`` W1 tasks then
+  ``NT2 = H/256`` W2 tasks (256 weight rows each); CTA ``c`` of ``G`` takes tasks ``c, c+G, ...``.
+  Every task depends only on tasks earlier in this order, and all CTAs are co-resident (grid =
+  compute partition, 1 CTA/SM), so the smallest unfinished task can always run: no deadlock.
+  Next step: the paper's scheduler warp (§4.3 "Scheduler": L1 waves pre-published, one-in-one-out
+  L2 claims, shared-expert tasks interleaved) instead of this static split.
+* **Acquire.** Before a task touches the block (producer and consumers): ``l1_full_count[rb] >=
+  BM*(gen+1)`` (trap code 2); for ``gen > 0`` also ``l2_empty_count[rb] >= (NT2+1)*gen`` (code 10:
+  the previous generation's W2 tasks are done and its ``l2_full_mask`` cleared). The block header
+  ``ring_block[rb] = (e_local, tokens, pool block, gen)`` is checked against ``(q, gen)`` (code 11).
+* **W1** reads ``ring_x[rb][row][H]`` (row stride ``bm_stride``), FP32 scales ``ring_sf[rb][H/128]
+  [sf_stride]`` (MN-major), the routing weight from ``ring_meta[rb][row].x``; epilogue: BF16 round,
+  clamp, SwiGLU x routing weight, amax over 32 I-columns, UE8M0 scale, E4M3 -> ``l2_x[rb][row][I]``,
+  ``l2_sf[rb][row][I/32]`` (UE8M0 bytes, the numerics reference's requantisation); then
+  ``red.release.gpu.or l2_full_mask[rb] |= 0b11 << 2*tile`` (its two W1 N128 tiles).
+* **W2**, per activation chunk of I-columns ``[k0, k1)``: acquire exactly the mask bits of the W1
+  N128 tiles that produced them (code 9). Epilogue: BF16 partials staged through shared memory,
+  then 16-byte ``st.global.v4`` straight into the SOURCE rank's ``combine[slot][src_token][H]``
+  through the peer descriptor (``ring_meta[rb][row] = (weight, src_rank, src_token, slot)``).
+  Release: ``atom.acq_rel.gpu.add l2_empty_count[rb]``; the task that completes the generation
+  (old == ``(NT2+1)*gen + NT2-1``) clears ``l2_full_mask[rb]``, adds the extra 1 to
+  ``l2_empty_count`` and releases ``l1_empty_count[rb] += 1`` (exactly +1 per consumed generation,
+  what role1 waits for; W2 is the last reader of ``ring_meta``).
+
+Thread variants (the heuristic's ``threads``): 384 = producer warpgroup streaming K128 weight stages
+with ``cp.async.bulk`` (EVICT_FIRST) across task boundaries + two consumer warpgroups; 256 = the
+consumer warpgroups load their weight fragments straight from HBM (EVICT_FIRST) into registers.
+
+Not yet (say so, never fake): W1 stores are byte stores (W2's are 16-byte); activations are plain
+loads by the consumers (no TMA); ``act_fast_math`` does not change the code (the exponent is always
+``ex2.approx``, the reciprocal IEEE); no role4 wait (shared experts are role4's own node).
+"""
+# no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
+
+ROLE = "role2"
+NAME_PREFIX = "gcmoe_sm90_role2_ring"
+RECIPE = "e4m3-fp32k128_x_mxfp4"
+
+#: trap codes (gcmoe_runtime.workspace.trap.TRAP_CODES)
+CODE_L1_FULL = 2
+CODE_L2_MASK = 9
+CODE_L2_EMPTY = 10
+CODE_HEADER = 11
+CODE_RECV = 12
+CODE_STAGE = 13
+
+#: by-value u64 region offsets, in parameter order (names = layout regions with an ``o_`` prefix)
+OFFSET_PARAMS = ("ring_x", "ring_sf", "ring_meta", "ring_block", "l2_x", "l2_sf", "l1_full_count",
+                 "l1_empty_count", "l2_full_mask", "l2_empty_count", "recv_count", "recv_parity", "combine")
+#: transformed routed weights (``gcmoe_runtime.moe.GcMoeWeights``: tiles, scales, expert factor)
+WEIGHT_PARAMS = ("w1_tiles", "w1_scales", "w1_factor", "w2_tiles", "w2_scales", "w2_factor")
+SCALAR_PARAMS_U64 = ("err", "timeout_ns")
+SCALAR_PARAMS_S32 = ("ring_blocks", "bm_stride", "sf_stride")
+
+REQUIRED_PTX = ("wgmma.mma_async.sync.aligned", "ld.acquire.gpu.global.u32", "ld.acquire.gpu.global.u64",
+                "ld.acquire.sys.global.u64", "red.release.gpu.global.or.b64", "red.release.gpu.global.add.u32",
+                "atom.acq_rel.gpu.global.add.u32", "st.global.v4.u32", "trap")
+
+
+def _align(n, a):
+    return (n + a - 1) // a * a
+
+
+class Role2RingConfig:
+    """Compile-time shape of one role2 variant (validated; errors name the field and the limit)."""
+
+    def __init__(self, params):
+        from .role2_gemm import Role2GemmConfig
+
+        p = dict(params)
+
+        def need(name, minimum=1):
+            v = p.get(name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+                raise ValueError(f"role2: variant param {name}={v!r} must be an int >= {minimum}")
+            return v
+
+        self.hidden, self.inter, self.experts = need("hidden"), need("intermediate"), need("experts")
+        self.topk, self.ranks, self.capacity = need("top_k"), need("ranks"), need("capacity")
+        self.bm, self.threads, self.dispatch_sms = need("bm"), need("threads"), need("dispatch_sms")
+        if p.get("activation", "swiglu") != "swiglu":
+            raise ValueError(f"role2: activation={p.get('activation')!r}; only 'swiglu' is built")
+        if p.get("recipe_routed", RECIPE) != RECIPE:
+            raise ValueError(f"role2 (sm_90a): recipe_routed={p.get('recipe_routed')!r}; built: {RECIPE!r}")
+        if self.threads not in (256, 384):
+            raise ValueError(f"role2: threads={self.threads} must be 256 (register weight stream) or 384 "
+                             "(producer warpgroup + bulk-copy stages)")
+        if self.experts % self.ranks:
+            raise ValueError(f"role2: experts={self.experts} not divisible by ranks={self.ranks}")
+        if self.topk + 1 > 32:
+            raise ValueError(f"role2: top_k={self.topk}: k + 1 must be <= 32 (combine slots)")
+        if 2 * self.inter // 128 > 64:
+            raise ValueError(f"role2: intermediate={self.inter} gives 2I/128 > 64 W1 tiles (64-bit l2_full_mask)")
+        self.alpha = float(p.get("act_alpha", 1.0))
+        self.clamp = float(p.get("act_clamp", 10.0))
+        self.fast_math = bool(p.get("act_fast_math", False))
+        pipe = self.threads == 384
+        # the two GEMMs' checked shapes (K multiple of 256, rows multiple of 256, BM in {8,16,32,64})
+        self.w1 = Role2GemmConfig(mode="w1", k=self.hidden, rows=2 * self.inter, bm=self.bm, alpha=self.alpha,
+                                  clamp=self.clamp, pipelined=pipe)
+        self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=pipe)
+
+    @property
+    def pipelined(self):
+        return self.threads == 384
+
+    @property
+    def experts_local(self):
+        return self.experts // self.ranks
+
+    @property
+    def nt1(self):
+        return self.w1.row_tiles
+
+    @property
+    def nt2(self):
+        return self.w2.row_tiles
+
+    def smem_offsets(self):
+        from .role2_gemm import MAX_STAGES, SMEM_LIMIT, STAGE_BYTES
+
+        bm = self.bm
+        act = max(bm * self.w1.kc, bm * self.w2.kc, bm * 512)  # W2's BF16 staging [BM][256] reuses it
+        asc = max(4 * bm * (self.w1.kc // 128), 4 * bm * (self.w2.kc // 32))
+        o = dict(act=0, asc=act)
+        o["amax"] = o["asc"] + asc
+        o["info"] = o["amax"] + 4 * bm * 16
+        misc = o["info"] + 16
+        if not self.pipelined:
+            o.update(stage=misc, bar=misc, stages=0, total=misc)
+            return o
+        stage = _align(misc, 1024)
+        free = SMEM_LIMIT - stage - 2 * 8 * MAX_STAGES
+        ns = max(2, min(MAX_STAGES, free // STAGE_BYTES))
+        o.update(stage=stage, stages=ns, bar=stage + ns * STAGE_BYTES)
+        o["total"] = o["bar"] + 2 * 8 * ns
+        if o["total"] > SMEM_LIMIT:
+            raise ValueError(f"role2: BM={bm} H={self.hidden} I={self.inter} needs {o['total']} B of shared "
+                             f"memory > {SMEM_LIMIT}")
+        return o
+
+    @property
+    def smem_bytes(self):
+        return self.smem_offsets()["total"]
+
+
+def abi_plan():
+    from gcmoe_build.abi.plan import AbiPlan, Formal
+
+    formals = [Formal("peer", "peer_desc")]
+    formals += [Formal(f"o_{n}", "u64") for n in OFFSET_PARAMS]
+    formals += [Formal(n, "u64") for n in WEIGHT_PARAMS]
+    formals += [Formal(n, "u64") for n in SCALAR_PARAMS_U64]
+    formals += [Formal(n, "s32") for n in SCALAR_PARAMS_S32]
+    return AbiPlan(formals=tuple(formals), required_instructions=REQUIRED_PTX)
+
+
+def build(variant):
+    from gcmoe_build.frontend.dsl import import_dsl
+    from gcmoe_build.kernels import KernelBuild
+    from gcmoe_runtime.artifacts.record import LaunchFacts
+
+    if variant.arch != "sm_90a":
+        raise ValueError(f"role2: this module builds sm_90a only, got arch {variant.arch!r}")
+    import_dsl(variant.arch)
+    cfg = Role2RingConfig(variant.params)
+    host, kernel, fake = _trace_parts(cfg)
+    so = cfg.smem_offsets()
+    return KernelBuild(
+        host=host, kernel=kernel, args=fake, name_prefix=NAME_PREFIX, abi=abi_plan(),
+        launch=LaunchFacts(block=(cfg.threads, 1, 1), cluster=(1, 1, 1), dynamic_smem=cfg.smem_bytes,
+                           grid="compute_sms"),
+        extra={"role": ROLE, "bm": cfg.bm, "threads": cfg.threads, "stages": so["stages"], "kc_w1": cfg.w1.kc,
+               "kc_w2": cfg.w2.kc, "tasks_per_block": cfg.nt1 + cfg.nt2, "offset_params": list(OFFSET_PARAMS)},
+    )
+
+
+def _trace_parts(cfg):
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass import Float32, Int32, Int64, Uint8, const_expr
+
+    from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
+
+    from .ptx_mem import (_asm, bar_sync, bulk_copy_g2s, evict_first_policy, fence_acq_rel_gpu, ld_global_f32,
+                          ld_global_u8, ld_global_v4, ld_shared_f32, ld_shared_v2, ld_shared_v4, mbar_arrive,
+                          mbar_arrive_expect_tx, mbar_init, mbar_init_fence, red_release_add_u32, red_release_or_b64,
+                          setmaxnreg, st_global_u8, st_global_v4, st_shared_f32, st_shared_v4)
+    from .ring_sync import (atom_add_acqrel_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
+                            shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16, trap_if_ne,
+                            wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
+    from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, ROWS_PER_CTA,
+                             STAGE_BYTES, TokenScales, _k128_mma, _load_k128)
+    from .role2_math import (bf16_round, fabs, float_bits, fmax, fmin, sel_f32, shfl_bfly_f32, sigmoid,
+                             to_bf16_bits, to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
+
+    H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
+    P, EL, D = cfg.ranks, cfg.experts_local, cfg.dispatch_sms
+    PIPE = cfg.pipelined
+    THREADS = cfg.threads
+    P0 = PRODUCER_THREADS if PIPE else 0
+    CT = CONSUMER_THREADS
+    ND = BM // 2
+    NT1, NT2 = cfg.nt1, cfg.nt2
+    TPB = NT1 + NT2
+    NK1, NK2 = H // 128, I // 128
+    NSLAB1, NSLAB2 = 2 * I // 64, H // 64
+    NKB = H // 128  # FP32 activation scales per token row (K128 groups of H)
+    NI32 = I // 32  # UE8M0 L2 scales per token row
+    so = cfg.smem_offsets()
+    ACT_OFF, ASC_OFF, AMAX_OFF, INFO_OFF = so["act"], so["asc"], so["amax"], so["info"]
+    STAGE_OFF, BAR_OFF, NS = so["stage"], so["bar"], so["stages"]
+    alpha, clamp = float(cfg.alpha), float(cfg.clamp)
+    LAG = cfg.w1.lag
+
+    def peer_ws(peer, r):
+        """Rank ``r``'s workspace base (a fresh trace-time view each use)."""
+        pd_ = PeerDesc(peer)
+        return pd_.base() + pd_.offset(r)
+
+    @cute.jit
+    def mainloop(mode: cutlass.Constexpr, smem: Int32, ctid: Int32, acc: cute.Tensor, wbuf: cute.Tensor, el: Int32,
+                 tile: Int32, ntok: Int32, gs0: Int32, rb: Int32, row0: Int64, ws: Int64, o_act: Int64,
+                 o_asc: Int64, o_mask: Int64, w: Int64, wsc: Int64, sf_stride: Int32, policy: Int64, err: Int64,
+                 timeout_ns: Int64):
+        """K loop of one 256-row task (the verified mainloop): weights from the producer's stages (384)
+        or the register stream (256); activations + scales staged per K chunk into shared memory (padded
+        rows zeroed); ``_k128_mma`` per K128. W1 (``mode == "w1"``): ``ring_x`` rows + FP32 MN-major
+        ``ring_sf``; W2: ``l2_x`` rows + UE8M0 ``l2_sf``, each chunk after acquiring its mask bits."""
+        mc = cfg.w1 if const_expr(mode == "w1") else cfg.w2
+        K, KC = mc.k, mc.kc
+        NK = K // 128
+        NSLAB = mc.rows // 64
+        GS = mc.act_scale_group
+        NGS = KC // GS
+        UNITS = BM * KC // 16
+        NSC = BM * NGS
+        wg = ctid // 128
+        warp = (ctid // 32) % 4
+        lane = ctid % 32
+        g = lane // 4
+        t = lane % 4
+        tw = ctid % 128
+        for i in cutlass.range_constexpr(2 * ND):
+            acc[i] = Float32(0.0)
+        slabs = [Int64(el) * NSLAB + Int64(tile) * 4 + Int64(wg * 2 + sl) for sl in range(2)]
+        wbases = [w + slabs[sl] * NK * 4096 + Int64(tw) * 32 for sl in range(2)]
+        sbases = [wsc + slabs[sl] * NK * 256 + Int64(warp * 8 + g) * 8 for sl in range(2)]
+        if const_expr(not PIPE):
+            _load_k128(wbuf, 0, Int32(0), wbases, sbases, policy)
+        for kc in cutlass.range(K // KC, unroll=1):
+            if const_expr(mode == "w2"):  # the W1 N128 tiles that produced I-columns [kc*KC, (kc+1)*KC)
+                need = ((Int64(1) << (KC // 64)) - Int64(1)) << Int64(kc * (KC // 64))
+                wait_mask_u64_rt(ws + o_mask + Int64(rb) * 8, need, err, CODE_L2_MASK, timeout_ns)
+            bar_sync(1, CT)  # previous chunk (or task epilogue) fully consumed
+            for it in cutlass.range_constexpr((UNITS + CT - 1) // CT):
+                u = ctid + it * CT
+                if const_expr((it + 1) * CT > UNITS):
+                    u = cutlass.min(u, UNITS - 1)  # tail: duplicate the last unit (same bytes, same slot)
+                c = u % (KC // 16)
+                tok = u // (KC // 16)
+                keep = Int32(0) - Int32(tok < ntok)  # stale rows of older generations never reach the MMA
+                v = ld_global_v4(ws + o_act + (row0 + Int64(tok)) * K + Int64(kc) * KC + Int64(c) * 16)
+                st_shared_v4(smem + ACT_OFF + (c * BM + tok) * 16, v[0] & keep, v[1] & keep, v[2] & keep,
+                             v[3] & keep)
+            for it in cutlass.range_constexpr((NSC + CT - 1) // CT):
+                u = ctid + it * CT
+                if u < NSC:
+                    kk = u % NGS
+                    tok = u // NGS
+                    grp = kc * NGS + kk
+                    sv = Float32(0.0)
+                    if const_expr(mode == "w1"):  # FP32 per K128 group, MN-major [rb][H/128][sf_stride]
+                        sv = ld_global_f32(ws + o_asc + ((Int64(rb) * NKB + Int64(grp)) * Int64(sf_stride)
+                                                         + Int64(tok)) * 4)
+                    else:  # UE8M0 per 32 I-columns, token-major [rb][bm_stride][I/32]
+                        sv = ue8m0_to_f32(ld_global_u8(ws + o_asc + (row0 + Int64(tok)) * NI32 + Int64(grp)))
+                    st_shared_f32(smem + ASC_OFF + (kk * BM + tok) * 4, sel_f32(Int32(tok < ntok), sv, Float32(0.0)))
+            # shared stores above are read by wgmma (async proxy): each writer fences, then barrier
+            _asm("fence.proxy.async.shared::cta;", "", [], 0)
+            bar_sync(1, CT)
+            for k2 in cutlass.range(KC // 256, unroll=1):
+                for h in cutlass.range_constexpr(2):
+                    kl128 = k2 * 2 + h
+                    kb = kc * (KC // 128) + kl128
+                    words = []
+                    if const_expr(PIPE):
+                        gs = gs0 + kb
+                        s = gs % NS
+                        mbar_wait_rt(smem + BAR_OFF + 8 * s, (gs // NS) & 1, err, CODE_STAGE, timeout_ns)
+                        stage = smem + STAGE_OFF + s * STAGE_BYTES
+                        for sl in cutlass.range_constexpr(2):
+                            for h2 in cutlass.range_constexpr(2):
+                                words.extend(ld_shared_v4(stage + (wg * 2 + sl) * 4096 + tw * 32 + 16 * h2))
+                        for sl in cutlass.range_constexpr(2):
+                            words.extend(ld_shared_v2(stage + 16384 + (wg * 2 + sl) * 256 + (warp * 8 + g) * 8))
+                        mbar_arrive(smem + BAR_OFF + 8 * (NS + s))  # stage consumed into registers
+                    else:
+                        nxt = kb + 1 - Int32(kb + 1 >= NK)  # last K128: harmless reload of itself
+                        _load_k128(wbuf, 1 - h, nxt, wbases, sbases, policy)
+                        words = [wbuf[h * 20 + r] for r in range(20)]
+                    ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
+                    _k128_mma(words, ascl, acc, smem + ACT_OFF, kl128, BM, LAG)
+
+    @cute.kernel
+    def kernel(peer: cute.Pointer, o_ring_x: Int64, o_ring_sf: Int64, o_ring_meta: Int64, o_ring_block: Int64,
+               o_l2_x: Int64, o_l2_sf: Int64, o_l1_full_count: Int64, o_l1_empty_count: Int64,
+               o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_recv_count: Int64, o_recv_parity: Int64,
+               o_combine: Int64, w1_tiles: Int64, w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64,
+               w2_scales: Int64, w2_factor: Int64, err: Int64, timeout_ns: Int64, ring_blocks: Int32,
+               bm_stride: Int32, sf_stride: Int32):
+        tid, _, _ = cute.arch.thread_idx()
+        cta, _, _ = cute.arch.block_idx()
+        ncta, _, _ = cute.arch.grid_dim()
+        tid = Int32(tid)
+        cta = Int32(cta)
+        ncta = Int32(ncta)
+        smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
+        ws = PeerDesc(peer).base()
+        policy = evict_first_policy()
+        if const_expr(PIPE):
+            if tid == 0:
+                for s in cutlass.range_constexpr(NS):
+                    mbar_init(smem + BAR_OFF + 8 * s, 1)  # full: the producer's expect_tx arrive
+                    mbar_init(smem + BAR_OFF + 8 * (NS + s), CT)  # empty: every consumer thread
+                mbar_init_fence()
+
+        # ---- this replay's pool blocks: wait for every receive counter of this parity to be complete ----
+        if tid < 32:
+            par = ld_relaxed_gpu_u32(ws + o_recv_parity) & Int32(1)
+            nb = Int32(0)
+            for el in cutlass.range(tid, EL, 32):
+                tot = Int32(0)
+                for r in cutlass.range_constexpr(P):
+                    cell = Int64((par * EL + el) * P + r)
+                    tot = tot + wait_arrived_count(ws + o_recv_count + cell * 8, D, err, CODE_RECV, timeout_ns)
+                nb = nb + (tot + (BM - 1)) // BM
+            for d in cutlass.range_constexpr(5):
+                nb = nb + shfl_bfly_s32(nb, 1 << d)
+            if tid == 0:
+                st_shared_b32(smem + INFO_OFF, nb)
+        bar_sync(0, THREADS)
+        nq = ld_shared_b32(smem + INFO_OFF)
+        ntasks = nq * TPB
+        nlocal = (ntasks - cta + ncta - 1) // ncta  # tasks of this CTA (may be 0)
+
+        if tid < P0:
+            # ---------------- producer warpgroup (384-thread variant) ----------------
+            setmaxnreg(PRODUCER_REGS, False)
+            if tid == 0:
+                gs0 = Int32(0)
+                for li in cutlass.range(nlocal, unroll=1):
+                    task = cta + li * ncta
+                    q = task // TPB
+                    r = task - q * TPB
+                    gen = q // ring_blocks
+                    rb = q - gen * ring_blocks
+                    wait_geq_u32_rt(ws + o_l1_full_count + Int64(rb) * 4, BM * (gen + 1), err, CODE_L1_FULL,
+                                    timeout_ns)
+                    el = ld_relaxed_gpu_u32(ws + o_ring_block + Int64(rb) * 16)
+                    is1 = Int32(r < NT1)
+                    nk = NK2 + is1 * (NK1 - NK2)
+                    tile = r - (1 - is1) * NT1
+                    nslab = NSLAB2 + is1 * (NSLAB1 - NSLAB2)
+                    wbase = w2_tiles + Int64(is1) * (w1_tiles - w2_tiles)
+                    sbase = w2_scales + Int64(is1) * (w1_scales - w2_scales)
+                    slab0 = Int64(el) * Int64(nslab) + Int64(tile) * 4
+                    for kb in cutlass.range(nk, unroll=1):
+                        gs = gs0 + kb
+                        s = gs % NS
+                        use = gs // NS
+                        if gs >= NS:
+                            mbar_wait_rt(smem + BAR_OFF + 8 * (NS + s), (use - 1) & 1, err, CODE_STAGE, timeout_ns)
+                        full = smem + BAR_OFF + 8 * s
+                        mbar_arrive_expect_tx(full, STAGE_BYTES)
+                        dst = smem + STAGE_OFF + s * STAGE_BYTES
+                        for sl4 in cutlass.range_constexpr(4):  # the task's 4 slabs of 64 rows
+                            tidx = (slab0 + sl4) * Int64(nk) + Int64(kb)
+                            bulk_copy_g2s(dst + sl4 * 4096, wbase + tidx * 4096, 4096, full, policy)
+                            bulk_copy_g2s(dst + 16384 + sl4 * 256, sbase + tidx * 256, 256, full, policy)
+                    gs0 = gs0 + nk
+        else:
+            # ---------------- consumer warpgroups ----------------
+            if const_expr(PIPE):
+                setmaxnreg(CONSUMER_REGS, True)
+            ctid = tid - P0
+            wg = ctid // 128
+            warp = (ctid // 32) % 4
+            lane = ctid % 32
+            g = lane // 4
+            t = lane % 4
+            tw = ctid % 128
+            acc = cute.make_rmem_tensor((2 * ND,), Float32)
+            wbuf = cute.make_rmem_tensor((2 * 20,), Int32)  # 256-thread variant: 2 K128 register stages
+            gs0 = Int32(0)
+            for li in cutlass.range(nlocal, unroll=1):
+                task = cta + li * ncta
+                q = task // TPB
+                r = task - q * TPB
+                gen = q // ring_blocks
+                rb = q - gen * ring_blocks
+                wait_geq_u32_rt(ws + o_l1_full_count + Int64(rb) * 4, BM * (gen + 1), err, CODE_L1_FULL, timeout_ns)
+                if gen > 0:  # previous generation's W2 done and its mask bits cleared
+                    wait_geq_u32_rt(ws + o_l2_empty_count + Int64(rb) * 4, (NT2 + 1) * gen, err, CODE_L2_EMPTY,
+                                    timeout_ns)
+                hdr = ws + o_ring_block + Int64(rb) * 16
+                el = ld_relaxed_gpu_u32(hdr)
+                ntok = ld_relaxed_gpu_u32(hdr + 4)
+                if ctid == 0:
+                    trap_if_ne(ld_relaxed_gpu_u32(hdr + 8), q, err, CODE_HEADER)
+                    trap_if_ne(ld_relaxed_gpu_u32(hdr + 12), gen, err, CODE_HEADER)
+                row0 = Int64(rb) * Int64(bm_stride)  # first token row of the block in ring_x/meta/l2
+                if r < NT1:
+                    # ================= W1: ring_x x W1 -> SwiGLU x weight -> FP8 l2_x =================
+                    tile = r
+                    mainloop("w1", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_ring_x, o_ring_sf,
+                             o_l2_full_mask, w1_tiles, w1_scales, sf_stride, policy, err, timeout_ns)
+                    efac = ld_global_f32(w1_factor + Int64(el) * 4)
+                    # Rows are gate/up interleaved in 8-row groups: accumulator element i (row half 0) is the
+                    # gate and i + 2 (row half 1) the up value of I-column 32*slab + 8*warp + g, token n.
+                    ys = []
+                    for sl in cutlass.range_constexpr(2):
+                        for i in cutlass.range_constexpr(ND):
+                            if const_expr((i >> 1) & 1 == 0):
+                                n = 8 * (i >> 2) + 2 * t + (i & 1)
+                                rw = ld_global_f32(ws + o_ring_meta + (row0 + Int64(n)) * 16)
+                                gte = fmin(bf16_round(acc[sl * ND + i] * efac), Float32(clamp))
+                                up = fmax(fmin(bf16_round(acc[sl * ND + i + 2] * efac), Float32(clamp)),
+                                          Float32(-clamp))
+                                y = gte * sigmoid(gte * Float32(alpha)) * up * rw
+                                y = sel_f32(Int32(n < ntok), y, Float32(0.0))
+                                ys.append(y)
+                                m = fabs(y)
+                                m = fmax(m, shfl_bfly_f32(m, 4))
+                                m = fmax(m, shfl_bfly_f32(m, 8))
+                                m = fmax(m, shfl_bfly_f32(m, 16))
+                                if g == 0:
+                                    st_shared_f32(smem + AMAX_OFF + (((wg * 2 + sl) * 4 + warp) * BM + n) * 4, m)
+                    bar_sync(1, CT)
+                    yi = 0
+                    for sl in cutlass.range_constexpr(2):
+                        slab = wg * 2 + sl
+                        for i in cutlass.range_constexpr(ND):
+                            if const_expr((i >> 1) & 1 == 0):
+                                n = 8 * (i >> 2) + 2 * t + (i & 1)
+                                m = Float32(0.0)
+                                for p in cutlass.range_constexpr(4):
+                                    m = fmax(m, ld_shared_f32(smem + AMAX_OFF + ((slab * 4 + p) * BM + n) * 4))
+                                scale, inv = ue8m0_scale_for(m)
+                                q8 = to_e4m3_byte(ys[yi] * inv)
+                                yi += 1
+                                col = tile * 128 + slab * 32 + 8 * warp + g
+                                if n < ntok:
+                                    st_global_u8(ws + o_l2_x + (row0 + Int64(n)) * I + Int64(col), q8)
+                                    if warp == 0:
+                                        if g == 0:
+                                            code = (float_bits(scale) >> 23) & 0xFF
+                                            st_global_u8(ws + o_l2_sf + (row0 + Int64(n)) * NI32
+                                                         + Int64(tile * 4 + slab), code)
+                    # publish: every consumer's stores, then the task's two W1 N128 mask bits
+                    bar_sync(1, CT)
+                    if ctid == 0:
+                        fence_acq_rel_gpu()
+                        red_release_or_b64(ws + o_l2_full_mask + Int64(rb) * 8, Int64(3) << Int64(2 * tile))
+                else:
+                    # ================= W2: l2_x x W2 -> BF16 partials -> source rank's combine =================
+                    tile = r - NT1
+                    mainloop("w2", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_l2_x, o_l2_sf,
+                             o_l2_full_mask, w2_tiles, w2_scales, sf_stride, policy, err, timeout_ns)
+                    efac = ld_global_f32(w2_factor + Int64(el) * 4)
+                    bar_sync(1, CT)  # every warpgroup's last wgmma has read the activation chunk
+                    # stage BF16 [BM][256 rows] (512 B per token) over the activation region
+                    for i in cutlass.range_constexpr(ND):
+                        n = 8 * (i >> 2) + 2 * t + (i & 1)
+                        hr = 16 * warp + g + 8 * ((i >> 1) & 1)
+                        for s2 in cutlass.range_constexpr(2):
+                            row = wg * 128 + s2 * 64 + hr
+                            st_shared_u16(smem + ACT_OFF + n * 512 + row * 2, to_bf16_bits(acc[s2 * ND + i] * efac))
+                    bar_sync(1, CT)
+                    # 16-byte stores: token n, 8 consecutive output columns, into combine[slot][src_token]
+                    # of the token's source rank (peer descriptor)
+                    UNITS = BM * 32
+                    for it in cutlass.range_constexpr((UNITS + CT - 1) // CT):
+                        u = ctid + it * CT
+                        if u < UNITS:
+                            n = u >> 5
+                            c = u & 31
+                            if n < ntok:
+                                meta = ld_global_v4(ws + o_ring_meta + (row0 + Int64(n)) * 16)
+                                dst = peer_ws(peer, meta[1]) + o_combine + (
+                                    (Int64(meta[3]) * CAP + Int64(meta[2])) * H + Int64(tile * ROWS_PER_CTA + 8 * c)) * 2
+                                v = ld_shared_v4(smem + ACT_OFF + n * 512 + c * 16)
+                                st_global_v4(dst, v[0], v[1], v[2], v[3])
+                    bar_sync(1, CT)
+                    if ctid == 0:
+                        fence_acq_rel_gpu()
+                        old = atom_add_acqrel_gpu_u32(ws + o_l2_empty_count + Int64(rb) * 4, Int32(1))
+                        if old == (NT2 + 1) * gen + (NT2 - 1):
+                            # last W2 task of this generation: clear the W1 bitmap for the next generation,
+                            # complete l2_empty's generation, then hand the ring block back to role1
+                            st_relaxed_gpu_u64(ws + o_l2_full_mask + Int64(rb) * 8, Int64(0))
+                            red_release_add_u32(ws + o_l2_empty_count + Int64(rb) * 4, Int32(1))
+                            red_release_add_u32(ws + o_l1_empty_count + Int64(rb) * 4, Int32(1))
+                gs0 = gs0 + NK2 + Int32(r < NT1) * (NK1 - NK2)
+
+    @cute.jit
+    def host(peer: cute.Pointer, o_ring_x: Int64, o_ring_sf: Int64, o_ring_meta: Int64, o_ring_block: Int64,
+             o_l2_x: Int64, o_l2_sf: Int64, o_l1_full_count: Int64, o_l1_empty_count: Int64,
+             o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_recv_count: Int64, o_recv_parity: Int64,
+             o_combine: Int64, w1_tiles: Int64, w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64,
+             w2_scales: Int64, w2_factor: Int64, err: Int64, timeout_ns: Int64, ring_blocks: Int32,
+             bm_stride: Int32, sf_stride: Int32):
+        kernel(peer, o_ring_x, o_ring_sf, o_ring_meta, o_ring_block, o_l2_x, o_l2_sf, o_l1_full_count,
+               o_l1_empty_count, o_l2_full_mask, o_l2_empty_count, o_recv_count, o_recv_parity, o_combine,
+               w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales, w2_factor, err, timeout_ns, ring_blocks,
+               bm_stride, sf_stride).launch(grid=(1, 1, 1), block=(THREADS, 1, 1), smem=cfg.smem_bytes,
+                                            min_blocks_per_mp=1 if PIPE else 0)
+
+    fake = (fake_peer_desc(),) + tuple(Int64(0) for _ in OFFSET_PARAMS + WEIGHT_PARAMS + SCALAR_PARAMS_U64) + tuple(
+        Int32(1) for _ in SCALAR_PARAMS_S32)
+    return host, kernel, fake
