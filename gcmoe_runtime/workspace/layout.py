@@ -19,7 +19,10 @@ token ring (role1 -> role2), ring_blocks blocks of up to bm_max token rows
   ring_block    [ring_blocks, 4]                i32: expert, token count, pool block, generation
 L2 activation ring (role2 W1 epilogue -> role2 W2)
   l2_x          [ring_blocks, bm_max, I]        u8
-  l2_sf         [ring_blocks, I/128, sf_rows]   f32/i32
+  l2_sf         Hopper: [ring_blocks, bm_max, I/32] u8 (UE8M0 per 32 along I, token-major: the numerics
+                reference's requantisation, written by role2's W1 epilogue, read by its W2 staging);
+                Blackwell: [ring_blocks, I/128, sf_rows] i32 (4 packed UE8M0 per-32 scales, MN-major).
+                Both have the byte size of the version-1 region, so no later offset moved.
 per-ring-block signals (device-persistent; generation-tagged values, reset in-kernel by role3)
   l1_full_count [ring_blocks] u32   released by role1: == BM*(gen+1) when generation gen is full
   l1_empty_count[ring_blocks] u32   released by role2 when a block's activations are consumed
@@ -57,7 +60,7 @@ from gcmoe_runtime.abi import PEER_MAX_RANKS
 from gcmoe_runtime.artifacts.record import canonical_json, sha256_hex
 from gcmoe_runtime.heuristics import ring_capacity  # the pool model lives there, once
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # 2: Hopper l2_sf is UE8M0 per 32 (u8 [rb, bm_max, I/32]); offsets unchanged
 REGION_ALIGN = 256
 
 DTYPE_BYTES = {"u8": 1, "i32": 4, "u32": 4, "f32": 4, "u64": 8, "bf16": 2}
@@ -214,7 +217,11 @@ class WorkspaceLayout:
             ("ring_meta", "i32", (rb, bm_max, 4), False, "per-token weight bits, src_rank, src_token, slot"),
             ("ring_block", "i32", (rb, 4), False, "per-block expert, tokens, pool block, generation"),
             ("l2_x", "u8", (rb, bm_max, I), False, "L2 activation ring"),
-            ("l2_sf", sf_dtype, (rb, I // 128, sfr), False, "L2 activation scales, MN-major"),
+            # Hopper: the W1 epilogue requantises with UE8M0 per 32 along I (numerics reference step 4);
+            # bm_max * I/32 bytes == 4 * I/128 * sf_rows bytes (sf_rows == bm_max on Hopper), offsets stable
+            (("l2_sf", "i32", (rb, I // 128, sfr), False, "L2 activation scales, 4 packed UE8M0/32, MN-major")
+             if spec.blackwell else
+             ("l2_sf", "u8", (rb, bm_max, I // 32), False, "L2 activation scales, UE8M0 per 32 along I")),
             ("l1_full_count", "u32", (rb,), False, "signal: block filled (BM*(gen+1))"),
             ("l1_empty_count", "u32", (rb,), False, "signal: block activations consumed"),
             ("l2_full_mask", "u64", (rb,), False, "signal: finished W1 N128 tiles"),

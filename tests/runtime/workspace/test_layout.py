@@ -95,3 +95,29 @@ def test_torch_views_cover_the_regions():
         lay.view(buf, "nope")
     with pytest.raises(LayoutError, match="flat uint8"):
         lay.view(buf[:-1], "x")
+
+
+def test_hopper_l2_scales_follow_the_numerics_and_keep_offsets():
+    """Hopper L2 scales are UE8M0 per 32 along I (numerics reference step 4: the W1 epilogue's requantisation),
+    token-major [rb, bm_max, I/32] u8 — the layout role2's W1 epilogue writes and its W2 staging reads. The region
+    has the byte size of layout version 1's FP32-per-128 region, so every later offset is unchanged."""
+    lay = WorkspaceLayout.build(spec())
+    r = lay.region("l2_sf")
+    assert r.dtype == "u8" and r.shape == (lay.ring_blocks, lay.bm_max, 512 // 32)
+    v1_bytes = 4 * lay.ring_blocks * (512 // 128) * lay.sf_rows_max  # version 1: f32 [rb, I/128, sf_rows]
+    assert r.nbytes == v1_bytes
+    # the ring's row strides the kernels take as by-value parameters (bm_stride, sf_stride)
+    assert lay.region("ring_x").shape == (lay.ring_blocks, lay.bm_max, 1024)
+    assert lay.region("ring_sf").shape == (lay.ring_blocks, 1024 // 128, lay.sf_rows_max)
+    assert lay.region("ring_meta").shape == (lay.ring_blocks, lay.bm_max, 4)
+    assert lay.region("l2_x").shape == (lay.ring_blocks, lay.bm_max, 512)
+    bw = WorkspaceLayout.build(spec(arch="sm_100a"))
+    assert bw.region("l2_sf").dtype == "i32" and bw.region("l2_sf").shape == (bw.ring_blocks, 4, 128)
+
+
+def test_l2_scale_fix_moves_no_offset():
+    """Pinned from layout version 1 (git 99dfe2b) for spec(): the l2_sf change moved no region and kept the size."""
+    lay = WorkspaceLayout.build(spec())
+    got = {n: lay.offset(n) for n in ("l2_sf", "l1_full_count", "combine", "dispatch_grid")}
+    assert got == {"l2_sf": 7369984, "l1_full_count": 7443712, "combine": 7452160, "dispatch_grid": 8107520}
+    assert lay.total_bytes == 8107776
