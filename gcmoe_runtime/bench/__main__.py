@@ -125,9 +125,14 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("the protocol differs from the paper's (100 replays, 10+30 windows): say why with --deviation")
     ablation = None
     if a.cmd == "ablation":
-        a.impl = [f"{a.on}@{r}" for r in a.requests] + ([] if a.no_off else [f"{a.off}@{r}" for r in a.requests])
-        a.subject = f"{a.on}@{4 if 4 in a.requests else a.requests[0]}"
-        ablation = {"requests": list(a.requests), "on": a.on, "off": None if a.no_off else a.off}
+        from .impl import make
+
+        on = [f"{a.on}@{r}" for r in a.requests]
+        off = [] if a.no_off else [f"{a.off}@{r}" for r in a.requests]
+        a.impl = on + off
+        on_names, off_names = [make(x).name for x in on], [make(x).name for x in off]
+        a.subject = on_names[a.requests.index(4) if 4 in a.requests else 0]
+        ablation = {"requests": list(a.requests), "on": on_names, "off": off_names or None, "reference": a.subject}
     cfg = SweepConfig(models=[resolve_model(m) for m in a.model], impls=a.impl,
                       layout=Layout(world=a.world, ep=a.ep or a.world), tokens=a.tokens or PAPER_TOKENS,
                       shared=a.shared, protocol=proto, seed=a.seed, gate=a.gate, floor=not a.no_floor,

@@ -23,10 +23,11 @@ free SMs while role2's persistent CTAs spin on the ring: a device-side wait then
 then unusable, so run (b) in its own invocation (results/bench/NEXT.md does).
 
 Bundles: ``GCMOE_BENCH_BUNDLES`` lists bundle files or folders (``*.gcmoe``), separated by
-``os.pathsep``; default ``<repo>/bundles``. The first bundle whose records hold role1, role2 (and
-role4 with shared experts) for the point's (P, H, I, E, k, capacity) is used; which partitions it
-holds is checked by ``get_symm_buffer_for_gc_moe`` at load (a bundle built for another split is
-reported, with the splits it has). Weights: the torch baselines' seeded BF16 draw
+``os.pathsep``; default ``<repo>/bundles``. The request's driver-aligned split is read from the driver
+first (``green.full_device_partition``: no green contexts are created for it); the first bundle whose
+records hold role1, role2, role3 (and role4 with shared experts) for (P, H, I, E, k, capacity) *and* that
+split is used. A request whose split fails validation, or that no bundle was built for, is reported
+as skipped with the reason (and the splits the bundles do hold). Weights: the torch baselines' seeded BF16 draw
 (``baselines.torch_grouped._weights``), quantised to MXFP4 (routed) and to the model's FP8 shared
 recipe, so every implementation's output is comparable (cosine) at each point.
 """
@@ -90,23 +91,29 @@ def bundle_paths(env: dict | None = None) -> list[Path]:
     return out
 
 
-def bundle_covers(records: Any, shape: ModelShape, world: int, shared: bool) -> str | None:
-    """None when the records hold role1 + role2 (+ role4) for this shape and P, else what is missing."""
+def bundle_covers(records: Any, shape: ModelShape, world: int, shared: bool, split: tuple[int, int]) -> str | None:
+    """None when the records hold role1/2/3 (+ role4) for this shape, P and (dispatch, compute) split,
+    else what is missing (with the splits that exist for the shape)."""
     base = {"ranks": world, "hidden": shape.hidden, "experts": shape.experts, "top_k": shape.top_k,
             "capacity": shape.capacity}
+    part = {"dispatch_sms": split[0], "compute_sms": split[1]}
     need = [("role1", base), ("role2", {**base, "intermediate": shape.intermediate}), ("role3", base)]
     if shared and shape.shared_experts:
         need.append(("role4", {"hidden": shape.hidden, "intermediate": shape.intermediate,
                                "capacity": shape.capacity}))
     for role, want in need:
-        if not any(r.role == role and r.arch == ARCH and all(r.variant.get(k) == v for k, v in want.items())
-                   for r in records):
-            return f"no {role} ({ARCH}) for " + " ".join(f"{k}={v}" for k, v in want.items())
+        pool = [r for r in records if r.role == role and r.arch == ARCH
+                and all(r.variant.get(k) == v for k, v in want.items())]
+        if not any(all(r.variant.get(k) == v for k, v in part.items()) for r in pool):
+            have = sorted({(r.variant.get("dispatch_sms"), r.variant.get("compute_sms")) for r in pool})
+            return (f"no {role} ({ARCH}) for " + " ".join(f"{k}={v}" for k, v in want.items())
+                    + f" at split {split[0]}/{split[1]}" + (f" (built splits: {have})" if have else ""))
     return None
 
 
-def find_bundle(shape: ModelShape, world: int, shared: bool, paths: list[Path]) -> tuple[Path | None, list[str]]:
-    """The first bundle that covers the shape, and why each earlier one did not."""
+def find_bundle(shape: ModelShape, world: int, shared: bool, split: tuple[int, int],
+                paths: list[Path]) -> tuple[Path | None, list[str]]:
+    """The first bundle that covers the shape and split, and why each earlier one did not."""
     from gcmoe_runtime.artifacts.bundle import open_bundle
 
     why: list[str] = []
@@ -119,7 +126,7 @@ def find_bundle(shape: ModelShape, world: int, shared: bool, paths: list[Path]) 
         except Exception as e:  # a damaged bundle is reported, not used
             why.append(f"{p}: {type(e).__name__}: {e}")
             continue
-        miss = bundle_covers(b.records, shape, world, shared)
+        miss = bundle_covers(b.records, shape, world, shared, split)
         if miss is None:
             return p, why
         why.append(f"{p.name}: {miss}")
@@ -140,9 +147,11 @@ def _quant_routed(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 class GcMoeBench:
     """One mode of the gc-moe operator as an `Implementation`. ``api``: the operator module (default
-    ``gcmoe_runtime.moe``); CPU tests pass a stand-in with the same three functions."""
+    ``gcmoe_runtime.moe``); ``split``: ``(device, request) -> partition`` (default
+    ``green.full_device_partition``). CPU tests pass stand-ins for both."""
 
-    def __init__(self, mode: str, request: str | int | None = None, api: Any = None, env: dict | None = None):
+    def __init__(self, mode: str, request: str | int | None = None, api: Any = None, env: dict | None = None,
+                 split: Any = None):
         if mode not in MODES:
             raise ValueError(f"gc-moe mode {mode!r}: one of {sorted(MODES)}")
         self.mode = mode
@@ -151,6 +160,7 @@ class GcMoeBench:
         self.name = mode if self.request is None else f"{mode}@{self.request}"
         self.precision = PRECISION
         self._api = api
+        self._split_fn = split
         self._env = os.environ if env is None else env
         self._m: dict | None = None
         self._loaded: dict = {}
@@ -177,19 +187,33 @@ class GcMoeBench:
         paths = bundle_paths(self._env)
         if not paths:
             return f"no bundles found ({ENV_BUNDLES}={self._env.get(ENV_BUNDLES) or DEFAULT_BUNDLE_DIR})"
-        path, why = find_bundle(shape, layout.world, shared, paths)
+        try:
+            split = self._device_split()
+        except ValueError as e:  # PartitionError: the request's split fails the rules of paper §4.2
+            self._loaded = {"split": {"requested": self.request, "invalid": str(e)}}
+            return f"dispatch-SM request {self.request}: {e}"
+        self._loaded = {"split": {"requested": self.request, "dispatch_sms": split[0], "compute_sms": split[1]}}
+        path, why = find_bundle(shape, layout.world, shared, split, paths)
         if path is None:
-            return (f"no bundle holds {shape.name} at P={layout.world}{' with shared experts' if shared else ''}: "
-                    + "; ".join(why) + f" (build: gcmoe-build bundle manifests/{shape.name}.yaml --arch sm_90a, "
-                    f"see docs/BENCHMARK.md)")
+            return (f"no bundle holds {shape.name} at P={layout.world}{' with shared experts' if shared else ''} "
+                    f"for split {split[0]}/{split[1]} (request {self.request or 'default'}): " + "; ".join(why)
+                    + " (build the model's or the ablation manifest: docs/BENCHMARK.md)")
         return None
+
+    def _device_split(self) -> tuple[int, int]:
+        """(dispatch, compute) SMs the driver gives this request on the current device (no green contexts)."""
+        fn = self._split_fn
+        if fn is None:
+            from gcmoe_runtime.green import full_device_partition as fn
+        gp = fn(torch.cuda.current_device() if self._api is None else 0, self.request)
+        return gp.dispatch_sms, gp.compute_sms
 
     def load_model(self, shape: ModelShape, layout: Layout, ctx: RankContext, shared: bool) -> None:
         self.unload_model()
         api = self._api
         if api is None:
             from gcmoe_runtime import moe as api  # noqa: N813
-        path, why = find_bundle(shape, layout.world, shared, bundle_paths(self._env))
+        path, why = find_bundle(shape, layout.world, shared, self._device_split(), bundle_paths(self._env))
         if path is None:
             raise RuntimeError("no bundle: " + "; ".join(why))
         dev = ctx.device
@@ -201,7 +225,7 @@ class GcMoeBench:
             green_contexts=self.green_contexts, overlap=self.overlap)
         w1, w2, sw = self._weights(api, shape, layout, ctx, use_shared)
         gp = buf.partition
-        self._loaded = {"bundle": str(path), "partition": {
+        self._loaded = {"bundle": str(path), "split": self._loaded.get("split"), "partition": {
             "requested": gp.requested, "dispatch_sms": gp.dispatch_sms, "compute_sms": gp.compute_sms,
             "total_sms": gp.total_sms, "alignment": gp.alignment, "green_contexts": gp.green_contexts,
             "workqueue": gp.workqueue_status}}
@@ -280,6 +304,6 @@ class GcMoeBench:
         return t1, t2, sw
 
 
-for _mode in MODES:
+for _mode in MODES:  # noqa: B023 - each lambda binds its own mode
     register(_mode, (lambda m: lambda: GcMoeBench(m))(_mode))
     register_parametric(_mode, (lambda m: lambda arg: GcMoeBench(m, arg))(_mode))

@@ -122,6 +122,9 @@ def markdown(res: dict, subject: str) -> str:
         if reasons:
             L += ["Not measured:", ""] + [f"* {r}" for r in reasons] + [""]
     L += targets_mod.markdown(targets_mod.evaluate(res, subject))
+    if not env.get("gpu"):
+        L += ["No GPU in this run: the latencies above are host timings of a dry run, so the targets say "
+              "nothing about performance.", ""]
     return "\n".join(L + definitions_markdown(res)) + "\n"
 
 
@@ -157,13 +160,27 @@ def definitions_markdown(res: dict) -> list[str]:
         "ratios (paper §6.1)", ""]
 
 
+def _split_text(d: dict | None) -> str:
+    """The driver-aligned split a gc-moe implementation ran at, or the one it could not run (and why)."""
+    if not d:
+        return "unknown"
+    if d.get("partition"):
+        return f"{d['partition']['dispatch_sms']}/{d['partition']['compute_sms']}"
+    sp = d.get("split") or {}
+    if "invalid" in sp:
+        return "invalid split"
+    if "dispatch_sms" in sp:
+        return f"{sp['dispatch_sms']}/{sp['compute_sms']} (not run)"
+    return "not loaded"
+
+
 def ablation_markdown(res: dict) -> list[str]:
     """Dispatch-SM request x overlap on/off, per T: latency table per model, ratios to the reference row."""
     ab = res["ablation"]
-    reqs, on, off = ab["requests"], ab["on"], ab["off"]
-    ref = f"{on}@{4 if 4 in reqs else reqs[0]}"
-    L = [f"Dispatch-SM ablation: requests {', '.join(map(str, reqs))} x overlap on (`{on}`) / off (`{off}`); "
-         f"the ratio column is the mean over T of latency / latency(`{ref}`) (per-point ratios).", ""]
+    reqs, on, off, ref = ab["requests"], ab["on"], ab["off"] or [None] * len(ab["requests"]), ab["reference"]
+    L = [f"Dispatch-SM ablation: requests {', '.join(map(str, reqs))} x overlap on / off; the ratio column is the "
+         f"mean over T of latency / latency(`{ref}`) (per-point ratios). The driver-aligned split is what each "
+         "implementation's rank 0 got from the driver.", ""]
     for m in res["models"]:
         sh = m["shape"]
         Ts = [pt["T"] for pt in m["points"]]
@@ -173,14 +190,11 @@ def ablation_markdown(res: dict) -> list[str]:
         hdr = ["Request", "Driver split (dispatch/compute)", "Overlap"] + [f"T={t}" for t in Ts] + [f"mean ratio to {ref}"]
         L.append("| " + " | ".join(hdr) + " |")
         L.append("|" + "---|" * len(hdr))
-        for r in reqs:
-            for base, ov in ((on, "on"), (off, "off")):
-                name = f"{base}@{r}"
-                if name not in res["implementations"]:
+        for i, r in enumerate(reqs):
+            for name, ov in ((on[i], "on"), (off[i], "off")):
+                if name is None or name not in res["implementations"]:
                     continue
-                d = (m.get("loaded", {}).get(name) or [None])[0]
-                split = f"{d['partition']['dispatch_sms']}/{d['partition']['compute_sms']}" \
-                    if d and d.get("partition") else "not loaded"
+                split = _split_text((m.get("loaded", {}).get(name) or [None])[0])
                 row = [str(r), split, ov]
                 pairs = []
                 for pt in m["points"]:

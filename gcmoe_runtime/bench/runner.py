@@ -200,11 +200,14 @@ def _rank_main(rank: int, cfg: SweepConfig, port: int, out_path: str | None) -> 
             if why is None:
                 try:
                     impl.load_model(shape, layout, ctx, cfg.shared)
-                    if hasattr(impl, "describe"):  # after loading: what this rank really got (e.g. the partition)
-                        m_res.setdefault("loaded", {})[impl.name] = impl.describe()
                 except Exception as e:
                     why = f"load_model failed: {e!r}"
                     traceback.print_exc()
+            if hasattr(impl, "describe"):  # what this rank got (e.g. the partition, or the split it could not run)
+                try:
+                    m_res.setdefault("loaded", {})[impl.name] = impl.describe()
+                except Exception as e:  # noqa: BLE001 - a description must not stop the sweep
+                    m_res.setdefault("loaded", {})[impl.name] = {"describe_failed": repr(e)}
             for T in cfg.tokens:
                 pt = build_point(shape, T, layout, rank, cfg.seed)
                 p = pt.plan
