@@ -56,3 +56,33 @@ def test_nvlink_roundtrip_is_plausible():
 
     r = measure_nvlink_roundtrip(0, 1, iters=2000)
     assert 0.2 < r["round_trip_us"] < 50, r
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["gc-moe", "gc-moe-nooverlap", "gc-moe-serial", "gc-moe-streams"])
+@pytest.mark.parametrize("T", [1, 16])
+def test_captured_gcmoe_modes_match_reference(name, T):
+    """Each gc-moe mode (bench/impl_gcmoe.py) captured like the harness does, P=1, against the FP32 reference of
+    the same seeded weights; skipped with the reason when no bundle in GCMOE_BENCH_BUNDLES covers test-tiny."""
+    dev = torch.device("cuda:0")
+    lay = Layout(1, 1)
+    impl = make(name)
+    why = impl.unsupported(TINY, lay, True)
+    if why:
+        pytest.skip(why)
+    impl.load_model(TINY, lay, RankContext(0, 1, dev, None, 0), True)
+    pt = build_point(TINY, T, lay, 0, seed=5)
+    prep = impl.prepare(pt)
+    g = capture_graph(prep.step)
+    prep.output.fill_(float("nan"))
+    g.replay()
+    g.replay()
+    torch.cuda.synchronize()
+    prep.close()  # raises if a device-side wait trapped
+    ref = reference(TINY, [pt], shared=True, device="cuda:0")
+    out = prep.output.float()
+    assert torch.isfinite(out).all()
+    assert float(torch.nn.functional.cosine_similarity(out.flatten(), ref.flatten(), dim=0)) > 0.98
+    d = impl.describe()
+    assert d["partition"]["green_contexts"] == name in ("gc-moe", "gc-moe-nooverlap")
+    impl.unload_model()
