@@ -22,6 +22,10 @@ TRAP_CODES = {
     7: "grid sync: a CTA of the same kernel never arrived (partition smaller than the grid?)",
     8: "token pull: a bulk copy from a peer into the dispatch staging buffer never completed",
     9: "l2_full_mask: role2 W2 waited for the W1 tiles (mask bits) of a token-ring block",
+    10: "l2_empty_count: role2 W1 waited for the previous generation's W2 tasks of a token-ring block",
+    11: "token-ring header: role2 found a block header whose (pool block, generation) is not the one it acquired",
+    12: "receive counts: role2 waited for role1 to publish this replay's per-expert counts (dispatch_sms arrivals)",
+    13: "role2 weight pipeline: a shared-memory stage (mbarrier) never completed",
 }
 
 

@@ -1,0 +1,202 @@
+"""CPU: the registered role2 (gcmoe_build/kernels/sm90/role2_ring.py) compiles through the full chain
+(compile_variant: DSL -> PTX -> by-value ABI rewrite -> locked ptxas -> cubin checks) for every role2 variant of
+manifests/test-tiny.yaml; its PTX has register-A wgmma, the ring protocol in the right order (receive counts ->
+l1_full acquire -> W1 -> l2_full_mask release; W2 mask acquire -> 16-byte peer stores into the combine buffer ->
+acq_rel completion count -> mask clear -> l2_empty / l1_empty releases), EVICT_FIRST weight streaming, and its
+schema is exactly what gcmoe_runtime.moe packs. Numerical correctness is a GPU test (test_role2_ring_gpu.py)."""
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[4]
+MANIFEST = ROOT / "manifests" / "test-tiny.yaml"
+
+
+def _role2_variants():
+    from gcmoe_build.manifest import load_manifest
+    from gcmoe_build.variants import enumerate_variants
+
+    return [v for v in enumerate_variants(load_manifest(MANIFEST)) if v.role == "role2"]
+
+
+@pytest.fixture(scope="session")
+def role2_arts():
+    """Every test-tiny role2 variant compiled once per session (about 3-7 s each on one core)."""
+    from gcmoe_build.compile import compile_variant
+
+    return {(v.params["ranks"], v.params["bm"], v.params["threads"]): compile_variant(v) for v in _role2_variants()}
+
+
+def _ptx(arts, bm, threads, ranks=2):
+    return arts[(ranks, bm, threads)].ptx
+
+
+def test_every_test_tiny_variant_compiles(role2_arts):
+    from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig
+
+    keys = set(role2_arts)
+    # the heuristic reaches every BM with 256 threads and BM 64 with 384 threads, for P = 1 and 2
+    assert {(bm, th) for _, bm, th in keys} == {(8, 256), (16, 256), (32, 256), (64, 256), (64, 384)}
+    assert {p for p, _, _ in keys} == {1, 2}
+    for (p, bm, th), art in role2_arts.items():
+        rec = art.record
+        assert art.cubin[:4] == b"\x7fELF"
+        assert rec.role == "role2" and rec.kernel_name == "gcmoe_sm90_role2_ring_0"
+        assert rec.launch.block == (th, 1, 1) and rec.launch.grid == "compute_sms"
+        assert rec.launch.dynamic_smem == Role2RingConfig(rec.variant).smem_bytes
+        assert rec.extra["kernel"]["bm"] == bm and rec.extra["kernel"]["threads"] == th
+        assert ".local" not in art.ptx  # no local arrays in the PTX (ptxas spills are reported separately)
+
+
+def test_register_a_wgmma_with_bm_tokens(role2_arts):
+    """Operands swapped: A = 4 decoded E4M3 registers (weight rows), B = shared descriptor (BM tokens)."""
+    for (p, bm, th), art in role2_arts.items():
+        mmas = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k32\.f32\.e4m3\.e4m3 \{[^}]*\}, "
+                          r"\{(%r\d+), (%r\d+), (%r\d+), (%r\d+)\}, %rd\d+", art.ptx)
+        assert mmas and all(int(m[0]) == bm for m in mmas), (bm, th)
+        # W1 and W2 mainloops: 2 slabs x 4 K32 per K128, two K128 per unrolled K256 step, each mainloop once
+        assert len(mmas) == 32
+
+
+def _first(ptx, needle, start=0):
+    i = ptx.find(needle, start)
+    assert i >= 0, f"{needle!r} not found after offset {start}"
+    return i
+
+
+@pytest.mark.parametrize("bm,threads", [(16, 256), (64, 384)])
+def test_ring_protocol_order(role2_arts, bm, threads):
+    ptx = _ptx(role2_arts, bm, threads)
+    recv = _first(ptx, "ld.acquire.sys.global.u64")  # receive counts: this replay's pool blocks
+    bar0 = _first(ptx, f"bar.sync 0, {threads};", recv)
+    # consumer task: l1_full acquire (+ l2_empty acquire for generation > 0) before any activation is read
+    l1 = _first(ptx, "ld.acquire.gpu.global.u32", bar0)
+    if threads == 384:  # the producer acquires the same block before streaming its weights
+        prod_bulk = _first(ptx, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint", l1)
+        assert "createpolicy.fractional.L2::evict_first" in ptx[:prod_bulk]
+        l1 = _first(ptx, "setmaxnreg.inc.sync.aligned.u32 232;", prod_bulk)
+        l1 = _first(ptx, "ld.acquire.gpu.global.u32", l1)
+    else:  # 256 threads: weights straight from HBM with the EVICT_FIRST policy
+        assert re.search(r"ld\.global\.nc\.L1::no_allocate\.L2::cache_hint\.v4\.u32", ptx)
+    w1_mma = _first(ptx, "wgmma.mma_async", l1)
+    assert "ld.global.v4.u32" in ptx[l1:w1_mma]  # ring_x rows staged after the acquire
+    w1_store = _first(ptx, "st.global.u8", w1_mma)
+    mask_set = _first(ptx, "red.release.gpu.global.or.b64", w1_store)
+    assert "fence.acq_rel.gpu;" in ptx[w1_store:mask_set]
+    # W2 task: exactly its mask bits (acquire) before its activation chunk and MMAs
+    mask_wait = _first(ptx, "ld.acquire.gpu.global.u64", mask_set)
+    w2_mma = _first(ptx, "wgmma.mma_async", mask_wait)
+    peer_st = _first(ptx, "st.global.v4.u32", w2_mma)
+    done = _first(ptx, "atom.acq_rel.gpu.global.add.u32", peer_st)
+    clear = _first(ptx, "st.relaxed.gpu.global.u64", done)
+    rel = [m.start() for m in re.finditer(r"red\.release\.gpu\.global\.add\.u32", ptx)]
+    assert len(rel) == 2 and all(r > clear for r in rel)  # l2_empty completion, then l1_empty (+1 per generation)
+    # no release of l1_empty anywhere else (role1 waits for exactly +1 per consumed generation)
+    assert ptx.count("atom.acq_rel.gpu.global.add.u32") == 1
+
+
+@pytest.mark.parametrize("bm,threads", [(8, 256), (64, 384)])
+def test_partials_are_16_byte_peer_stores_into_combine(role2_arts, bm, threads):
+    """W2 partials: BF16 staged in shared memory, then st.global.v4 to base + offsets[src_rank] + o_combine + ...
+    (the by-value peer descriptor); no 2-byte global stores remain."""
+    ptx = _ptx(role2_arts, bm, threads)
+    stores = [m.start() for m in re.finditer(r"st\.global\.v4\.u32", ptx)]
+    assert len(stores) == (bm * 32 + 255) // 256  # BM tokens x 32 units of 8 BF16 over 256 consumer threads
+    assert "[gcmoe_sm90_role2_ring_0_p_o_combine]" in ptx
+    for s in stores:
+        window = ptx[max(0, s - 1500):s]
+        assert "ld.shared.v4.u32" in window  # the staged BF16 unit
+        assert re.search(r"ld\.global\.v4\.u32", window)  # the token's (weight, src_rank, src_token, slot) row
+    assert "st.global.u16" not in ptx and "st.shared.u16" in ptx
+
+
+def test_every_wait_is_bounded_with_a_trap_record(role2_arts):
+    from gcmoe_runtime.workspace.trap import TRAP_CODES, TRAP_MAGIC
+
+    ptx = _ptx(role2_arts, 64, 384)
+    waits = ptx.count("GCMOE_R_LOOP:")
+    assert waits >= 6  # recv counts, l1_full (producer, consumer), l2_empty, mask, stage full/empty
+    assert ptx.count("%globaltimer") >= 2 * waits
+    assert ptx.count(f"st.relaxed.sys.u32 [") >= 4 and str(TRAP_MAGIC) in ptx and "trap;" in ptx
+    from gcmoe_build.kernels.sm90 import role2_ring as r2
+
+    for code in (r2.CODE_L1_FULL, r2.CODE_L2_MASK, r2.CODE_L2_EMPTY, r2.CODE_HEADER, r2.CODE_RECV, r2.CODE_STAGE):
+        assert code in TRAP_CODES
+
+
+def test_schema_matches_what_moe_packs(role2_arts):
+    """The kernel's by-value parameters are exactly names the runtime provides: role_values' o_<region> offsets
+    and scalars, and the weight names fp8_fp4_gc_moe adds."""
+    from gcmoe_build.kernels.sm90.role2_ring import OFFSET_PARAMS, SCALAR_PARAMS_S32, SCALAR_PARAMS_U64, WEIGHT_PARAMS
+    from gcmoe_runtime import moe
+    from gcmoe_runtime.operator.values import role_values
+    from gcmoe_runtime.workspace.layout import LayoutSpec, WorkspaceLayout
+
+    rec = role2_arts[(2, 64, 384)].record
+    names = [p.name for p in rec.params]
+    assert names == (["peer"] + [f"o_{n}" for n in OFFSET_PARAMS] + list(WEIGHT_PARAMS) + list(SCALAR_PARAMS_U64)
+                     + list(SCALAR_PARAMS_S32))
+    assert rec.params[0].size == 592
+
+    class _Ws:
+        layout = WorkspaceLayout.build(LayoutSpec(arch="sm_90a", world_size=2, num_experts=16, topk=4, hidden=512,
+                                                  intermediate=256, capacity=256, bm_candidates=(8, 16, 32, 64),
+                                                  compute_sms=128))
+        peer_desc = b"\0" * 592
+
+    vals = role_values(_Ws(), ntok=3, err=0)
+    src = inspect.getsource(moe.fp8_fp4_gc_moe)
+    for n in names:
+        assert n in vals or f'"{n}"' in src, n
+    for n in WEIGHT_PARAMS:
+        assert f'"{n}"' in src, n
+    # sizes: u64 offsets/addresses, s32 ring geometry
+    kinds = {p.name: p.size for p in rec.params}
+    assert all(kinds[f"o_{n}"] == 8 for n in OFFSET_PARAMS) and all(kinds[n] == 4 for n in SCALAR_PARAMS_S32)
+    assert vals["bm_stride"] == _Ws.layout.bm_max and vals["sf_stride"] == _Ws.layout.sf_rows_max
+
+
+def test_registered_and_in_the_compile_plan():
+    """`gcmoe-build compile manifests/test-tiny.yaml` now builds role2 (the CLI compiles the variants whose role
+    has a kernel)."""
+    from gcmoe_build import pipeline
+    from gcmoe_build.kernels import ROLES, has_kernel
+
+    assert ROLES["role2"] == "gcmoe_build.kernels.sm90.role2_ring" and has_kernel("role2")
+    be = pipeline.Backend()
+    vs = [v for v in be.variants_of(MANIFEST) if v.role == "role2"]
+    assert len(vs) == 10 and all(be.has_kernel(v.role) for v in vs)
+
+
+BASE = dict(act_alpha=1.0, act_clamp=10.0, act_fast_math=True, activation="swiglu", capacity=256, compute_sms=128,
+            dispatch_sms=4, experts=16, hidden=512, intermediate=256, recipe_routed="e4m3-fp32k128_x_mxfp4",
+            shared_experts=1, top_k=4, ranks=2, bm=16, threads=256)
+
+
+@pytest.mark.parametrize("bad,needle", [
+    ({"threads": 128}, "threads=128"), ({"bm": 12}, "BM=12"), ({"activation": "gelu"}, "swiglu"),
+    ({"intermediate": 4352}, "2I/128 > 64"), ({"hidden": 640}, "multiple of 256"), ({"experts": 15}, "divisible"),
+    ({"recipe_routed": "e4m3_x_e4m3"}, "recipe_routed"), ({"dispatch_sms": 0}, "dispatch_sms")])
+def test_bad_params(bad, needle):
+    from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig
+
+    with pytest.raises(ValueError, match=needle):
+        Role2RingConfig({**BASE, **bad})
+
+
+def test_smem_layout_fits_production_shapes():
+    """glm-5.2 / deepseek-v4.1-flash shapes at every BM: W2 staging fits, at least 2 weight stages (384)."""
+    from gcmoe_build.kernels.sm90.role2_gemm import SMEM_LIMIT
+    from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig
+
+    for h, i in ((6144, 2048), (5120, 2304), (512, 256)):
+        for bm in (8, 16, 32, 64):
+            for th in (256, 384):
+                c = Role2RingConfig({**BASE, "hidden": h, "intermediate": i, "bm": bm, "threads": th})
+                o = c.smem_offsets()
+                assert o["asc"] >= bm * 512 and o["total"] <= SMEM_LIMIT
+                assert th == 256 or o["stages"] >= 2
