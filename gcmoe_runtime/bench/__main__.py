@@ -46,6 +46,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--gate", choices=("enforce", "record", "skip"), default="enforce")
     p.add_argument("--no-floor", action="store_true")
+    p.add_argument("--floor-json", default=None,
+                   help="reuse ceilings measured earlier in this session (`floor --world P --json F`) instead of "
+                        "measuring them again")
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.add_argument("--stem", default="results")
     p.add_argument("--cpu-dry-run", action="store_true",
@@ -137,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
                       layout=Layout(world=a.world, ep=a.ep or a.world), tokens=a.tokens or PAPER_TOKENS,
                       shared=a.shared, protocol=proto, seed=a.seed, gate=a.gate, floor=not a.no_floor,
                       command="python -m gcmoe_runtime.bench " + shlex.join(sys.argv[1:] if argv is None else argv),
-                      deviation=a.deviation, device="cpu" if a.cpu_dry_run else "cuda", ablation=ablation)
+                      deviation=a.deviation, device="cpu" if a.cpu_dry_run else "cuda", ablation=ablation,
+                      floor_json=a.floor_json)
     res = run_sweep(cfg)
     files = write_all(res, a.out, a.subject, a.stem)
     print((a.out / f"{a.stem}.md").read_text())

@@ -57,7 +57,9 @@ def markdown(res: dict, subject: str) -> str:
         bws = ", ".join(f"cuda:{b['device']} {b['gbps']:.0f} GB/s" for b in fl["read_bandwidth"])
         nv = fl.get("nvlink") or {}
         nvs = f"{nv['round_trip_us']:.3f} µs" if "round_trip_us" in nv else (nv.get("error") or "not measured")
-        L.append(f"* Ceilings measured in this run: streaming read {bws}; NVLink flag round trip {nvs}")
+        when = (f"measured earlier in this session ({fl['reused_from']})" if fl.get("reused_from")
+                else "measured in this run")
+        L.append(f"* Ceilings {when}: streaming read {bws}; NVLink flag round trip {nvs}")
     for n in names:
         L.append(f"* `{n}`: {res['implementations'][n].get('precision')}" + _partition_note(res, n))
     L.append("")

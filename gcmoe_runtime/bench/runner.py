@@ -47,7 +47,8 @@ class SweepConfig:
     deviation: str | None = None     # stated in the JSON when the protocol is not the paper's
     impl_names: list[str] = dataclasses.field(default_factory=list)  # filled by run_sweep
     device: str = "cuda"             # "cpu": dry run of the whole harness (host timings, not performance)
-    ablation: dict | None = None     # dispatch-SM ablation: {"requests": [...], "on": base, "off": base}
+    ablation: dict | None = None     # dispatch-SM ablation: {"requests": [...], "on": [names], "off": [names]}
+    floor_json: str | None = None    # reuse ceilings measured earlier in the same session (`bench floor --json`)
 
 
 def utc_now() -> str:
@@ -373,7 +374,7 @@ def run_sweep(cfg: SweepConfig) -> dict:
     # fail fast on unknown names, before any device work
     cfg.impl_names = [make(s).name for s in cfg.impls]
     if cfg.device == "cpu":
-        cfg.gate, cfg.floor = "skip", False
+        cfg.gate, cfg.floor = "skip", bool(cfg.floor_json)  # a given ceilings file only exercises the arithmetic
         cfg.deviation = "CPU dry run: host timings of eager calls, not performance" + (
             f"; {cfg.deviation}" if cfg.deviation else "")
     gate_res = None
@@ -387,9 +388,17 @@ def run_sweep(cfg: SweepConfig) -> dict:
         if not g.passed and cfg.gate == "enforce":
             raise SystemExit("idle-GPU gate failed (use --gate record to measure anyway, recorded in the JSON)")
     floor = None
-    if cfg.floor:
+    if cfg.floor and cfg.floor_json:
+        floor = json.loads(Path(cfg.floor_json).read_text())
+        if len(floor.get("read_bandwidth", [])) < cfg.layout.world:
+            raise SystemExit(f"--floor-json {cfg.floor_json}: {len(floor.get('read_bandwidth', []))} devices measured, "
+                             f"the sweep needs {cfg.layout.world}")
+        floor["reused_from"] = str(cfg.floor_json)
+        print(f"[bench] ceilings from {cfg.floor_json} (measured earlier in this session)", file=sys.stderr)
+    elif cfg.floor:
         print("[bench] measuring ceilings (streaming read, NVLink round trip) ...", file=sys.stderr)
         floor = _floor_in_child(cfg.layout.world)
+    if floor:
         for r in floor["read_bandwidth"]:
             print(f"[bench]   cuda:{r['device']} read {r['gbps']:.0f} GB/s ({r['best_variant']})", file=sys.stderr)
         nv = floor.get("nvlink")

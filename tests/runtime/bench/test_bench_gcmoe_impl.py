@@ -134,3 +134,21 @@ def test_cpu_ablation_cli_reports_every_request(bundles, tmp_path, capsys):
     assert "| 8 | 12/120 | on |" in md and "| 8 | 12/120 | off |" in md and "| 16 | 20/112 (not run) | on | skipped" in md
     assert "| 120 | invalid split | off | skipped" in md
     assert "mean ratio to gc-moe@4" in md and "`gc-moe@120` skipped at T=1,2" in md
+
+
+def test_floor_json_is_reused_and_feeds_the_stream_fraction(bundles, tmp_path):
+    fl = tmp_path / "floor.json"
+    fl.write_text(json.dumps({"read_bandwidth": [{"device": 0, "gbps": 4300.0, "best_variant": "sum"}],
+                              "nvlink": None}))
+    out = tmp_path / "o"
+    assert main(["sweep", "--model", "test-tiny", "--cpu-dry-run", "--tokens", "256", "--impl", F + "gc_moe",
+                 "--impl", F + "gc_moe_serial", "--replays", "1", "--warmup", "0", "--measured", "1",
+                 "--floor-json", str(fl), "--out", str(out)]) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["floor"]["reused_from"] == str(fl)
+    pt = res["models"][0]["points"][0]
+    lat = pt["impls"]["gc-moe"]["latency_us"]
+    want = pt["per_rank_hbm_bytes"][0] / 4300e9 * 1e6 / lat
+    assert res["targets"][0]["weight_streaming_t256"]["value"] == pytest.approx(want)
+    assert pt["floor_us"] == pytest.approx(pt["per_rank_hbm_bytes"][0] / 4300e9 * 1e6)
+    assert "measured earlier in this session" in (out / "results.md").read_text()
