@@ -41,7 +41,8 @@ def main(preset: str, shared: int, outdir: str) -> None:
     bundle = os.environ.get("GCMOE_OPERATOR_BUNDLE",
                             str(ROOT / "results/operator" / f"{MANIFEST_OF[preset]}-sm90a.gcmoe"))
     buf = moe.get_symm_buffer_for_gc_moe(group, cfg.num_experts, BUILT_CAPACITY, cfg.topk, cfg.hidden,
-                                         cfg.intermediate, bundle=bundle, shared_experts=bool(shared))
+                                         cfg.intermediate, bundle=bundle, shared_experts=bool(shared),
+                                         timeout_ns=int(float(os.environ.get("GCMOE_TIMEOUT_S", "3600")) * 1e9))
     layer = make_layer_weights(cfg)
     eager = GcMoeImplementation(buf, layer, activation_alpha=cfg.alpha, activation_clamp=cfg.clamp)
     graph = GcMoeImplementation(buf, layer, graph=True, activation_alpha=cfg.alpha, activation_clamp=cfg.clamp)

@@ -200,3 +200,41 @@ def test_smem_layout_fits_production_shapes():
                 o = c.smem_offsets()
                 assert o["asc"] >= bm * 512 and o["total"] <= SMEM_LIMIT
                 assert th == 256 or o["stages"] >= 2
+
+
+def test_committed_bundle_serves_every_call_moe_makes():
+    """results/operator/role2/test-tiny-sm90a.gcmoe (the GPU test's bundle) holds a role2 for every tile the
+    heuristic picks for T = 1..capacity, found with exactly the keys fp8_fp4_gc_moe passes, and its schema packs
+    from role_values + the weight names (CPU only: no cubin is loaded)."""
+    from gcmoe_runtime.artifacts.bundle import open_bundle
+    from gcmoe_runtime.heuristics import choose_tile
+    from gcmoe_runtime.params import KernelArgs
+    from gcmoe_runtime.operator.values import role_values
+    from gcmoe_runtime.workspace.layout import LayoutSpec, WorkspaceLayout
+
+    b = open_bundle(str(ROOT / "results" / "operator" / "role2" / "test-tiny-sm90a.gcmoe"))
+    for P in (1, 2):
+        shape = dict(ranks=P, top_k=4, experts=16, hidden=512)
+        cap = dict(capacity=256, dispatch_sms=4, compute_sms=128)
+        lay = WorkspaceLayout.build(LayoutSpec(arch="sm_90a", world_size=P, num_experts=16, topk=4, hidden=512,
+                                               intermediate=256, capacity=256, bm_candidates=(8, 16, 32, 64),
+                                               compute_sms=128))
+
+        class _Ws:
+            layout = lay
+            peer_desc = b"\0" * 592
+
+        seen = set()
+        for T in range(1, 257):
+            tile = choose_tile("sm_90a", T, **shape, intermediate=256, compute_sms=128, candidates=(8, 16, 32, 64),
+                               capacity=256)
+            if (tile.bm, tile.threads) in seen:
+                continue
+            seen.add((tile.bm, tile.threads))
+            rec = b.find("role2", arch="sm_90a", **shape, **cap, bm=tile.bm, threads=tile.threads, intermediate=256,
+                         act_alpha=1.0, act_clamp=10.0)
+            vals = role_values(_Ws(), ntok=T, err=0)
+            vals.update({n: 1 << 20 for n in ("w1_tiles", "w1_scales", "w1_factor", "w2_tiles", "w2_scales",
+                                              "w2_factor")})
+            KernelArgs.build(rec.kernel_name, rec.params, {p.name: vals[p.name] for p in rec.params})
+        assert len(seen) >= 2
