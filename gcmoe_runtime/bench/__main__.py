@@ -46,6 +46,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--gate", choices=("enforce", "record", "skip"), default="enforce")
     p.add_argument("--no-floor", action="store_true")
+    p.add_argument("--budget-s", type=float, default=None,
+                   help="measurement time for this invocation; points after it are recorded as not measured")
     p.add_argument("--floor-json", default=None,
                    help="reuse ceilings measured earlier in this session (`floor --world P --json F`) instead of "
                         "measuring them again")
@@ -141,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                       shared=a.shared, protocol=proto, seed=a.seed, gate=a.gate, floor=not a.no_floor,
                       command="python -m gcmoe_runtime.bench " + shlex.join(sys.argv[1:] if argv is None else argv),
                       deviation=a.deviation, device="cpu" if a.cpu_dry_run else "cuda", ablation=ablation,
-                      floor_json=a.floor_json)
+                      floor_json=a.floor_json, budget_s=a.budget_s)
     res = run_sweep(cfg)
     files = write_all(res, a.out, a.subject, a.stem)
     print((a.out / f"{a.stem}.md").read_text())

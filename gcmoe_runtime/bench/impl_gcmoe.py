@@ -23,7 +23,7 @@ free SMs while role2's persistent CTAs spin on the ring: a device-side wait then
 then unusable, so run (b) in its own invocation (results/bench/NEXT.md does).
 
 Bundles: ``GCMOE_BENCH_BUNDLES`` lists bundle files or folders (``*.gcmoe``), separated by
-``os.pathsep``; default ``<repo>/bundles``. The request's driver-aligned split is read from the driver
+``os.pathsep``; default ``<repo>/build/bundles``. The request's driver-aligned split is read from the driver
 first (``green.full_device_partition``: no green contexts are created for it); the first bundle whose
 records hold role1, role2, role3 (and role4 with shared experts) for (P, H, I, E, k, capacity) *and* that
 split is used. A request whose split fails validation, or that no bundle was built for, is reported
@@ -59,7 +59,7 @@ PRECISION = ("E4M3 act (FP32 scale/K128) x MXFP4 weights (E2M1, UE8M0/K32), FP32
              "shared experts E4M3 weights (model's UE8M0 recipe)")
 ENV_BUNDLES = "GCMOE_BENCH_BUNDLES"
 ENV_TIMEOUT = "GCMOE_BENCH_TIMEOUT_S"
-DEFAULT_BUNDLE_DIR = Path(__file__).resolve().parents[2] / "bundles"
+DEFAULT_BUNDLE_DIR = Path(__file__).resolve().parents[2] / "build" / "bundles"  # git-ignored
 ARCH = "sm_90a"
 
 # One model's transformed weights stay cached between the modes/requests of a sweep (the ablation

@@ -49,6 +49,7 @@ class SweepConfig:
     device: str = "cuda"             # "cpu": dry run of the whole harness (host timings, not performance)
     ablation: dict | None = None     # dispatch-SM ablation: {"requests": [...], "on": [names], "off": [names]}
     floor_json: str | None = None    # reuse ceilings measured earlier in the same session (`bench floor --json`)
+    budget_s: float | None = None    # measurement time of this invocation; later points are recorded as not measured
 
 
 def utc_now() -> str:
@@ -192,12 +193,14 @@ def _rank_main(rank: int, cfg: SweepConfig, port: int, out_path: str | None) -> 
     impls = [make(s) for s in cfg.impls]
     total = len(cfg.models) * len(impls) * len(cfg.tokens)
     prog = Progress(total, enabled=(rank == 0))
+    over_budget = _budget_check(cfg, group, device)
+    budget_why = f"time budget of this invocation ({cfg.budget_s} s) spent before this point: not measured"
     rank_results: list[dict] = []
     for shape in cfg.models:
         m_res: dict[str, Any] = {"model": shape.name, "points": {}}
         outputs: dict[int, Any] = {}
         for impl in impls:
-            why = impl.unsupported(shape, layout, cfg.shared)
+            why = budget_why if over_budget() else impl.unsupported(shape, layout, cfg.shared)
             if why is None:
                 try:
                     impl.load_model(shape, layout, ctx, cfg.shared)
@@ -216,6 +219,8 @@ def _rank_main(rank: int, cfg: SweepConfig, port: int, out_path: str | None) -> 
                     "counts": {"assignments": p.assignments, "active_experts": p.active_experts,
                                "remote_sent": p.remote_sent, "shared_tokens": T if cfg.shared else 0},
                     "impls": {}})
+                if over_budget() and why is None:  # called at every point on every rank: a collective
+                    why = budget_why
                 if why is not None:
                     entry["impls"][impl.name] = {"status": "skipped", "reason": why}
                     prog.step(f"{shape.name} T={T} {impl.name}", "skipped")
@@ -266,6 +271,32 @@ def _rank_main(rank: int, cfg: SweepConfig, port: int, out_path: str | None) -> 
     dist.barrier(group=group) if cpu else dist.barrier(group=group, device_ids=[rank])
     dist.destroy_process_group()
     return None
+
+
+def _budget_check(cfg: SweepConfig, group: Any, device: Any):
+    """A callable telling whether this invocation's measurement budget is spent, agreed by every rank (MAX
+    all-reduce of the ranks' own verdicts), so that all ranks skip from the same point on. Sticky once true."""
+    import time
+
+    import torch
+
+    t0 = time.monotonic()
+    state = {"over": False}
+
+    def check() -> bool:
+        if cfg.budget_s is None or state["over"]:
+            return state["over"]
+        mine = time.monotonic() - t0 > cfg.budget_s
+        if group is not None:
+            import torch.distributed as dist
+
+            flag = torch.tensor([int(mine)], dtype=torch.int32, device=device)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+            mine = bool(flag.item())
+        state["over"] = mine
+        return mine
+
+    return check
 
 
 def _spawn_entry(rank: int, cfg: SweepConfig, port: int, out_dir: str) -> None:

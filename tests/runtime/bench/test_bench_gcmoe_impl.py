@@ -152,3 +152,15 @@ def test_floor_json_is_reused_and_feeds_the_stream_fraction(bundles, tmp_path):
     assert res["targets"][0]["weight_streaming_t256"]["value"] == pytest.approx(want)
     assert pt["floor_us"] == pytest.approx(pt["per_rank_hbm_bytes"][0] / 4300e9 * 1e6)
     assert "measured earlier in this session" in (out / "results.md").read_text()
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_budget_stops_every_rank_at_the_same_point(bundles, tmp_path, world):
+    cfg = SweepConfig(models=[TINY], impls=[F + "gc_moe", "torch-bf16"], layout=Layout(world, world), tokens=(1, 2),
+                      protocol=FAST, device="cpu", command="test", budget_s=0.0)
+    res = run_sweep(cfg)
+    for pt in res["models"][0]["points"]:
+        for n in ("gc-moe", "torch-bf16"):
+            it = pt["impls"][n]
+            assert it["status"] == "skipped" and "time budget" in it["reason"]
+            assert len(it["per_rank"]) == world
