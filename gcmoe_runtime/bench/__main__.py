@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
 
         on = [f"{a.on}@{r}" for r in a.requests]
         off = [] if a.no_off else [f"{a.off}@{r}" for r in a.requests]
-        a.impl = on + off
+        # interleaved (on@r, off@r, ...): a --budget-s cut drops whole requests at the end, not one overlap setting
+        a.impl = [x for i in range(len(on)) for x in ([on[i], off[i]] if off else [on[i]])]
         on_names, off_names = [make(x).name for x in on], [make(x).name for x in off]
         a.subject = on_names[a.requests.index(4) if 4 in a.requests else 0]
         ablation = {"requests": list(a.requests), "on": on_names, "off": off_names or None, "reference": a.subject}
