@@ -72,6 +72,23 @@ REQUIRED_PTX = ("wgmma.mma_async.sync.aligned", "ld.acquire.gpu.global.u32", "ld
                 "atom.acq_rel.gpu.global.add.u32", "st.global.v4.u32", "trap")
 
 
+def task_coords(task, nt1, nt2):
+    """Static task order (host mirror of the kernel's arithmetic): task -> (pool block, W1 task?, tile)."""
+    q, r = divmod(task, nt1 + nt2)
+    return q, r < nt1, (r if r < nt1 else r - nt1)
+
+
+def l2_empty_target(gen, nt2):
+    """``l2_empty_count`` value at which generation ``gen`` of a ring block may be (re)used by W1/W2 of ``gen``:
+    every generation adds 1 per W2 task plus 1 when its last W2 task has cleared the W1 bitmap."""
+    return (nt2 + 1) * gen
+
+
+def last_w2_old(gen, nt2):
+    """The ``atom.add`` return value that identifies the last W2 task of generation ``gen``."""
+    return (nt2 + 1) * gen + (nt2 - 1)
+
+
 def _align(n, a):
     return (n + a - 1) // a * a
 
@@ -416,8 +433,8 @@ def _trace_parts(cfg):
                 rb = q - gen * ring_blocks
                 wait_geq_u32_rt(ws + o_l1_full_count + Int64(rb) * 4, BM * (gen + 1), err, CODE_L1_FULL, timeout_ns)
                 if gen > 0:  # previous generation's W2 done and its mask bits cleared
-                    wait_geq_u32_rt(ws + o_l2_empty_count + Int64(rb) * 4, (NT2 + 1) * gen, err, CODE_L2_EMPTY,
-                                    timeout_ns)
+                    wait_geq_u32_rt(ws + o_l2_empty_count + Int64(rb) * 4, l2_empty_target(gen, NT2), err,
+                                    CODE_L2_EMPTY, timeout_ns)
                 hdr = ws + o_ring_block + Int64(rb) * 16
                 el = ld_relaxed_gpu_u32(hdr)
                 ntok = ld_relaxed_gpu_u32(hdr + 4)
@@ -501,16 +518,17 @@ def _trace_parts(cfg):
                             n = u >> 5
                             c = u & 31
                             if n < ntok:
+                                # (routing weight, src_rank, src_token, slot) -> combine[slot][src_token] of src_rank
                                 meta = ld_global_v4(ws + o_ring_meta + (row0 + Int64(n)) * 16)
-                                dst = peer_ws(peer, meta[1]) + o_combine + (
-                                    (Int64(meta[3]) * CAP + Int64(meta[2])) * H + Int64(tile * ROWS_PER_CTA + 8 * c)) * 2
+                                cell = (Int64(meta[3]) * CAP + Int64(meta[2])) * H + Int64(tile * ROWS_PER_CTA + 8 * c)
+                                dst = peer_ws(peer, meta[1]) + o_combine + cell * 2
                                 v = ld_shared_v4(smem + ACT_OFF + n * 512 + c * 16)
                                 st_global_v4(dst, v[0], v[1], v[2], v[3])
                     bar_sync(1, CT)
                     if ctid == 0:
                         fence_acq_rel_gpu()
                         old = atom_add_acqrel_gpu_u32(ws + o_l2_empty_count + Int64(rb) * 4, Int32(1))
-                        if old == (NT2 + 1) * gen + (NT2 - 1):
+                        if old == last_w2_old(gen, NT2):
                             # last W2 task of this generation: clear the W1 bitmap for the next generation,
                             # complete l2_empty's generation, then hand the ring block back to role1
                             st_relaxed_gpu_u64(ws + o_l2_full_mask + Int64(rb) * 8, Int64(0))

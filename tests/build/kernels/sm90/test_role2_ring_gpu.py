@@ -6,7 +6,8 @@ eager and repeat bit-identity). Routed only (SHARED=0): role4 is not built yet.
 Bundle: ``results/operator/role2/test-tiny-sm90a.gcmoe`` (built on CPU by ``gcmoe-build compile`` + ``bundle``
 with role2; see results/operator/NEXT.md). Device waits time out after GCMOE_TIMEOUT_S (default here 20 s) so a
 protocol bug traps with a recognisable record instead of hanging the run.
-Run on the GPU machine: ``source ci/gpu_env.sh && python3 -m pytest -q -m gpu tests/build/kernels/sm90/test_role2_ring_gpu.py``.
+Run on the GPU machine:
+``source ci/gpu_env.sh && python3 -m pytest -q -m gpu tests/build/kernels/sm90/test_role2_ring_gpu.py``.
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ BUNDLE = ROOT / "results" / "operator" / "role2" / "test-tiny-sm90a.gcmoe"
 
 
 def _run(tmp_path, world):
-    env = {**os.environ, "GCMOE_OPERATOR_BUNDLE": str(BUNDLE), "GCMOE_TIMEOUT_S": os.environ.get("GCMOE_TIMEOUT_S", "20"),
+    env = {**os.environ, "GCMOE_OPERATOR_BUNDLE": str(BUNDLE),
+           "GCMOE_TIMEOUT_S": os.environ.get("GCMOE_TIMEOUT_S", "20"),
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     args = [str(HARNESS), "test-tiny", "0", str(tmp_path)]
     if world == 1:
