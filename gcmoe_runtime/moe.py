@@ -22,9 +22,11 @@ Kernel arguments are packed by name from the kernels' recorded schemas: the work
 ``w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales, w2_factor`` (and ``shared_w1, shared_w1_scale,
 shared_w2, shared_w2_scale``), ``y``, ``ntok``, the activation options ``act_alpha, act_clamp``.
 
-Status: role1 and role3 are built and GPU-verified in isolation; the layer needs a bundle that also
-holds the ring-consuming role2 (and role4 for shared experts) — until then the call stops with an
-error naming the missing variant instead of launching a partial layer.
+Status: role1 and role3 are built and GPU-verified in isolation; the ring-consuming role2
+(``gcmoe_build/kernels/sm90/role2_ring.py``, by-name parameters exactly the values below) is registered and
+compiled (``results/operator/role2/*.gcmoe``) but not yet GPU-verified; role4 (shared experts) is not built, so a
+buffer with ``shared_experts=True`` stops with an error naming the missing variant instead of launching a
+partial layer.
 """
 from __future__ import annotations
 
