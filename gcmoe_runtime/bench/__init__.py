@@ -1,7 +1,9 @@
 """Decode benchmark harness (issue 7): the paper's §6.1 protocol, baselines, models, floor and reports.
 
-CLI: ``python -m gcmoe_runtime.bench {sweep,floor,gate,report,list} ...`` (see ``--help``).
-Plug an implementation in through :mod:`gcmoe_runtime.bench.impl` (``Implementation`` / ``Prepared``).
+CLI: ``python -m gcmoe_runtime.bench {sweep,ablation,floor,gate,report,list} ...`` (see ``--help``;
+docs/BENCHMARK.md). Plug an implementation in through :mod:`gcmoe_runtime.bench.impl` (``Implementation`` /
+``Prepared``); our operator's modes are in :mod:`gcmoe_runtime.bench.impl_gcmoe`, the issue's targets in
+:mod:`gcmoe_runtime.bench.targets`.
 This package imports torch lazily and never imports gcmoe_build.
 """
 from .impl import Implementation, Prepared, RankContext, make, register, registered  # noqa: F401

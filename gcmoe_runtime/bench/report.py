@@ -1,5 +1,6 @@
-"""Results -> files: the JSON document, a markdown table shaped like paper Tables 5-10, PNG plots like
-Figures 3-8 (latency and speedup against tokens per rank, log x).
+"""Results -> files: the JSON document, a markdown table shaped like paper Tables 5-10 (with the issue's
+targets, `targets.py`, and the definitions), or the dispatch-SM ablation table for an ablation run, and PNG
+plots like Figures 3-8 (latency and speedup against tokens per rank, log x).
 
 The *subject* is the implementation whose speedup is reported (our operator once it exists; for now any
 named implementation). Speedup per point = latency_other / latency_subject; the mean is the arithmetic
