@@ -28,6 +28,8 @@ from gcmoe_runtime.artifacts.record import ArtifactRecord
 from gcmoe_runtime.artifacts.store import Store, StoreError
 
 COMPILED, CACHED, NO_KERNEL, FAILED = "compiled", "cached", "no kernel yet", "failed"
+#: The same variant (same key) already listed by an earlier manifest of this run: built once.
+SAME_AS_EARLIER = "same as above"
 
 
 class PipelineError(RuntimeError):
@@ -107,6 +109,8 @@ class Planned:
     manifest_path: Path
     variant: Any  # gcmoe_build.variants.Variant
     key: str | None
+    #: the earlier Planned with the same key (another manifest listed the same variant), if any
+    same_as: "Planned | None" = None
 
     @property
     def label(self) -> str:
@@ -154,7 +158,7 @@ class PipelineReport:
                 t = f"{r.seconds:8.2f}s" if r.status in (COMPILED, CACHED) else " " * 9
                 size = f"{r.record.cubin_size / 1024:7.1f} KiB" if r.record else " " * 11
                 lines.append(f"  {key}  {r.status:<13} {t} {size}  {r.planned.label}")
-                for text in (r.note, r.error):
+                for text in (r.note if r.status != SAME_AS_EARLIER else None, r.error):
                     if text:
                         lines.extend("      " + ln for ln in text.rstrip().splitlines())
             if no_kernel:
@@ -168,6 +172,7 @@ class PipelineReport:
                 f"  -- {len(cold)} compiled (cold {sum(cold):.2f}s total), {len(warm)} cached "
                 f"(warm {sum(warm):.3f}s total), {len([r for r in results if r.status == NO_KERNEL])} no kernel yet, "
                 f"{len([r for r in results if r.status == FAILED])} failed"
+                + (f", {len(same)} same as an earlier manifest's" if (same := [r for r in results if r.status == SAME_AS_EARLIER]) else "")
             )
         lines.append(
             f"wall {self.wall_seconds:.2f}s, {self.jobs} compile process(es); store {self.store_root}: "
@@ -182,10 +187,14 @@ class PipelineReport:
 def plan(
     manifest_paths: Iterable[str | os.PathLike[str]], arch: str | None = None, backend: Backend | None = None
 ) -> list[Planned]:
-    """Every variant of every manifest (optionally only ``arch``), keyed; duplicates removed."""
+    """Every variant of every manifest (optionally only ``arch``), keyed.
+
+    A variant listed again (same key, e.g. by a second manifest) points to its first listing
+    through ``same_as``; it is built once.
+    """
     backend = backend or Backend()
     planned: list[Planned] = []
-    seen: set[str] = set()
+    seen: dict[str, Planned] = {}
     for mp_ in manifest_paths:
         path = Path(mp_)
         variants = backend.variants_of(path)
@@ -196,11 +205,10 @@ def plan(
                 raise PipelineError(f"{path}: no variants for --arch {arch}; the manifest targets {arches}")
         for v in variants:
             key = backend.variant_key(v) if backend.has_kernel(v.role) else None
-            if key is not None:
-                if key in seen:
-                    continue
-                seen.add(key)
-            planned.append(Planned(path, v, key))
+            p = Planned(path, v, key, seen.get(key) if key is not None else None)
+            if key is not None and p.same_as is None:
+                seen[key] = p
+            planned.append(p)
     return planned
 
 
@@ -314,7 +322,7 @@ def run(
     backend = backend or Backend()
     planned = plan(manifest_paths, arch, backend)
     store.remove_stale_temp()
-    bar = Progress(sum(p.key is not None for p in planned), stream, enabled=progress)
+    bar = Progress(sum(p.key is not None and p.same_as is None for p in planned), stream, enabled=progress)
     results: dict[int, VariantResult] = {}
     notes: dict[int, str] = {}
     todo: list[Planned] = []
@@ -322,6 +330,8 @@ def run(
         if p.key is None:
             results[i] = VariantResult(p, NO_KERNEL)
             continue
+        if p.same_as is not None:
+            continue  # resolved from its first listing below
         t = time.perf_counter()
         if store.has_record(p.key):
             try:
@@ -353,6 +363,11 @@ def run(
         bar.step(p.label, r.status, seconds)
 
     compile_variants(todo, jobs, on_result, backend)
+    for i, p in enumerate(planned):
+        if p.same_as is not None:
+            first = results[index[id(p.same_as)]]
+            status = SAME_AS_EARLIER if first.status in (COMPILED, CACHED) else first.status
+            results[i] = VariantResult(p, status, 0.0, first.error, first.record, f"built for {p.same_as.manifest_path}")
     return PipelineReport(
         results=[results[i] for i in range(len(planned))],
         wall_seconds=time.perf_counter() - t0,
@@ -373,7 +388,7 @@ def bundle_keys(
     Returns (keys, variants without a kernel yet).
     """
     planned = plan(manifest_paths, arch, backend)
-    missing = [p for p in planned if p.key is not None and not store.has_record(p.key)]
+    missing = [p for p in planned if p.key is not None and p.same_as is None and not store.has_record(p.key)]
     if missing:
         shown = "\n".join(f"  {p.key[:12]}  {p.manifest_path}: {p.label}" for p in missing[:20])
         more = f"\n  ... and {len(missing) - 20} more" if len(missing) > 20 else ""
@@ -381,4 +396,5 @@ def bundle_keys(
             f"{len(missing)} variant(s) are not compiled in store {store.root}:\n{shown}{more}\n"
             f"run `gcmoe-build compile {' '.join(str(m) for m in manifest_paths)} --store {store.root}` first"
         )
-    return [p.key for p in planned if p.key is not None], [p for p in planned if p.key is None]
+    keys = [p.key for p in planned if p.key is not None and p.same_as is None]
+    return keys, [p for p in planned if p.key is None]

@@ -74,6 +74,20 @@ def test_parallel_pool(tmp_path, manifest):
     assert all(r.seconds >= 0.2 for r in report.by_status(COMPILED))
 
 
+def test_variant_shared_by_two_manifests_is_built_once(tmp_path):
+    a = write_manifest(tmp_path / "a.json", VARIANTS[:2])
+    b = write_manifest(tmp_path / "b.json", VARIANTS[1:3])
+    calls = tmp_path / "calls"
+    store = Store(tmp_path / "s")
+    report = pipeline.run([a, b], store, jobs=1, backend=FakeBackend(calls_file=str(calls)), progress=False)
+    assert [r.status for r in report.results] == [COMPILED, COMPILED, pipeline.SAME_AS_EARLIER, COMPILED]
+    assert len(calls.read_text().splitlines()) == 3 and len(store.keys()) == 3
+    assert report.results[2].record == report.results[1].record
+    assert "1 same as an earlier manifest's" in report.summary()
+    keys, _ = pipeline.bundle_keys([a, b], store, backend=FakeBackend())
+    assert sorted(keys) == store.keys()
+
+
 def test_failure_is_reported_and_others_still_build(tmp_path):
     m = write_manifest(tmp_path / "m.json", [{"role": "role1", "BM": 64, "fail": True}, {"role": "role2", "BM": 64}])
     store = Store(tmp_path / "s")
@@ -103,7 +117,8 @@ def test_arch_filter_and_dedup(tmp_path):
     b = FakeBackend()
     assert len(pipeline.plan([m], backend=b)) == 4
     assert {p.variant.arch for p in pipeline.plan([m], "sm_100a", b)} == {"sm_100a"}
-    assert len(pipeline.plan([m, m], backend=b)) == 4  # same variants twice: compiled once
+    twice = pipeline.plan([m, m], backend=b)
+    assert len(twice) == 8 and [p.same_as is not None for p in twice] == [False] * 4 + [True] * 4
     with pytest.raises(PipelineError, match="no variants for --arch sm_103a.*sm_100a"):
         pipeline.plan([m], "sm_103a", b)
 
