@@ -177,7 +177,6 @@ def test_killed_compile_leaves_consistent_store(tmp_path):
     import os
     import signal
     import subprocess
-    import time
 
     variants = [{"role": "role1", "BM": bm} for bm in (8, 16, 32, 64, 128, 256)]
     m = write_manifest(tmp_path / "m.json", variants)

@@ -15,7 +15,7 @@ from gcmoe_runtime.artifacts.record import canonical_json, sha256_hex
 from gcmoe_runtime.artifacts.store import Store, compress
 
 sys.path.insert(0, str(Path(__file__).parent))
-from artifact_fakes import IDENTITY, IDENTITY_DIGEST, make_artifact, three_artifacts  # noqa: E402
+from artifact_fakes import IDENTITY, IDENTITY_DIGEST, three_artifacts  # noqa: E402
 
 MANIFESTS = {"test-tiny.yaml": b"# verbatim, comments kept\nmodel: tiny\n"}
 
