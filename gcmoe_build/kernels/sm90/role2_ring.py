@@ -218,6 +218,7 @@ def _trace_parts(cfg):
                           ld_global_u8, ld_global_v4, ld_shared_f32, ld_shared_v2, ld_shared_v4, mbar_arrive,
                           mbar_arrive_expect_tx, mbar_init, mbar_init_fence, red_release_add_u32, red_release_or_b64,
                           setmaxnreg, st_global_u8, st_global_v4, st_shared_f32, st_shared_v4)
+    from .role1_sync import fence_acq_rel_sys
     from .ring_sync import (atom_add_acqrel_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
@@ -526,7 +527,7 @@ def _trace_parts(cfg):
                                 st_global_v4(dst, v[0], v[1], v[2], v[3])
                     bar_sync(1, CT)
                     if ctid == 0:
-                        fence_acq_rel_gpu()
+                        fence_acq_rel_sys()  # the CTA's combine stores went to peers over NVLink
                         old = atom_add_acqrel_gpu_u32(ws + o_l2_empty_count + Int64(rb) * 4, Int32(1))
                         if old == last_w2_old(gen, NT2):
                             # last W2 task of this generation: clear the W1 bitmap for the next generation,

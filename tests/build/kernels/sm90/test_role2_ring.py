@@ -92,6 +92,7 @@ def test_ring_protocol_order(role2_arts, bm, threads):
     w2_mma = _first(ptx, "wgmma.mma_async", mask_wait)
     peer_st = _first(ptx, "st.global.v4.u32", w2_mma)
     done = _first(ptx, "atom.acq_rel.gpu.global.add.u32", peer_st)
+    assert "fence.acq_rel.sys;" in ptx[peer_st:done]  # peer (NVLink) stores ordered before the completion count
     clear = _first(ptx, "st.relaxed.gpu.global.u64", done)
     rel = [m.start() for m in re.finditer(r"red\.release\.gpu\.global\.add\.u32", ptx)]
     assert len(rel) == 2 and all(r > clear for r in rel)  # l2_empty completion, then l1_empty (+1 per generation)
