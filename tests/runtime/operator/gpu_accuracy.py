@@ -5,7 +5,8 @@ suite through the public API (eager + torch.cuda.graph), per-rank mode.
 PRESET in gcmoe_runtime.accuracy.config.PRESETS (test-tiny, glm-5.2, deepseek-v4.1-flash), SHARED 0|1; the
 bundle is ``results/operator/<manifest>-sm90a.gcmoe`` unless GCMOE_OPERATOR_BUNDLE is set. Writes
 OUTDIR/<preset>-s<SHARED>-P<P>-rank<r>.json (merge with gcmoe_runtime.accuracy.report.merge_results).
-Not run yet: the committed bundles have no role2, so the first call stops with GcMoeError naming it.
+Bundles with the registered role2: results/operator/role2/*.gcmoe (set GCMOE_OPERATOR_BUNDLE; see
+results/operator/NEXT.md). GCMOE_TIMEOUT_S bounds every device wait (default 3600 s). Not run on a GPU yet.
 """
 from __future__ import annotations
 
