@@ -23,11 +23,15 @@ HARNESS = ROOT / "tests" / "runtime" / "operator" / "gpu_accuracy.py"
 BUNDLE = ROOT / "results" / "operator" / "role2" / "test-tiny-sm90a.gcmoe"
 
 
-def _run(tmp_path, world):
+def _run(tmp_path, world, ring_blocks=None):
     env = {**os.environ, "GCMOE_OPERATOR_BUNDLE": str(BUNDLE),
            "GCMOE_TIMEOUT_S": os.environ.get("GCMOE_TIMEOUT_S", "20"),
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    args = [str(HARNESS), "test-tiny", "0", str(tmp_path)]
+    script = HARNESS
+    if ring_blocks is not None:  # this file's __main__: the same suite with the ring capped (ring reuse)
+        env["GCMOE_RING_BLOCKS"] = str(ring_blocks)
+        script = Path(__file__).resolve()
+    args = [str(script), "test-tiny", "0", str(tmp_path)]
     if world == 1:
         cmd = [sys.executable, *args]
         env["CUDA_VISIBLE_DEVICES"] = env.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
@@ -49,3 +53,47 @@ def test_layer_role1_role2_role3_accuracy_p1(tmp_path):
 def test_layer_role1_role2_role3_accuracy_p2(tmp_path):
     assert BUNDLE.is_file(), f"build {BUNDLE} first (results/operator/NEXT.md)"
     assert len(_run(tmp_path, 2)) == 2
+
+
+@pytest.mark.gpu
+def test_layer_ring_reuse_p1(tmp_path):
+    """Same suite with a 2-block token ring: every ring block carries many generations, so role1's l1_empty wait,
+    role2's l2_empty wait, the W1-bitmap clear and the +1-per-generation hand-back all run (the default ring of
+    192 blocks is never reused by test-tiny)."""
+    assert BUNDLE.is_file(), f"build {BUNDLE} first (results/operator/NEXT.md)"
+    assert len(_run(tmp_path, 1, ring_blocks=2)) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.multigpu
+def test_layer_ring_reuse_p2(tmp_path):
+    assert BUNDLE.is_file(), f"build {BUNDLE} first (results/operator/NEXT.md)"
+    assert len(_run(tmp_path, 2, ring_blocks=2)) == 2
+
+
+def _capped_ring_main(argv):
+    """Run gpu_accuracy.main with the workspace's token ring capped at GCMOE_RING_BLOCKS blocks (test only: the
+    cap replaces the live-block count of gcmoe_runtime.workspace.layout.ring_model, which both the layout build and
+    its partition check use, so the capped layout is self-consistent; any ring >= 1 block is correct, the live
+    model only sizes it for overlap)."""
+    import dataclasses
+
+    import gcmoe_runtime.workspace.layout as lay
+
+    cap = int(os.environ["GCMOE_RING_BLOCKS"])
+    orig = lay.ring_model
+
+    def capped(spec, bm, compute_sms=None):
+        m = orig(spec, bm, compute_sms)
+        return dataclasses.replace(m, live_blocks=min(m.live_blocks, cap))
+
+    lay.ring_model = capped
+    sys.path.insert(0, str(HARNESS.parent))
+    import gpu_accuracy
+
+    print(f"ring capped at {cap} blocks", flush=True)
+    gpu_accuracy.main(argv[0], int(argv[1]), argv[2])
+
+
+if __name__ == "__main__":
+    _capped_ring_main(sys.argv[1:])
