@@ -11,7 +11,7 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
 * **Which blocks.** The replay's pool blocks are not a parameter: one warp waits until every
   ``recv_count[parity][e_local][src]`` has its arrival word (high 32 bits) equal to
   ``dispatch_sms`` (role1 publishes the packed counter once all its CTAs added; role3 zeroes the
-  parity after use), then ``Q = sum_e ceil(tokens_e / BM)``. Pool block ``q`` is ring block
+  parity after use; trap code 12), then ``Q = sum_e ceil(tokens_e / BM)``. Pool block ``q`` is ring block
   ``q % ring_blocks`` of generation ``q // ring_blocks`` (``ring.ring_slot``).
 * **Tasks, static split.** Per pool block, in generation order: ``NT1 = 2I/256`` W1 tasks then
   ``NT2 = H/256`` W2 tasks (256 weight rows each); CTA ``c`` of ``G`` takes tasks ``c, c+G, ...``.
@@ -29,7 +29,9 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   ``l2_sf[rb][row][I/32]`` (UE8M0 bytes, the numerics reference's requantisation); then
   ``red.release.gpu.or l2_full_mask[rb] |= 0b11 << 2*tile`` (its two W1 N128 tiles).
 * **W2**, per activation chunk of I-columns ``[k0, k1)``: acquire exactly the mask bits of the W1
-  N128 tiles that produced them (code 9). Epilogue: BF16 partials staged through shared memory,
+  N128 tiles that produced them (code 9). The chunk is the verified kernels' ``kc`` (a multiple of
+  256, up to all of I at small BM), so a chunk waits on 4 or more bits, not the paper's two per W2
+  K128 tile: per-K128 staging is a measured-next step. Epilogue: BF16 partials staged through shared memory,
   then 16-byte ``st.global.v4`` straight into the SOURCE rank's ``combine[slot][src_token][H]``
   through the peer descriptor (``ring_meta[rb][row] = (weight, src_rank, src_token, slot)``).
   Release: ``atom.acq_rel.gpu.add l2_empty_count[rb]``; the task that completes the generation
@@ -40,6 +42,7 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
 Thread variants (the heuristic's ``threads``): 384 = producer warpgroup streaming K128 weight stages
 with ``cp.async.bulk`` (EVICT_FIRST) across task boundaries + two consumer warpgroups; 256 = the
 consumer warpgroups load their weight fragments straight from HBM (EVICT_FIRST) into registers.
+Intra-CTA stage waits (mbarriers) are bounded by the same ``timeout_ns`` (trap code 13).
 
 Not yet (say so, never fake): W1 stores are byte stores (W2's are 16-byte); activations are plain
 loads by the consumers (no TMA); ``act_fast_math`` does not change the code (the exponent is always
