@@ -42,6 +42,11 @@ persistent control (never reset between replays)
 combine (role2 -> role3)
   combine       [k + 1, capacity, H] bf16   slot k holds the shared expert's output
 dispatch_grid [1] u64                   role1's persistent grid-barrier counter (only grows)
+shared experts (role4, SM90; present only when ``spec.shared_experts``, appended so nothing above moves)
+  shared_l2_x   [capacity, I] u8        shared W1 -> W2 intermediate (E4M3), written and read by role4
+  shared_l2_sf  [capacity, I/32] u8     its UE8M0 scales per 32 along I (numerics reference step 4)
+  shared_sync   [2 + ceil(capacity / min BM)] u32   word 0 task ticket, word 1 exit count, then one W1-done
+                count per token block; role4's last CTA zeroes them before it exits (persistent otherwise)
 
 Ring capacity (paper §4.3): max routed assignments A = capacity * P * min(k, E_local); the pool of
 logical blocks is ceil(A / BM) + E_local; the live ring holds min(pool, live_model) blocks where
@@ -67,6 +72,10 @@ DTYPE_BYTES = {"u8": 1, "i32": 4, "u32": 4, "f32": 4, "u64": 8, "bf16": 2}
 MAX_EXPERTS = 2048  # paper Appendix A: static signal sizing
 MAX_COMBINE_SLOTS = 32  # k + 1 shared <= 32: one warp lane per combine slot
 SELFTEST_WORDS = 64
+#: role4's shared_sync words before the per-token-block W1-done counts (ticket, exit count)
+SHARED_SYNC_TICKET = 0
+SHARED_SYNC_EXIT = 1
+SHARED_SYNC_BLOCKS = 2
 
 #: Selftest region word indices (handshake self-test kernels).
 SELFTEST_COUNTER = 0  # generation-tagged counter released by the producer
@@ -239,6 +248,15 @@ class WorkspaceLayout:
             # appended (issue 6, role1): keeps every earlier offset unchanged
             ("dispatch_grid", "u64", (1,), True, "role1 persistent grid-barrier arrival counter"),
         ]
+        if spec.shared_experts:
+            # appended (issue 5, role4): only with fused shared experts, so no other layout changes at all
+            nsb = -(-T // min(spec.bm_candidates))  # token blocks at the smallest BM
+            table += [
+                ("shared_l2_x", "u8", (T, I), False, "role4 shared W1 -> W2 intermediate, E4M3"),
+                ("shared_l2_sf", "u8", (T, I // 32), False, "role4 intermediate scales, UE8M0 per 32 along I"),
+                ("shared_sync", "u32", (SHARED_SYNC_BLOCKS + nsb,), True,
+                 "role4: task ticket, exit count, per-token-block W1-done counts (role4 resets them itself)"),
+            ]
         regions: dict[str, Region] = {}
         off = 0
         for name, dt, shape, persistent, doc in table:

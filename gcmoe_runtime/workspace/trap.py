@@ -26,6 +26,7 @@ TRAP_CODES = {
     11: "token-ring header: role2 found a block header whose (pool block, generation) is not the one it acquired",
     12: "receive counts: role2 waited for role1 to publish this replay's per-expert counts (dispatch_sms arrivals)",
     13: "role2 weight pipeline: a shared-memory stage (mbarrier) never completed",
+    14: "role4 shared expert: a W2 task waited for the shared W1 tiles of its token block (shared_sync)",
 }
 
 

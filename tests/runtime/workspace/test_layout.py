@@ -121,3 +121,23 @@ def test_l2_scale_fix_moves_no_offset():
     got = {n: lay.offset(n) for n in ("l2_sf", "l1_full_count", "combine", "dispatch_grid")}
     assert got == {"l2_sf": 7369984, "l1_full_count": 7443712, "combine": 7452160, "dispatch_grid": 8107520}
     assert lay.total_bytes == 8107776
+
+
+def test_shared_expert_regions_are_appended_only_with_shared_experts():
+    """role4 (issue 5): shared_l2_x / shared_l2_sf / shared_sync exist only with shared_experts=True, after every
+    earlier region, and move no earlier offset (the pinned offsets above hold for both specs)."""
+    plain = WorkspaceLayout.build(spec())
+    shared = WorkspaceLayout.build(spec(shared_experts=True))
+    assert not any(n.startswith("shared_") for n in plain.regions)
+    before = [n for n in shared.regions if not n.startswith("shared_")]
+    assert before == list(plain.regions)
+    assert all(shared.offset(n) == plain.offset(n) for n in before)
+    assert list(shared.regions)[-3:] == ["shared_l2_x", "shared_l2_sf", "shared_sync"]
+    assert shared.region("shared_l2_x").offset >= plain.region("dispatch_grid").end
+    assert shared.region("shared_l2_x").shape == (64, 512) and shared.region("shared_l2_x").dtype == "u8"
+    assert shared.region("shared_l2_sf").shape == (64, 512 // 32)
+    from gcmoe_runtime.workspace.layout import SHARED_SYNC_BLOCKS
+
+    assert shared.region("shared_sync").shape == (SHARED_SYNC_BLOCKS + 64 // 8,)
+    assert shared.region("shared_sync").persistent
+    assert shared.total_bytes > plain.total_bytes
