@@ -54,6 +54,7 @@ ROLES: dict[str, str] = {
     "role1": "gcmoe_build.kernels.sm90.role1_dispatch",
     "role2": "gcmoe_build.kernels.sm90.role2_ring",
     "role3": "gcmoe_build.kernels.sm90.role3_finalize",
+    "role4": "gcmoe_build.kernels.sm90.role4_shared",
     "selftest_tma_peer": "gcmoe_build.kernels.selftest.tma_peer",
     "selftest_handshake_producer": "gcmoe_build.kernels.selftest.handshake",
     "selftest_handshake_consumer": "gcmoe_build.kernels.selftest.handshake",
