@@ -24,9 +24,10 @@ shared_w2, shared_w2_scale``), ``y``, ``ntok``, the activation options ``act_alp
 
 Status: role1 and role3 are built and GPU-verified in isolation; the ring-consuming role2
 (``gcmoe_build/kernels/sm90/role2_ring.py``, by-name parameters exactly the values below) is registered and
-compiled (``results/operator/role2/*.gcmoe``) but not yet GPU-verified; role4 (shared experts) is not built, so a
-buffer with ``shared_experts=True`` stops with an error naming the missing variant instead of launching a
-partial layer.
+compiled (``results/operator/role2/*.gcmoe``) but not yet GPU-verified; role4 (shared experts,
+``gcmoe_build/kernels/sm90/role4_shared.py``) is registered and compiled but not yet GPU-verified; a bundle without
+it stops a ``shared_experts=True`` buffer with an error naming the missing variant instead of launching a partial
+layer.
 """
 from __future__ import annotations
 
@@ -209,12 +210,28 @@ def get_symm_buffer_for_gc_moe(group: Any, num_experts: int, capacity: int, topk
     return buf
 
 
-def transform_weights_for_gc_moe(l1_weights: Sequence[torch.Tensor], l2_weights: Sequence[torch.Tensor]
-                                 ) -> tuple[GcMoeWeights, GcMoeWeights]:
+def transform_weights_for_gc_moe(l1_weights: Sequence[torch.Tensor], l2_weights: Sequence[torch.Tensor],
+                                 shared_weights: Optional[Sequence[torch.Tensor]] = None,
+                                 shared_recipe: Sequence[int] = (1, 128, 128)):
     """Canonical MXFP4 ``(w1 uint8 [E, 2I, H/2], w1_scale uint8 [E, 2I, H/32])`` and ``(w2 [E, H, I/2],
     w2_scale [E, H, I/32])`` of this rank's local experts -> the SM90 kernel layout (window repack,
     gate/up interleave, lane-permuted tiles). Runs on the tensors' device and current stream, once
-    per weight set, outside capture."""
+    per weight set, outside capture.
+
+    With ``shared_weights = (w1 e4m3 [2Is, H], w1 UE8M0 codes, w2 e4m3 [H, Is], w2 codes)`` in ``shared_recipe``
+    (``quant.quantize_fp8_weight``) also returns the role4 layout
+    (``numerics.transforms_sm90_shared.SharedSM90Weights``; pass it as ``fp8_fp4_gc_moe(shared_weights=...)``):
+    ``(w1, w2, shared)``."""
+    if shared_weights is not None:
+        from gcmoe_runtime.numerics.transforms_sm90_shared import transform_shared_sm90
+
+        if len(shared_weights) != 4:
+            raise GcMoeError("gcmoe: shared_weights are (w1 e4m3, w1 scale codes, w2 e4m3, w2 scale codes)")
+        try:
+            sh = transform_shared_sm90(*shared_weights, recipe=shared_recipe)
+        except ValueError as e:
+            raise GcMoeError(f"gcmoe: {e}") from None
+        return (*transform_weights_for_gc_moe(l1_weights, l2_weights), sh)
     from gcmoe_runtime.numerics.reference import RoutedWeights
     from gcmoe_runtime.numerics.transforms_sm90 import transform_weights_sm90
 
@@ -281,12 +298,14 @@ def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: 
                    activation_clamp: float = 10.0, shared_weights: Optional[Sequence[torch.Tensor]] = None,
                    expert_stats: bool = False) -> torch.Tensor:
     """One MoE layer on this rank's ``T = y.shape[0]`` tokens from ``buffer.x/x_sf/topk_*``; ``y``
-    written in place (and returned). ``shared_weights``: (w1 e4m3 [2Is, H], w1 scales, w2 e4m3 [H, Is],
-    w2 scales) when the buffer fuses shared experts. Collective: every rank of the group calls it."""
+    written in place (and returned). ``shared_weights``: the transformed shared expert (third result of
+    ``transform_weights_for_gc_moe(..., shared_weights=...)``) when the buffer fuses shared experts. Collective: every rank of the group calls it."""
     from gcmoe_runtime.artifacts.bundle import BundleError
     from gcmoe_runtime.graph import RoleNode, get_layer_graph
     from gcmoe_runtime.heuristics import choose_shared_bm, choose_tile
 
+    if hasattr(shared_weights, "args"):  # transform_weights_for_gc_moe's SharedSM90Weights
+        shared_weights = shared_weights.args()
     T = _check_call(y, w1, w2, buffer, activation, recipe, shared_weights)
     P, gp = buffer.world_size, buffer.partition
     shape = dict(arch=ARCH, ranks=P, top_k=buffer.topk, experts=buffer.num_experts, hidden=buffer.hidden)

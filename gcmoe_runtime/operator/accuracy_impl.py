@@ -29,12 +29,15 @@ class GcMoeImplementation:
         self.opts = dict(activation_alpha=activation_alpha, activation_clamp=activation_clamp)
         local = layer.local(buffer.rank)
         dev = buffer.device
-        self.w1, self.w2 = moe.transform_weights_for_gc_moe(
-            (local.w1.to(dev), local.w1_scale.to(dev)), (local.w2.to(dev), local.w2_scale.to(dev)))
+        l1, l2 = (local.w1.to(dev), local.w1_scale.to(dev)), (local.w2.to(dev), local.w2_scale.to(dev))
         self.shared = None
-        if layer.shared is not None:
+        if layer.shared is None:
+            self.w1, self.w2 = moe.transform_weights_for_gc_moe(l1, l2)
+        else:  # role4's layout (numerics.transforms_sm90_shared), from the layer's FP8 shared weights + recipe
             s = layer.shared
-            self.shared = tuple(t.to(dev) for t in (s.w1, s.w1_scale, s.w2, s.w2_scale))
+            self.w1, self.w2, self.shared = moe.transform_weights_for_gc_moe(
+                l1, l2, shared_weights=tuple(t.to(dev) for t in (s.w1, s.w1_scale, s.w2, s.w2_scale)),
+                shared_recipe=tuple(s.recipe))
         self._graphs: dict[int, tuple] = {}
 
     def _stage(self, inp: Any) -> int:
