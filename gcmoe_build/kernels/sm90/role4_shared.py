@@ -64,6 +64,12 @@ def task_coords(task, nblk, nt1, nt2):
     return False, b, tile
 
 
+def combine_element(slot, capacity, hidden, token, col):
+    """Element index of ``combine[slot][token][col]`` (layout region ``combine [k + 1, capacity, H]`` bf16); the
+    kernel calls this same function on its DSL integers (W2 epilogue: ``slot = k``, the shared lane)."""
+    return (slot * capacity + token) * hidden + col
+
+
 class Role4Config:
     """Compile-time shape of one role4 variant (validated; errors name the field and the limit)."""
 
@@ -363,7 +369,8 @@ def _trace_parts(cfg):
                         n = u >> 5
                         c = u & 31
                         if n < nt:
-                            cell = (Int64(K_SLOT) * CAP + Int64(t0 + n)) * H + Int64(tile * ROWS_PER_CTA + 8 * c)
+                            cell = combine_element(Int64(K_SLOT), CAP, H, Int64(t0 + n),
+                                                   Int64(tile * ROWS_PER_CTA + 8 * c))
                             v = ld_shared_v4(smem + ACT_OFF + n * 512 + c * 16)
                             st_global_v4(ws + o_combine + cell * 2, v[0], v[1], v[2], v[3])
             task = claim(smem, ctid, ws, o_shared_sync)

@@ -1,0 +1,167 @@
+"""CPU: role4 (gcmoe_build/kernels/sm90/role4_shared.py, SM90 fused shared expert) compiles through the full chain
+(compile_variant: DSL -> PTX -> by-value ABI rewrite -> locked ptxas -> cubin checks) for every role4 variant of
+manifests/test-tiny.yaml; its PTX has register-A e4m3 wgmma with N = BM, bounded waits that leave trap code 14,
+the ticket/publish/reset protocol, 16-byte stores into the combine buffer's lane k and no other global BF16 store;
+its schema is exactly what gcmoe_runtime.moe packs. Numerical correctness is a GPU test (test_role4_gpu.py)."""
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[4]
+MANIFEST = ROOT / "manifests" / "test-tiny.yaml"
+
+
+def _role4_variants():
+    from gcmoe_build.manifest import load_manifest
+    from gcmoe_build.variants import enumerate_variants
+
+    return [v for v in enumerate_variants(load_manifest(MANIFEST)) if v.role == "role4"]
+
+
+@pytest.fixture(scope="session")
+def role4_arts():
+    """Every test-tiny role4 variant compiled once per session (about 1-4 s each on one core)."""
+    from gcmoe_build.compile import compile_variant
+
+    return {v.params["bm"]: compile_variant(v) for v in _role4_variants()}
+
+
+def test_every_test_tiny_variant_compiles(role4_arts):
+    from gcmoe_build.kernels.sm90.role4_shared import NAME_PREFIX, Role4Config
+
+    assert set(role4_arts) == {8, 16, 32, 64}  # choose_shared_bm over T = 1..256
+    for bm, art in role4_arts.items():
+        rec = art.record
+        assert art.cubin[:4] == b"\x7fELF"
+        assert rec.role == "role4" and rec.kernel_name == f"{NAME_PREFIX}_0"
+        assert rec.launch.block == (256, 1, 1) and rec.launch.grid == "compute_sms"
+        assert rec.launch.dynamic_smem == Role4Config(rec.variant).smem_bytes
+        assert rec.extra["kernel"]["bm"] == bm and rec.extra["kernel"]["recipe_shared"] == [1, 128, 128]
+        assert ".local" not in art.ptx
+
+
+def test_register_a_e4m3_wgmma_with_bm_tokens(role4_arts):
+    """Operands swapped: A = 4 registers of FP8 weight bytes (rows), B = shared descriptor (BM tokens); per
+    K128 step 4 K32 x 2 slabs, for W1 and for W2: 32 wgmma in the code; all with scale-d false (per-K32 scales)."""
+    for bm, art in role4_arts.items():
+        mmas = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k32\.f32\.e4m3\.e4m3 \{[^}]*\}, "
+                          r"\{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, p, 1, 1;", art.ptx)
+        assert len(mmas) == 32 and all(int(m) == bm for m in mmas), (bm, len(mmas))
+        assert "wgmma.fence.sync.aligned" in art.ptx and "wgmma.commit_group.sync.aligned" in art.ptx
+        assert "fence.proxy.async.shared::cta" in art.ptx
+        # FP8 weights: read-only 16-byte loads, no FP4 decode (the role2 decoder's 0x1C1C1C1C mask)
+        assert "ld.global.nc.L1::no_allocate.v4.u32" in art.ptx and "0x1C1C1C1C" not in art.ptx.upper().replace(
+            "0X", "0x")
+
+
+def test_bounded_waits_and_protocol(role4_arts):
+    """W2 waits with ld.acquire + %globaltimer bound and a trap record (code 14); W1 publishes with
+    red.release.gpu.add after a gpu fence; tasks come from atom.acq_rel tickets; the last CTA resets with
+    relaxed stores."""
+    from gcmoe_build.kernels.sm90.role4_shared import CODE_SHARED_W1
+    from gcmoe_runtime.workspace.trap import TRAP_CODES
+
+    assert CODE_SHARED_W1 == 14 and "role4" in TRAP_CODES[14]
+    for bm, art in role4_arts.items():
+        ptx = art.ptx
+        assert "ld.acquire.gpu.global.u32" in ptx and "%globaltimer" in ptx and "trap;" in ptx
+        assert re.search(r"st\.relaxed\.sys\.u32 \[%rd\d+\+4\], 14;", ptx), "trap record with code 14"
+        i_fence = ptx.find("fence.acq_rel.gpu")
+        i_pub = ptx.find("red.release.gpu.global.add.u32")
+        assert 0 <= i_fence < i_pub
+        assert ptx.count("atom.acq_rel.gpu.global.add.u32") >= 2  # ticket claims + exit count
+        assert "st.relaxed.gpu.global.u32" in ptx
+        assert "mbarrier" not in ptx  # no intra-CTA async pipeline in this kernel: nothing unbounded there
+
+
+def test_sixteen_byte_stores_into_lane_k(role4_arts):
+    """The shared partial leaves only through st.global.v4 (16 B); W1's intermediate through byte stores; the
+    combine address is combine_element(k, capacity, H, token, col), the layout's combine[k][token][col]."""
+    import torch
+
+    from gcmoe_build.kernels.sm90.role4_shared import combine_element
+    from gcmoe_runtime.workspace.layout import LayoutSpec, WorkspaceLayout
+
+    for bm, art in role4_arts.items():
+        ptx = art.ptx
+        assert ptx.count("st.global.v4.u32") == max(1, bm * 32 // 256), bm
+        assert "st.global.u16" not in ptx and "st.global.b16" not in ptx and "st.global.f32" not in ptx
+        assert "st.global.u8" in ptx
+    lay = WorkspaceLayout.build(LayoutSpec(arch="sm_90a", world_size=1, num_experts=16, topk=4, hidden=512,
+                                           intermediate=256, capacity=256, bm_candidates=(8, 16, 32, 64),
+                                           compute_sms=128, shared_experts=True))
+    buf = torch.zeros(lay.total_bytes, dtype=torch.uint8)
+    comb = lay.view(buf, "combine")
+    assert comb.shape == (5, 256, 512)
+    for token, col in ((0, 0), (17, 264), (255, 504)):
+        comb.zero_()
+        comb[4, token, col] = 1.0
+        flat = buf[lay.offset("combine"):].view(torch.bfloat16)
+        assert float(flat[combine_element(4, 256, 512, token, col)]) == 1.0
+        assert (combine_element(4, 256, 512, token, col) * 2) % 16 == 0  # 16-byte aligned (col multiple of 8)
+
+
+def test_schema_matches_what_moe_packs(role4_arts):
+    """The by-value parameters are names the runtime provides: role_values' o_<region> offsets (the shared
+    regions exist in a shared_experts layout) and scalars, plus the shared weight names fp8_fp4_gc_moe adds."""
+    from gcmoe_build.kernels.sm90.role4_shared import (OFFSET_PARAMS, SCALAR_PARAMS_S32, SCALAR_PARAMS_U64,
+                                                       WEIGHT_PARAMS)
+    from gcmoe_runtime import moe
+    from gcmoe_runtime.operator.values import role_values
+    from gcmoe_runtime.params import KernelArgs
+    from gcmoe_runtime.workspace.layout import LayoutSpec, WorkspaceLayout
+
+    class _Ws:
+        layout = WorkspaceLayout.build(LayoutSpec(arch="sm_90a", world_size=2, num_experts=16, topk=4, hidden=512,
+                                                  intermediate=256, capacity=256, bm_candidates=(8, 16, 32, 64),
+                                                  compute_sms=128, shared_experts=True))
+        peer_desc = b"\0" * 592
+
+    src = inspect.getsource(moe.fp8_fp4_gc_moe)
+    for bm, art in role4_arts.items():
+        rec = art.record
+        names = [p.name for p in rec.params]
+        assert names == (["peer"] + [f"o_{n}" for n in OFFSET_PARAMS] + list(WEIGHT_PARAMS) + list(SCALAR_PARAMS_U64)
+                         + list(SCALAR_PARAMS_S32))
+        assert rec.params[0].size == 592
+        vals = role_values(_Ws(), ntok=3, err=0)
+        for n in names:
+            assert n in vals or f'"{n}"' in src, n
+        vals.update({n: 1 << 20 for n in WEIGHT_PARAMS})
+        KernelArgs.build(rec.kernel_name, rec.params, {p.name: vals[p.name] for p in rec.params})
+
+
+def test_registered_and_found_the_way_moe_finds_it(role4_arts):
+    """role4 is registered, in the compile plan, and every (T -> choose_shared_bm) choice matches exactly one
+    compiled variant with the keys fp8_fp4_gc_moe passes."""
+    from gcmoe_build.kernels import ROLES, has_kernel
+    from gcmoe_runtime.heuristics import choose_shared_bm
+
+    assert ROLES["role4"] == "gcmoe_build.kernels.sm90.role4_shared" and has_kernel("role4")
+    keys = dict(arch="sm_90a", hidden=512, intermediate=256, capacity=256, dispatch_sms=4, compute_sms=128)
+    for T in range(1, 257):
+        bm = choose_shared_bm(T, (8, 16, 32, 64))
+        hits = [a for a in role4_arts.values()
+                if a.record.arch == keys["arch"] and all(a.record.variant[k] == v for k, v in keys.items() if k != "arch")
+                and a.record.variant["bm"] == bm]
+        assert len(hits) == 1, T
+
+
+def test_task_order_and_bad_params():
+    """Host mirror of the task order (all W1 tasks first, block-major, then W2) and clear config errors."""
+    from gcmoe_build.kernels.sm90.role4_shared import Role4Config, task_coords
+
+    assert [task_coords(t, 2, 2, 2) for t in range(8)] == [
+        (True, 0, 0), (True, 0, 1), (True, 1, 0), (True, 1, 1), (False, 0, 0), (False, 0, 1), (False, 1, 0),
+        (False, 1, 1)]
+    base = dict(hidden=512, intermediate=256, top_k=4, capacity=256, bm=16, shared_experts=1,
+                recipe_shared="1x128x128")
+    assert Role4Config(base).nt1 == 2 and Role4Config(base).nt2 == 2
+    for bad, msg in (({"recipe_shared": "1x64x64"}, "recipe_shared"), ({"shared_experts": 2}, "shared_experts"),
+                     ({"bm": 12}, "BM"), ({"intermediate": 384}, "intermediate"), ({"activation": "gelu"}, "activation")):
+        with pytest.raises(ValueError, match=msg):
+            Role4Config({**base, **bad})
