@@ -232,6 +232,49 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int):
                 acc[nd + i] = acc[nd + i] + fence_f32(pb[i]) * (rs[2 + hrow] * tsc)
 
 
+def _issue_k128_stage(smem, bar_off: int, stage_off: int, s, w, ws, slab0, nk, kb, policy):
+    """Producer: arm full barrier ``s`` for one K128 stage and bulk-copy its 4 slabs' code tiles
+    (4096 B each) and scale tiles (256 B each) into stage ``s``. ``slab0``: the task's first 64-row
+    slab (expert * slabs + tile * 4), ``nk``: K128 steps per slab, ``kb``: this step."""
+    full = smem + bar_off + 8 * s
+    mbar_arrive_expect_tx(full, STAGE_BYTES)
+    dst = smem + stage_off + s * STAGE_BYTES
+    for sl4 in range(4):  # the CTA's 4 slabs of 64 rows
+        tile = (slab0 + sl4) * nk + Int64(kb)
+        bulk_copy_g2s(dst + sl4 * 4096, w + tile * 4096, 4096, full, policy)
+        bulk_copy_g2s(dst + 16384 + sl4 * 256, ws + tile * 256, 256, full, policy)
+
+
+def _read_k128_stage(stage, wg, tw, warp, g):
+    """Consumer: this thread's 20 words of a shared-memory K128 stage, in :func:`_k128_mma`'s order
+    (slab 0 / slab 1 codes, 16 B each half, then slab 0 / slab 1 UE8M0 scales, 8 B each)."""
+    words = []
+    for sl in range(2):
+        for h2 in range(2):
+            words.extend(ld_shared_v4(stage + (wg * 2 + sl) * 4096 + tw * 32 + 16 * h2))
+    for sl in range(2):
+        words.extend(ld_shared_v2(stage + 16384 + (wg * 2 + sl) * 256 + (warp * 8 + g) * 8))
+    return words
+
+
+def _stage_act_chunk(smem, act_off: int, row_addr, ctid, kc, ntok, bm: int, kc_len: int):
+    """Consumers: copy K chunk ``kc`` (``kc_len`` E4M3 columns) of the block's ``bm`` token rows into
+    shared memory as 16-byte units ``[kc_len/16][bm]`` (the wgmma B layout :func:`_k128_mma` reads).
+    ``row_addr(tok)``: global address of token row ``tok``'s first byte. Padded tokens are loaded
+    anyway (the ring block is allocated) and masked to zero, so stale or NaN bytes of an earlier
+    generation never reach the MMA."""
+    units = bm * kc_len // 16
+    for it in range((units + CONSUMER_THREADS - 1) // CONSUMER_THREADS):
+        u = ctid + it * CONSUMER_THREADS
+        if (it + 1) * CONSUMER_THREADS > units:
+            u = cutlass.min(u, units - 1)  # tail: duplicate the last unit (same bytes, same slot)
+        c = u % (kc_len // 16)
+        tok = u // (kc_len // 16)
+        keep = Int32(0) - Int32(tok < ntok)
+        v = ld_global_v4(row_addr(tok) + Int64(kc) * kc_len + Int64(c) * 16)
+        st_shared_v4(smem + act_off + (c * bm + tok) * 16, v[0] & keep, v[1] & keep, v[2] & keep, v[3] & keep)
+
+
 def build_role2_gemm(cfg: Role2GemmConfig):
     """Return ``(host_fn, kernel_fn)`` for ``cfg``: a ``@cute.jit`` launcher (grid.y = blocks) and the
     ``@cute.kernel`` it launches. Parameters of the kernel, in order (all Int64 addresses unless
@@ -254,7 +297,6 @@ def build_role2_gemm(cfg: Role2GemmConfig):
     AMAX_OFF = ASC_OFF + 4 * BM * NGS
     STAGE_OFF = 1024 * ((cfg.misc_bytes + 1023) // 1024)
     BAR_OFF = STAGE_OFF + NS * STAGE_BYTES  # full[NS] then empty[NS], 8 B each
-    UNITS = BM * KC // 16  # 16-byte activation units per chunk
     NSC = BM * NGS
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     TMO = int(cfg.timeout_ns)
@@ -288,13 +330,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                     use = kb // NS
                     if kb >= NS:
                         mbar_wait_or_trap(smem + BAR_OFF + 8 * (NS + s), (use - 1) & 1, TMO)
-                    full = smem + BAR_OFF + 8 * s
-                    mbar_arrive_expect_tx(full, STAGE_BYTES)
-                    dst = smem + STAGE_OFF + s * STAGE_BYTES
-                    for sl4 in cutlass.range_constexpr(4):  # the CTA's 4 slabs of 64 rows
-                        tile = (slab0 + sl4) * NK128 + Int64(kb)
-                        bulk_copy_g2s(dst + sl4 * 4096, w + tile * 4096, 4096, full, policy)
-                        bulk_copy_g2s(dst + 16384 + sl4 * 256, ws + tile * 256, 256, full, policy)
+                    _issue_k128_stage(smem, BAR_OFF, STAGE_OFF, s, w, ws, slab0, NK128, kb, policy)
         else:
             # ---------------- consumer warpgroups ----------------
             if const_expr(PIPE):
@@ -319,18 +355,8 @@ def build_role2_gemm(cfg: Role2GemmConfig):
 
             for kc in cutlass.range(NKC, unroll=1):
                 bar_sync(1, CT)  # previous chunk fully consumed (all its wgmma waited)
-                for it in cutlass.range_constexpr((UNITS + CT - 1) // CT):
-                    u = ctid + it * CT
-                    if const_expr((it + 1) * CT > UNITS):
-                        u = cutlass.min(u, UNITS - 1)  # tail: duplicate the last unit (same bytes, same slot)
-                    c = u % (KC // 16)
-                    tok = u // (KC // 16)
-                    # padded tokens: load anyway (the ring block is allocated) and mask to zero, so
-                    # stale or NaN bytes of an earlier generation never reach the MMA
-                    keep = Int32(0) - Int32(tok < ntok)
-                    v = ld_global_v4(act + (Int64(blk) * BM + Int64(tok)) * K + Int64(kc) * KC + Int64(c) * 16)
-                    st_shared_v4(smem + ACT_OFF + (c * BM + tok) * 16, v[0] & keep, v[1] & keep, v[2] & keep,
-                                 v[3] & keep)
+                _stage_act_chunk(smem, ACT_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K, ctid, kc, ntok,
+                                 BM, KC)
                 for it in cutlass.range_constexpr((NSC + CT - 1) // CT):
                     u = ctid + it * CT
                     if u < NSC:
@@ -355,12 +381,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                         if const_expr(PIPE):
                             s = kb % NS
                             mbar_wait_or_trap(smem + BAR_OFF + 8 * s, (kb // NS) & 1, TMO)
-                            stage = smem + STAGE_OFF + s * STAGE_BYTES
-                            for sl in cutlass.range_constexpr(2):
-                                for h2 in cutlass.range_constexpr(2):
-                                    words.extend(ld_shared_v4(stage + (wg * 2 + sl) * 4096 + tw * 32 + 16 * h2))
-                            for sl in cutlass.range_constexpr(2):
-                                words.extend(ld_shared_v2(stage + 16384 + (wg * 2 + sl) * 256 + (warp * 8 + g) * 8))
+                            words = _read_k128_stage(smem + STAGE_OFF + s * STAGE_BYTES, wg, tw, warp, g)
                             mbar_arrive(smem + BAR_OFF + 8 * (NS + s))  # stage consumed into registers
                         else:
                             nxt = kb + 1 - Int32(kb + 1 >= NK128)  # last K128: harmless reload of itself

@@ -30,13 +30,13 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
-from .ptx_mem import (_asm, _v, bar_sync, bulk_copy_g2s, evict_first_policy, fence_acq_rel_gpu, ld_global_f32,
-                      ld_global_s32, ld_global_u8, ld_global_v4, ld_shared_f32, ld_shared_v2, ld_shared_v4,
-                      mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_init_fence, mbar_wait_or_trap,
+from .ptx_mem import (_asm, _v, bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_s32,
+                      ld_global_u8, ld_shared_f32, mbar_arrive, mbar_init, mbar_init_fence, mbar_wait_or_trap,
                       red_release_add_u32, red_release_or_b64, setmaxnreg, st_global_u8, st_shared_f32,
-                      st_shared_v4, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
+                      wait_geq_u32_or_trap, wait_mask_u64_or_trap)
 from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, ROWS_PER_CTA,
-                         STAGE_BYTES, Role2GemmConfig, TokenScales, _k128_mma)
+                         STAGE_BYTES, Role2GemmConfig, TokenScales, _issue_k128_stage, _k128_mma, _read_k128_stage,
+                         _stage_act_chunk)
 from .role2_math import (bf16_round, fabs, float_bits, fmax, fmin, sel_f32, shfl_bfly_f32, sigmoid, to_bf16_bits,
                          to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
 
@@ -68,7 +68,6 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     AMAX_OFF = ASC_OFF + 4 * BM * NGS
     STAGE_OFF = 1024 * ((cfg.misc_bytes + 1023) // 1024)
     BAR_OFF = STAGE_OFF + NS * STAGE_BYTES
-    UNITS = BM * KC // 16
     NSC = BM * NGS
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     TMO = int(cfg.timeout_ns)
@@ -111,13 +110,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         use = gs // NS
                         if gs >= NS:
                             mbar_wait_or_trap(smem + BAR_OFF + 8 * (NS + s), (use - 1) & 1, TMO)
-                        full = smem + BAR_OFF + 8 * s
-                        mbar_arrive_expect_tx(full, STAGE_BYTES)
-                        dst = smem + STAGE_OFF + s * STAGE_BYTES
-                        for sl4 in cutlass.range_constexpr(4):
-                            tile = (slab0 + sl4) * NK128 + Int64(kb)
-                            bulk_copy_g2s(dst + sl4 * 4096, w + tile * 4096, 4096, full, policy)
-                            bulk_copy_g2s(dst + 16384 + sl4 * 256, ws + tile * 256, 256, full, policy)
+                        _issue_k128_stage(smem, BAR_OFF, STAGE_OFF, s, w, ws, slab0, NK128, kb, policy)
         else:
             setmaxnreg(CONSUMER_REGS, True)
             ctid = tid - P0
@@ -145,16 +138,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         need = ((Int64(1) << (KC // 64)) - Int64(1)) << Int64(lo_t)
                         wait_mask_u64_or_trap(l2_mask + Int64(blk) * 8, need, err, TRAP_L2_MASK, TMO)
                     bar_sync(1, CT)
-                    for it in cutlass.range_constexpr((UNITS + CT - 1) // CT):
-                        u = ctid + it * CT
-                        if const_expr((it + 1) * CT > UNITS):
-                            u = cutlass.min(u, UNITS - 1)
-                        c = u % (KC // 16)
-                        tok = u // (KC // 16)
-                        keep = Int32(0) - Int32(tok < ntok)
-                        v = ld_global_v4(act + (Int64(blk) * BM + Int64(tok)) * K + Int64(kc) * KC + Int64(c) * 16)
-                        st_shared_v4(smem + ACT_OFF + (c * BM + tok) * 16, v[0] & keep, v[1] & keep, v[2] & keep,
-                                     v[3] & keep)
+                    _stage_act_chunk(smem, ACT_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K, ctid, kc,
+                                     ntok, BM, KC)
                     for it in cutlass.range_constexpr((NSC + CT - 1) // CT):
                         u = ctid + it * CT
                         if u < NSC:
@@ -175,13 +160,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                             gs = li * NK128 + kc * (KC // 128) + kl128
                             s = gs % NS
                             mbar_wait_or_trap(smem + BAR_OFF + 8 * s, (gs // NS) & 1, TMO)
-                            stage = smem + STAGE_OFF + s * STAGE_BYTES
-                            words = []
-                            for sl in cutlass.range_constexpr(2):
-                                for h2 in cutlass.range_constexpr(2):
-                                    words.extend(ld_shared_v4(stage + (wg * 2 + sl) * 4096 + tw * 32 + 16 * h2))
-                            for sl in cutlass.range_constexpr(2):
-                                words.extend(ld_shared_v2(stage + 16384 + (wg * 2 + sl) * 256 + (warp * 8 + g) * 8))
+                            words = _read_k128_stage(smem + STAGE_OFF + s * STAGE_BYTES, wg, tw, warp, g)
                             mbar_arrive(smem + BAR_OFF + 8 * (NS + s))
                             ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
                             _k128_mma(words, ascl, acc, smem + ACT_OFF, kl128, BM, cfg.lag)

@@ -217,16 +217,17 @@ def _trace_parts(cfg):
 
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
 
-    from .ptx_mem import (_asm, bar_sync, bulk_copy_g2s, evict_first_policy, fence_acq_rel_gpu, ld_global_f32,
-                          ld_global_u8, ld_global_v4, ld_shared_f32, ld_shared_v2, ld_shared_v4, mbar_arrive,
-                          mbar_arrive_expect_tx, mbar_init, mbar_init_fence, red_release_add_u32, red_release_or_b64,
-                          setmaxnreg, st_global_u8, st_global_v4, st_shared_f32, st_shared_v4)
+    from .ptx_mem import (_asm, bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_u8,
+                          ld_global_v4, ld_shared_f32, ld_shared_v4, mbar_arrive, mbar_init, mbar_init_fence,
+                          red_release_add_u32, red_release_or_b64, setmaxnreg, st_global_u8, st_global_v4,
+                          st_shared_f32)
     from .role1_sync import fence_acq_rel_sys
     from .ring_sync import (atom_add_acqrel_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
     from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, ROWS_PER_CTA,
-                             STAGE_BYTES, TokenScales, _k128_mma, _load_k128)
+                             STAGE_BYTES, TokenScales, _issue_k128_stage, _k128_mma, _load_k128, _read_k128_stage,
+                             _stage_act_chunk)
     from .role2_math import (bf16_round, fabs, float_bits, fmax, fmin, sel_f32, shfl_bfly_f32, sigmoid,
                              to_bf16_bits, to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
 
@@ -269,7 +270,6 @@ def _trace_parts(cfg):
         NSLAB = mc.rows // 64
         GS = mc.act_scale_group
         NGS = KC // GS
-        UNITS = BM * KC // 16
         NSC = BM * NGS
         wg = ctid // 128
         warp = (ctid // 32) % 4
@@ -289,16 +289,7 @@ def _trace_parts(cfg):
                 need = ((Int64(1) << (KC // 64)) - Int64(1)) << Int64(kc * (KC // 64))
                 wait_mask_u64_rt(ws + o_mask + Int64(rb) * 8, need, err, CODE_L2_MASK, timeout_ns)
             bar_sync(1, CT)  # previous chunk (or task epilogue) fully consumed
-            for it in cutlass.range_constexpr((UNITS + CT - 1) // CT):
-                u = ctid + it * CT
-                if const_expr((it + 1) * CT > UNITS):
-                    u = cutlass.min(u, UNITS - 1)  # tail: duplicate the last unit (same bytes, same slot)
-                c = u % (KC // 16)
-                tok = u // (KC // 16)
-                keep = Int32(0) - Int32(tok < ntok)  # stale rows of older generations never reach the MMA
-                v = ld_global_v4(ws + o_act + (row0 + Int64(tok)) * K + Int64(kc) * KC + Int64(c) * 16)
-                st_shared_v4(smem + ACT_OFF + (c * BM + tok) * 16, v[0] & keep, v[1] & keep, v[2] & keep,
-                             v[3] & keep)
+            _stage_act_chunk(smem, ACT_OFF, lambda tok: ws + o_act + (row0 + Int64(tok)) * K, ctid, kc, ntok, BM, KC)
             for it in cutlass.range_constexpr((NSC + CT - 1) // CT):
                 u = ctid + it * CT
                 if u < NSC:
@@ -324,12 +315,7 @@ def _trace_parts(cfg):
                         gs = gs0 + kb
                         s = gs % NS
                         mbar_wait_rt(smem + BAR_OFF + 8 * s, (gs // NS) & 1, err, CODE_STAGE, timeout_ns)
-                        stage = smem + STAGE_OFF + s * STAGE_BYTES
-                        for sl in cutlass.range_constexpr(2):
-                            for h2 in cutlass.range_constexpr(2):
-                                words.extend(ld_shared_v4(stage + (wg * 2 + sl) * 4096 + tw * 32 + 16 * h2))
-                        for sl in cutlass.range_constexpr(2):
-                            words.extend(ld_shared_v2(stage + 16384 + (wg * 2 + sl) * 256 + (warp * 8 + g) * 8))
+                        words = _read_k128_stage(smem + STAGE_OFF + s * STAGE_BYTES, wg, tw, warp, g)
                         mbar_arrive(smem + BAR_OFF + 8 * (NS + s))  # stage consumed into registers
                     else:
                         nxt = kb + 1 - Int32(kb + 1 >= NK)  # last K128: harmless reload of itself
@@ -407,13 +393,7 @@ def _trace_parts(cfg):
                         use = gs // NS
                         if gs >= NS:
                             mbar_wait_rt(smem + BAR_OFF + 8 * (NS + s), (use - 1) & 1, err, CODE_STAGE, timeout_ns)
-                        full = smem + BAR_OFF + 8 * s
-                        mbar_arrive_expect_tx(full, STAGE_BYTES)
-                        dst = smem + STAGE_OFF + s * STAGE_BYTES
-                        for sl4 in cutlass.range_constexpr(4):  # the task's 4 slabs of 64 rows
-                            tidx = (slab0 + sl4) * Int64(nk) + Int64(kb)
-                            bulk_copy_g2s(dst + sl4 * 4096, wbase + tidx * 4096, 4096, full, policy)
-                            bulk_copy_g2s(dst + 16384 + sl4 * 256, sbase + tidx * 256, 256, full, policy)
+                        _issue_k128_stage(smem, BAR_OFF, STAGE_OFF, s, wbase, sbase, slab0, Int64(nk), kb, policy)
                     gs0 = gs0 + nk
         else:
             # ---------------- consumer warpgroups ----------------
