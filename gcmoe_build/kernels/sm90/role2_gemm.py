@@ -275,6 +275,75 @@ def _stage_act_chunk(smem, act_off: int, row_addr, ctid, kc, ntok, bm: int, kc_l
         st_shared_v4(smem + act_off + (c * bm + tok) * 16, v[0] & keep, v[1] & keep, v[2] & keep, v[3] & keep)
 
 
+@cute.jit
+def _w1_epilogue(acc, smem, amax_off: int, efac, ntok, tile, wg, warp, g, t, rw_addr, q_addr, sf_addr, bm: int,
+                 alpha: float, clamp: float):
+    """W1 epilogue of one 256-row task (numerics reference steps 3-4), inlined into the calling kernel.
+
+    Rows are gate/up interleaved in 8-row groups: accumulator element i (row half 0) is the gate and
+    i + 2 (row half 1) the up value of I-column 32*slab + 8*warp + g, token n. Per value: BF16 round,
+    clamp, ``gate*sigmoid(alpha*gate)*up*rw`` (padded tokens 0), amax over the 32 I-columns of a slab
+    (shuffles, then the 4 warps' partials through shared memory at ``amax_off``), UE8M0 scale, E4M3
+    byte. ``rw_addr(n)``: routing weight of token n, ``q_addr(n, col)``: its E4M3 output byte of
+    I-column ``col``, ``sf_addr(n, slab)``: its UE8M0 scale byte of the 32 columns of ``slab``."""
+    nd = bm // 2
+    ys = []
+    for sl in cutlass.range_constexpr(2):
+        for i in cutlass.range_constexpr(nd):
+            if const_expr((i >> 1) & 1 == 0):
+                n = 8 * (i >> 2) + 2 * t + (i & 1)
+                rw = ld_global_f32(rw_addr(n))
+                gte = fmin(bf16_round(acc[sl * nd + i] * efac), Float32(clamp))
+                up = fmax(fmin(bf16_round(acc[sl * nd + i + 2] * efac), Float32(clamp)), Float32(-clamp))
+                y = gte * sigmoid(gte * Float32(alpha)) * up * rw
+                y = sel_f32(Int32(n < ntok), y, Float32(0.0))
+                ys.append(y)
+                m = fabs(y)
+                m = fmax(m, shfl_bfly_f32(m, 4))
+                m = fmax(m, shfl_bfly_f32(m, 8))
+                m = fmax(m, shfl_bfly_f32(m, 16))
+                if g == 0:
+                    st_shared_f32(smem + amax_off + (((wg * 2 + sl) * 4 + warp) * bm + n) * 4, m)
+    bar_sync(1, CONSUMER_THREADS)
+    yi = 0
+    for sl in cutlass.range_constexpr(2):
+        slab = wg * 2 + sl
+        for i in cutlass.range_constexpr(nd):
+            if const_expr((i >> 1) & 1 == 0):
+                n = 8 * (i >> 2) + 2 * t + (i & 1)
+                m = Float32(0.0)
+                for p in cutlass.range_constexpr(4):
+                    m = fmax(m, ld_shared_f32(smem + amax_off + ((slab * 4 + p) * bm + n) * 4))
+                scale, inv = ue8m0_scale_for(m)
+                q8 = to_e4m3_byte(ys[yi] * inv)
+                yi += 1
+                col = tile * 128 + slab * 32 + 8 * warp + g
+                if n < ntok:
+                    st_global_u8(q_addr(n, col), q8)
+                    if warp == 0:
+                        if g == 0:
+                            code = (float_bits(scale) >> 23) & 0xFF
+                            st_global_u8(sf_addr(n, slab), code)
+
+
+@cute.jit
+def _w2_store_rows(acc, efac, ntok, tile, wg, warp, g, t, orow_addr, out, rows: int, bm: int):
+    """W2 epilogue of the verified kernels, inlined: BF16 ``acc * efac`` of the task's 256 rows, 2-byte
+    stores into ``out[orow][rows]`` for valid tokens, ``orow_addr(n)``: address of token n's Int32
+    output row."""
+    nd = bm // 2
+    for i in cutlass.range_constexpr(nd):
+        n = 8 * (i >> 2) + 2 * t + (i & 1)
+        if n < ntok:
+            orow = ld_global_s32(orow_addr(n))
+            hr = 16 * warp + g + 8 * ((i >> 1) & 1)
+            for s in cutlass.range_constexpr(2):
+                row = tile * ROWS_PER_CTA + wg * 128 + s * 64 + hr
+                bits = to_bf16_bits(acc[s * nd + i] * efac)
+                _asm("st.global.u16 [$0], $1;", "l,r",
+                     [_v(out + (Int64(orow) * rows + Int64(row)) * 2, Int64), _v(bits)], 0)
+
+
 def build_role2_gemm(cfg: Role2GemmConfig):
     """Return ``(host_fn, kernel_fn)`` for ``cfg``: a ``@cute.jit`` launcher (grid.y = blocks) and the
     ``@cute.kernel`` it launches. Parameters of the kernel, in order (all Int64 addresses unless
@@ -393,57 +462,14 @@ def build_role2_gemm(cfg: Role2GemmConfig):
 
             # ---------------- epilogues ----------------
             if const_expr(W1):
-                # Rows are gate/up interleaved in 8-row groups: accumulator element i (row half 0) is the
-                # gate and i + 2 (row half 1) the up value of I-column 32*slab + 8*warp + g, token n.
-                ys = []
-                for sl in cutlass.range_constexpr(2):
-                    for i in cutlass.range_constexpr(ND):
-                        if const_expr((i >> 1) & 1 == 0):
-                            n = 8 * (i >> 2) + 2 * t + (i & 1)
-                            rw = ld_global_f32(aux + (Int64(blk) * BM + Int64(n)) * 4)
-                            gte = fmin(bf16_round(acc[sl * ND + i] * efac), Float32(clamp))
-                            up = fmax(fmin(bf16_round(acc[sl * ND + i + 2] * efac), Float32(clamp)), Float32(-clamp))
-                            y = gte * sigmoid(gte * Float32(alpha)) * up * rw
-                            y = sel_f32(Int32(n < ntok), y, Float32(0.0))
-                            ys.append(y)
-                            m = fabs(y)
-                            m = fmax(m, shfl_bfly_f32(m, 4))
-                            m = fmax(m, shfl_bfly_f32(m, 8))
-                            m = fmax(m, shfl_bfly_f32(m, 16))
-                            if g == 0:
-                                st_shared_f32(smem + AMAX_OFF + (((wg * 2 + sl) * 4 + warp) * BM + n) * 4, m)
-                bar_sync(1, CT)
-                yi = 0
-                for sl in cutlass.range_constexpr(2):
-                    slab = wg * 2 + sl
-                    for i in cutlass.range_constexpr(ND):
-                        if const_expr((i >> 1) & 1 == 0):
-                            n = 8 * (i >> 2) + 2 * t + (i & 1)
-                            m = Float32(0.0)
-                            for p in cutlass.range_constexpr(4):
-                                m = fmax(m, ld_shared_f32(smem + AMAX_OFF + ((slab * 4 + p) * BM + n) * 4))
-                            scale, inv = ue8m0_scale_for(m)
-                            q8 = to_e4m3_byte(ys[yi] * inv)
-                            yi += 1
-                            col = ntile * 128 + slab * 32 + 8 * warp + g
-                            if n < ntok:
-                                st_global_u8(out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col), q8)
-                                if warp == 0:
-                                    if g == 0:
-                                        code = (float_bits(scale) >> 23) & 0xFF
-                                        st_global_u8(outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // 32)
-                                                     + Int64(ntile * 4 + slab), code)
+                _w1_epilogue(acc, smem, AMAX_OFF, efac, ntok, ntile, wg, warp, g, t,
+                             lambda n: aux + (Int64(blk) * BM + Int64(n)) * 4,
+                             lambda n, col: out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col),
+                             lambda n, slab: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // 32)
+                                              + Int64(ntile * 4 + slab)), BM, alpha, clamp)
             else:
-                for i in cutlass.range_constexpr(ND):
-                    n = 8 * (i >> 2) + 2 * t + (i & 1)
-                    if n < ntok:
-                        orow = ld_global_s32(aux + (Int64(blk) * BM + Int64(n)) * 4)
-                        hr = 16 * warp + g + 8 * ((i >> 1) & 1)
-                        for s in cutlass.range_constexpr(2):
-                            row = ntile * ROWS_PER_CTA + wg * 128 + s * 64 + hr
-                            bits = to_bf16_bits(acc[s * ND + i] * efac)
-                            _asm("st.global.u16 [$0], $1;", "l,r",
-                                 [_v(out + (Int64(orow) * cfg.rows + Int64(row)) * 2, Int64), _v(bits)], 0)
+                _w2_store_rows(acc, efac, ntok, ntile, wg, warp, g, t, lambda n: aux + (Int64(blk) * BM + Int64(n)) * 4,
+                               out, cfg.rows, BM)
 
     @cute.jit
     def role2_gemm_host(w: Int64, ws: Int64, ef: Int64, act: Int64, asc: Int64, bexp: Int64, bntok: Int64,

@@ -30,15 +30,13 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
-from .ptx_mem import (_asm, _v, bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_s32,
-                      ld_global_u8, ld_shared_f32, mbar_arrive, mbar_init, mbar_init_fence, mbar_wait_or_trap,
-                      red_release_add_u32, red_release_or_b64, setmaxnreg, st_global_u8, st_shared_f32,
-                      wait_geq_u32_or_trap, wait_mask_u64_or_trap)
-from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, ROWS_PER_CTA,
-                         STAGE_BYTES, Role2GemmConfig, TokenScales, _issue_k128_stage, _k128_mma, _read_k128_stage,
-                         _stage_act_chunk)
-from .role2_math import (bf16_round, fabs, float_bits, fmax, fmin, sel_f32, shfl_bfly_f32, sigmoid, to_bf16_bits,
-                         to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
+from .ptx_mem import (_asm, bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_s32,
+                      ld_global_u8, mbar_arrive, mbar_init, mbar_init_fence, mbar_wait_or_trap, red_release_add_u32,
+                      red_release_or_b64, setmaxnreg, st_shared_f32, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
+from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, STAGE_BYTES,
+                         Role2GemmConfig, TokenScales, _issue_k128_stage, _k128_mma, _read_k128_stage,
+                         _stage_act_chunk, _w1_epilogue, _w2_store_rows)
+from .role2_math import sel_f32, ue8m0_to_f32
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
 TRAP_L2_MASK = 9
@@ -166,56 +164,14 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                             _k128_mma(words, ascl, acc, smem + ACT_OFF, kl128, BM, cfg.lag)
 
                 if const_expr(W1):
-                    ys = []
-                    for sl in cutlass.range_constexpr(2):
-                        for i in cutlass.range_constexpr(ND):
-                            if const_expr((i >> 1) & 1 == 0):
-                                n = 8 * (i >> 2) + 2 * t + (i & 1)
-                                rw = ld_global_f32(aux + (Int64(blk) * BM + Int64(n)) * 4)
-                                gte = fmin(bf16_round(acc[sl * ND + i] * efac), Float32(clamp))
-                                up = fmax(fmin(bf16_round(acc[sl * ND + i + 2] * efac), Float32(clamp)),
-                                          Float32(-clamp))
-                                y = gte * sigmoid(gte * Float32(alpha)) * up * rw
-                                y = sel_f32(Int32(n < ntok), y, Float32(0.0))
-                                ys.append(y)
-                                m = fabs(y)
-                                m = fmax(m, shfl_bfly_f32(m, 4))
-                                m = fmax(m, shfl_bfly_f32(m, 8))
-                                m = fmax(m, shfl_bfly_f32(m, 16))
-                                if g == 0:
-                                    st_shared_f32(smem + AMAX_OFF + (((wg * 2 + sl) * 4 + warp) * BM + n) * 4, m)
-                    bar_sync(1, CT)
-                    yi = 0
-                    for sl in cutlass.range_constexpr(2):
-                        slab = wg * 2 + sl
-                        for i in cutlass.range_constexpr(ND):
-                            if const_expr((i >> 1) & 1 == 0):
-                                n = 8 * (i >> 2) + 2 * t + (i & 1)
-                                m = Float32(0.0)
-                                for p in cutlass.range_constexpr(4):
-                                    m = fmax(m, ld_shared_f32(smem + AMAX_OFF + ((slab * 4 + p) * BM + n) * 4))
-                                scale, inv = ue8m0_scale_for(m)
-                                q8 = to_e4m3_byte(ys[yi] * inv)
-                                yi += 1
-                                col = ntile * 128 + slab * 32 + 8 * warp + g
-                                if n < ntok:
-                                    st_global_u8(out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col), q8)
-                                    if warp == 0:
-                                        if g == 0:
-                                            code = (float_bits(scale) >> 23) & 0xFF
-                                            st_global_u8(outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // 32)
-                                                         + Int64(ntile * 4 + slab), code)
+                    _w1_epilogue(acc, smem, AMAX_OFF, efac, ntok, ntile, wg, warp, g, t,
+                                 lambda n: aux + (Int64(blk) * BM + Int64(n)) * 4,
+                                 lambda n, col: out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col),
+                                 lambda n, slab: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // 32)
+                                                  + Int64(ntile * 4 + slab)), BM, alpha, clamp)
                 else:
-                    for i in cutlass.range_constexpr(ND):
-                        n = 8 * (i >> 2) + 2 * t + (i & 1)
-                        if n < ntok:
-                            orow = ld_global_s32(aux + (Int64(blk) * BM + Int64(n)) * 4)
-                            hr = 16 * warp + g + 8 * ((i >> 1) & 1)
-                            for s2 in cutlass.range_constexpr(2):
-                                row = ntile * ROWS_PER_CTA + wg * 128 + s2 * 64 + hr
-                                bits = to_bf16_bits(acc[s2 * ND + i] * efac)
-                                _asm("st.global.u16 [$0], $1;", "l,r",
-                                     [_v(out + (Int64(orow) * cfg.rows + Int64(row)) * 2, Int64), _v(bits)], 0)
+                    _w2_store_rows(acc, efac, ntok, ntile, wg, warp, g, t,
+                                   lambda n: aux + (Int64(blk) * BM + Int64(n)) * 4, out, cfg.rows, BM)
                 # publish: every consumer's stores, then one release per task (also orders the next
                 # task's shared-memory reuse after this task's epilogue reads)
                 bar_sync(1, CT)

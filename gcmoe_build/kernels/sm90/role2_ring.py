@@ -218,18 +218,16 @@ def _trace_parts(cfg):
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
 
     from .ptx_mem import (_asm, bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_u8,
-                          ld_global_v4, ld_shared_f32, ld_shared_v4, mbar_arrive, mbar_init, mbar_init_fence,
-                          red_release_add_u32, red_release_or_b64, setmaxnreg, st_global_u8, st_global_v4,
-                          st_shared_f32)
+                          ld_global_v4, ld_shared_v4, mbar_arrive, mbar_init, mbar_init_fence, red_release_add_u32,
+                          red_release_or_b64, setmaxnreg, st_global_v4, st_shared_f32)
     from .role1_sync import fence_acq_rel_sys
     from .ring_sync import (atom_add_acqrel_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
     from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, ROWS_PER_CTA,
                              STAGE_BYTES, TokenScales, _issue_k128_stage, _k128_mma, _load_k128, _read_k128_stage,
-                             _stage_act_chunk)
-    from .role2_math import (bf16_round, fabs, float_bits, fmax, fmin, sel_f32, shfl_bfly_f32, sigmoid,
-                             to_bf16_bits, to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
+                             _stage_act_chunk, _w1_epilogue)
+    from .role2_math import sel_f32, to_bf16_bits, ue8m0_to_f32
 
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
     P, EL, D = cfg.ranks, cfg.experts_local, cfg.dispatch_sms
@@ -432,47 +430,12 @@ def _trace_parts(cfg):
                     mainloop("w1", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_ring_x, o_ring_sf,
                              o_l2_full_mask, w1_tiles, w1_scales, sf_stride, policy, err, timeout_ns)
                     efac = ld_global_f32(w1_factor + Int64(el) * 4)
-                    # Rows are gate/up interleaved in 8-row groups: accumulator element i (row half 0) is the
-                    # gate and i + 2 (row half 1) the up value of I-column 32*slab + 8*warp + g, token n.
-                    ys = []
-                    for sl in cutlass.range_constexpr(2):
-                        for i in cutlass.range_constexpr(ND):
-                            if const_expr((i >> 1) & 1 == 0):
-                                n = 8 * (i >> 2) + 2 * t + (i & 1)
-                                rw = ld_global_f32(ws + o_ring_meta + (row0 + Int64(n)) * 16)
-                                gte = fmin(bf16_round(acc[sl * ND + i] * efac), Float32(clamp))
-                                up = fmax(fmin(bf16_round(acc[sl * ND + i + 2] * efac), Float32(clamp)),
-                                          Float32(-clamp))
-                                y = gte * sigmoid(gte * Float32(alpha)) * up * rw
-                                y = sel_f32(Int32(n < ntok), y, Float32(0.0))
-                                ys.append(y)
-                                m = fabs(y)
-                                m = fmax(m, shfl_bfly_f32(m, 4))
-                                m = fmax(m, shfl_bfly_f32(m, 8))
-                                m = fmax(m, shfl_bfly_f32(m, 16))
-                                if g == 0:
-                                    st_shared_f32(smem + AMAX_OFF + (((wg * 2 + sl) * 4 + warp) * BM + n) * 4, m)
-                    bar_sync(1, CT)
-                    yi = 0
-                    for sl in cutlass.range_constexpr(2):
-                        slab = wg * 2 + sl
-                        for i in cutlass.range_constexpr(ND):
-                            if const_expr((i >> 1) & 1 == 0):
-                                n = 8 * (i >> 2) + 2 * t + (i & 1)
-                                m = Float32(0.0)
-                                for p in cutlass.range_constexpr(4):
-                                    m = fmax(m, ld_shared_f32(smem + AMAX_OFF + ((slab * 4 + p) * BM + n) * 4))
-                                scale, inv = ue8m0_scale_for(m)
-                                q8 = to_e4m3_byte(ys[yi] * inv)
-                                yi += 1
-                                col = tile * 128 + slab * 32 + 8 * warp + g
-                                if n < ntok:
-                                    st_global_u8(ws + o_l2_x + (row0 + Int64(n)) * I + Int64(col), q8)
-                                    if warp == 0:
-                                        if g == 0:
-                                            code = (float_bits(scale) >> 23) & 0xFF
-                                            st_global_u8(ws + o_l2_sf + (row0 + Int64(n)) * NI32
-                                                         + Int64(tile * 4 + slab), code)
+                    # routing weight = ring_meta[rb][row].x; E4M3 -> l2_x[rb][row][I], UE8M0 -> l2_sf[rb][row][I/32]
+                    _w1_epilogue(acc, smem, AMAX_OFF, efac, ntok, tile, wg, warp, g, t,
+                                 lambda n: ws + o_ring_meta + (row0 + Int64(n)) * 16,
+                                 lambda n, col: ws + o_l2_x + (row0 + Int64(n)) * I + Int64(col),
+                                 lambda n, slab: ws + o_l2_sf + (row0 + Int64(n)) * NI32 + Int64(tile * 4 + slab),
+                                 BM, alpha, clamp)
                     # publish: every consumer's stores, then the task's two W1 N128 mask bits
                     bar_sync(1, CT)
                     if ctid == 0:
