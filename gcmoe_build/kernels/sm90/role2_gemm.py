@@ -275,6 +275,37 @@ def _stage_act_chunk(smem, act_off: int, row_addr, ctid, kc, ntok, bm: int, kc_l
         st_shared_v4(smem + act_off + (c * bm + tok) * 16, v[0] & keep, v[1] & keep, v[2] & keep, v[3] & keep)
 
 
+def _token_major_scale(asc, w1: bool, blk, bm: int, nkg: int, kc, ngs: int, tok, kk):
+    """The verified kernels' activation scale of token ``tok``, scale group ``kk`` of K chunk ``kc``, from
+    the token-major table ``[block][bm][nkg]``: W1 FP32 per 128 along H, W2 UE8M0 per 32 along I."""
+    gidx = (Int64(blk) * bm + Int64(tok)) * nkg + Int64(kc) * ngs + Int64(kk)
+    if w1:
+        return ld_global_f32(asc + gidx * 4)  # FP32 per 128 along H
+    return ue8m0_to_f32(ld_global_u8(asc + gidx))  # UE8M0 per 32 along I
+
+
+@cute.jit
+def _stage_chunk(smem, act_off: int, asc_off: int, row_addr, scale_at, ctid, kc, ntok, bm: int, kc_len: int,
+                 ngs: int):
+    """Consumers, per K chunk: wait until the previous chunk is consumed (all its wgmma waited), stage
+    the chunk's activations (:func:`_stage_act_chunk`) and its FP32 activation scales ``[ngs][bm]`` at
+    ``asc_off`` (``scale_at(tok, kk)``: token ``tok``'s scale of group ``kk``; padded tokens 0), then
+    fence the shared stores for the async proxy (wgmma reads them) and barrier."""
+    bar_sync(1, CONSUMER_THREADS)
+    _stage_act_chunk(smem, act_off, row_addr, ctid, kc, ntok, bm, kc_len)
+    nsc = bm * ngs
+    for it in cutlass.range_constexpr((nsc + CONSUMER_THREADS - 1) // CONSUMER_THREADS):
+        u = ctid + it * CONSUMER_THREADS
+        if u < nsc:
+            kk = u % ngs
+            tok = u // ngs
+            sv = scale_at(tok, kk)
+            st_shared_f32(smem + asc_off + (kk * bm + tok) * 4, sel_f32(Int32(tok < ntok), sv, Float32(0.0)))
+    # shared stores above are read by wgmma (async proxy): each writer fences, then barrier
+    _asm("fence.proxy.async.shared::cta;", "", [], 0)
+    bar_sync(1, CONSUMER_THREADS)
+
+
 @cute.jit
 def _w1_epilogue(acc, smem, amax_off: int, efac, ntok, tile, wg, warp, g, t, rw_addr, q_addr, sf_addr, bm: int,
                  alpha: float, clamp: float):
@@ -366,7 +397,6 @@ def build_role2_gemm(cfg: Role2GemmConfig):
     AMAX_OFF = ASC_OFF + 4 * BM * NGS
     STAGE_OFF = 1024 * ((cfg.misc_bytes + 1023) // 1024)
     BAR_OFF = STAGE_OFF + NS * STAGE_BYTES  # full[NS] then empty[NS], 8 B each
-    NSC = BM * NGS
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     TMO = int(cfg.timeout_ns)
 
@@ -423,24 +453,9 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                 _load_k128(wbuf, 0, Int32(0), wbases, sbases, policy)
 
             for kc in cutlass.range(NKC, unroll=1):
-                bar_sync(1, CT)  # previous chunk fully consumed (all its wgmma waited)
-                _stage_act_chunk(smem, ACT_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K, ctid, kc, ntok,
-                                 BM, KC)
-                for it in cutlass.range_constexpr((NSC + CT - 1) // CT):
-                    u = ctid + it * CT
-                    if u < NSC:
-                        kk = u % NGS
-                        tok = u // NGS
-                        gidx = (Int64(blk) * BM + Int64(tok)) * NKG + Int64(kc) * NGS + Int64(kk)
-                        if const_expr(W1):
-                            sv = ld_global_f32(asc + gidx * 4)  # FP32 per 128 along H
-                        else:
-                            sv = ue8m0_to_f32(ld_global_u8(asc + gidx))  # UE8M0 per 32 along I
-                        st_shared_f32(smem + ASC_OFF + (kk * BM + tok) * 4,
-                                      sel_f32(Int32(tok < ntok), sv, Float32(0.0)))
-                # shared stores above are read by wgmma (async proxy): each writer fences, then barrier
-                _asm("fence.proxy.async.shared::cta;", "", [], 0)
-                bar_sync(1, CT)
+                _stage_chunk(smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
+                             lambda tok, kk: _token_major_scale(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
+                             ctid, kc, ntok, BM, KC, NGS)
 
                 for k2 in cutlass.range(KC // 256, unroll=1):
                     for h in cutlass.range_constexpr(2):

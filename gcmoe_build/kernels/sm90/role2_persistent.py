@@ -30,13 +30,12 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
-from .ptx_mem import (_asm, bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_s32,
-                      ld_global_u8, mbar_arrive, mbar_init, mbar_init_fence, mbar_wait_or_trap, red_release_add_u32,
-                      red_release_or_b64, setmaxnreg, st_shared_f32, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
+from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_s32, mbar_arrive,
+                      mbar_init, mbar_init_fence, mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
+                      setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
 from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, STAGE_BYTES,
                          Role2GemmConfig, TokenScales, _issue_k128_stage, _k128_mma, _read_k128_stage,
-                         _stage_act_chunk, _w1_epilogue, _w2_store_rows)
-from .role2_math import sel_f32, ue8m0_to_f32
+                         _stage_chunk, _token_major_scale, _w1_epilogue, _w2_store_rows)
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
 TRAP_L2_MASK = 9
@@ -66,7 +65,6 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     AMAX_OFF = ASC_OFF + 4 * BM * NGS
     STAGE_OFF = 1024 * ((cfg.misc_bytes + 1023) // 1024)
     BAR_OFF = STAGE_OFF + NS * STAGE_BYTES
-    NSC = BM * NGS
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     TMO = int(cfg.timeout_ns)
 
@@ -135,23 +133,9 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         lo_t = kc * (KC // 64)
                         need = ((Int64(1) << (KC // 64)) - Int64(1)) << Int64(lo_t)
                         wait_mask_u64_or_trap(l2_mask + Int64(blk) * 8, need, err, TRAP_L2_MASK, TMO)
-                    bar_sync(1, CT)
-                    _stage_act_chunk(smem, ACT_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K, ctid, kc,
-                                     ntok, BM, KC)
-                    for it in cutlass.range_constexpr((NSC + CT - 1) // CT):
-                        u = ctid + it * CT
-                        if u < NSC:
-                            kk = u % NGS
-                            tok = u // NGS
-                            gidx = (Int64(blk) * BM + Int64(tok)) * NKG + Int64(kc) * NGS + Int64(kk)
-                            if const_expr(W1):
-                                sv = ld_global_f32(asc + gidx * 4)
-                            else:
-                                sv = ue8m0_to_f32(ld_global_u8(asc + gidx))
-                            st_shared_f32(smem + ASC_OFF + (kk * BM + tok) * 4,
-                                          sel_f32(Int32(tok < ntok), sv, Float32(0.0)))
-                    _asm("fence.proxy.async.shared::cta;", "", [], 0)
-                    bar_sync(1, CT)
+                    _stage_chunk(smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
+                                 lambda tok, kk: _token_major_scale(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
+                                 ctid, kc, ntok, BM, KC, NGS)
                     for k2 in cutlass.range(KC // 256, unroll=1):
                         for h in cutlass.range_constexpr(2):
                             kl128 = k2 * 2 + h

@@ -217,17 +217,17 @@ def _trace_parts(cfg):
 
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
 
-    from .ptx_mem import (_asm, bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_u8,
-                          ld_global_v4, ld_shared_v4, mbar_arrive, mbar_init, mbar_init_fence, red_release_add_u32,
-                          red_release_or_b64, setmaxnreg, st_global_v4, st_shared_f32)
+    from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_u8, ld_global_v4,
+                          ld_shared_v4, mbar_arrive, mbar_init, mbar_init_fence, red_release_add_u32,
+                          red_release_or_b64, setmaxnreg, st_global_v4)
     from .role1_sync import fence_acq_rel_sys
     from .ring_sync import (atom_add_acqrel_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
     from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, ROWS_PER_CTA,
                              STAGE_BYTES, TokenScales, _issue_k128_stage, _k128_mma, _load_k128, _read_k128_stage,
-                             _stage_act_chunk, _w1_epilogue)
-    from .role2_math import sel_f32, to_bf16_bits, ue8m0_to_f32
+                             _stage_chunk, _w1_epilogue)
+    from .role2_math import to_bf16_bits, ue8m0_to_f32
 
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
     P, EL, D = cfg.ranks, cfg.experts_local, cfg.dispatch_sms
@@ -247,6 +247,14 @@ def _trace_parts(cfg):
     STAGE_OFF, BAR_OFF, NS = so["stage"], so["bar"], so["stages"]
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     LAG = cfg.w1.lag
+
+    def ring_act_scale(mode, base, rb, row0, sf_stride, grp, tok):
+        """Activation scale of token ``tok``, K group ``grp`` of ring block ``rb``: W1 FP32 per K128 group,
+        MN-major ``ring_sf[rb][H/128][sf_stride]``; W2 UE8M0 per 32 I-columns, token-major
+        ``l2_sf[rb][bm_stride][I/32]``."""
+        if mode == "w1":
+            return ld_global_f32(base + ((Int64(rb) * NKB + Int64(grp)) * Int64(sf_stride) + Int64(tok)) * 4)
+        return ue8m0_to_f32(ld_global_u8(base + (row0 + Int64(tok)) * NI32 + Int64(grp)))
 
     def peer_ws(peer, r):
         """Rank ``r``'s workspace base (a fresh trace-time view each use)."""
@@ -268,7 +276,6 @@ def _trace_parts(cfg):
         NSLAB = mc.rows // 64
         GS = mc.act_scale_group
         NGS = KC // GS
-        NSC = BM * NGS
         wg = ctid // 128
         warp = (ctid // 32) % 4
         lane = ctid % 32
@@ -286,24 +293,10 @@ def _trace_parts(cfg):
             if const_expr(mode == "w2"):  # the W1 N128 tiles that produced I-columns [kc*KC, (kc+1)*KC)
                 need = ((Int64(1) << (KC // 64)) - Int64(1)) << Int64(kc * (KC // 64))
                 wait_mask_u64_rt(ws + o_mask + Int64(rb) * 8, need, err, CODE_L2_MASK, timeout_ns)
-            bar_sync(1, CT)  # previous chunk (or task epilogue) fully consumed
-            _stage_act_chunk(smem, ACT_OFF, lambda tok: ws + o_act + (row0 + Int64(tok)) * K, ctid, kc, ntok, BM, KC)
-            for it in cutlass.range_constexpr((NSC + CT - 1) // CT):
-                u = ctid + it * CT
-                if u < NSC:
-                    kk = u % NGS
-                    tok = u // NGS
-                    grp = kc * NGS + kk
-                    sv = Float32(0.0)
-                    if const_expr(mode == "w1"):  # FP32 per K128 group, MN-major [rb][H/128][sf_stride]
-                        sv = ld_global_f32(ws + o_asc + ((Int64(rb) * NKB + Int64(grp)) * Int64(sf_stride)
-                                                         + Int64(tok)) * 4)
-                    else:  # UE8M0 per 32 I-columns, token-major [rb][bm_stride][I/32]
-                        sv = ue8m0_to_f32(ld_global_u8(ws + o_asc + (row0 + Int64(tok)) * NI32 + Int64(grp)))
-                    st_shared_f32(smem + ASC_OFF + (kk * BM + tok) * 4, sel_f32(Int32(tok < ntok), sv, Float32(0.0)))
-            # shared stores above are read by wgmma (async proxy): each writer fences, then barrier
-            _asm("fence.proxy.async.shared::cta;", "", [], 0)
-            bar_sync(1, CT)
+            # barrier (previous chunk or task epilogue consumed), activation rows + scales, proxy fence, barrier
+            _stage_chunk(smem, ACT_OFF, ASC_OFF, lambda tok: ws + o_act + (row0 + Int64(tok)) * K,
+                         lambda tok, kk: ring_act_scale(mode, ws + o_asc, rb, row0, sf_stride, kc * NGS + kk, tok),
+                         ctid, kc, ntok, BM, KC, NGS)
             for k2 in cutlass.range(KC // 256, unroll=1):
                 for h in cutlass.range_constexpr(2):
                     kl128 = k2 * 2 + h
