@@ -257,6 +257,28 @@ def _read_k128_stage(stage, wg, tw, warp, g):
     return words
 
 
+@cute.jit
+def _produce_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_empty, w, ws, slab0, nk, kb, policy):
+    """Producer, stream step ``gs`` (stage ``gs % ns``): once the stage has been used, wait for its empty
+    barrier (``wait_empty(bar, parity)``, a bounded wait), then :func:`_issue_k128_stage` for K128 ``kb``."""
+    s = gs % ns
+    use = gs // ns
+    if gs >= ns:
+        wait_empty(smem + bar_off + 8 * (ns + s), (use - 1) & 1)
+    _issue_k128_stage(smem, bar_off, stage_off, s, w, ws, slab0, nk, kb, policy)
+
+
+def _consume_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_full, wg, tw, warp, g):
+    """Consumer, stream step ``gs``: wait for the stage's full barrier (``wait_full(bar, parity)``), read
+    this thread's 20 words (:func:`_read_k128_stage`), arrive on the empty barrier (stage consumed into
+    registers). Returns the words."""
+    s = gs % ns
+    wait_full(smem + bar_off + 8 * s, (gs // ns) & 1)
+    words = _read_k128_stage(smem + stage_off + s * STAGE_BYTES, wg, tw, warp, g)
+    mbar_arrive(smem + bar_off + 8 * (ns + s))
+    return words
+
+
 def _stage_act_chunk(smem, act_off: int, row_addr, ctid, kc, ntok, bm: int, kc_len: int):
     """Consumers: copy K chunk ``kc`` (``kc_len`` E4M3 columns) of the block's ``bm`` token rows into
     shared memory as 16-byte units ``[kc_len/16][bm]`` (the wgmma B layout :func:`_k128_mma` reads).
@@ -425,11 +447,8 @@ def build_role2_gemm(cfg: Role2GemmConfig):
             if tid == 0:
                 slab0 = Int64(expert) * NSLAB + Int64(ntile) * 4
                 for kb in cutlass.range(NK128, unroll=1):
-                    s = kb % NS
-                    use = kb // NS
-                    if kb >= NS:
-                        mbar_wait_or_trap(smem + BAR_OFF + 8 * (NS + s), (use - 1) & 1, TMO)
-                    _issue_k128_stage(smem, BAR_OFF, STAGE_OFF, s, w, ws, slab0, NK128, kb, policy)
+                    _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, kb, lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO),
+                                  w, ws, slab0, NK128, kb, policy)
         else:
             # ---------------- consumer warpgroups ----------------
             if const_expr(PIPE):
@@ -463,10 +482,8 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                         kb = kc * (KC // 128) + kl128
                         words = []
                         if const_expr(PIPE):
-                            s = kb % NS
-                            mbar_wait_or_trap(smem + BAR_OFF + 8 * s, (kb // NS) & 1, TMO)
-                            words = _read_k128_stage(smem + STAGE_OFF + s * STAGE_BYTES, wg, tw, warp, g)
-                            mbar_arrive(smem + BAR_OFF + 8 * (NS + s))  # stage consumed into registers
+                            words = _consume_k128(smem, BAR_OFF, STAGE_OFF, NS, kb,
+                                                  lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), wg, tw, warp, g)
                         else:
                             nxt = kb + 1 - Int32(kb + 1 >= NK128)  # last K128: harmless reload of itself
                             _load_k128(wbuf, 1 - h, nxt, wbases, sbases, policy)

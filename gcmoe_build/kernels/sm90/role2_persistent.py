@@ -30,11 +30,11 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
-from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_s32, mbar_arrive,
+from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_s32,
                       mbar_init, mbar_init_fence, mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
 from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, STAGE_BYTES,
-                         Role2GemmConfig, TokenScales, _issue_k128_stage, _k128_mma, _read_k128_stage,
+                         Role2GemmConfig, TokenScales, _consume_k128, _k128_mma, _produce_k128,
                          _stage_chunk, _token_major_scale, _w1_epilogue, _w2_store_rows)
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
@@ -101,12 +101,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     expert = ld_global_s32(bexp + Int64(blk) * 4)
                     slab0 = Int64(expert) * NSLAB + Int64(ntile) * 4
                     for kb in cutlass.range(NK128, unroll=1):
-                        gs = li * NK128 + kb
-                        s = gs % NS
-                        use = gs // NS
-                        if gs >= NS:
-                            mbar_wait_or_trap(smem + BAR_OFF + 8 * (NS + s), (use - 1) & 1, TMO)
-                        _issue_k128_stage(smem, BAR_OFF, STAGE_OFF, s, w, ws, slab0, NK128, kb, policy)
+                        _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, li * NK128 + kb,
+                                      lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), w, ws, slab0, NK128, kb, policy)
         else:
             setmaxnreg(CONSUMER_REGS, True)
             ctid = tid - P0
@@ -139,11 +135,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     for k2 in cutlass.range(KC // 256, unroll=1):
                         for h in cutlass.range_constexpr(2):
                             kl128 = k2 * 2 + h
-                            gs = li * NK128 + kc * (KC // 128) + kl128
-                            s = gs % NS
-                            mbar_wait_or_trap(smem + BAR_OFF + 8 * s, (gs // NS) & 1, TMO)
-                            words = _read_k128_stage(smem + STAGE_OFF + s * STAGE_BYTES, wg, tw, warp, g)
-                            mbar_arrive(smem + BAR_OFF + 8 * (NS + s))
+                            words = _consume_k128(smem, BAR_OFF, STAGE_OFF, NS, li * NK128 + kc * (KC // 128) + kl128,
+                                                  lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), wg, tw, warp, g)
                             ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
                             _k128_mma(words, ascl, acc, smem + ACT_OFF, kl128, BM, cfg.lag)
 

@@ -218,14 +218,14 @@ def _trace_parts(cfg):
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
 
     from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_u8, ld_global_v4,
-                          ld_shared_v4, mbar_arrive, mbar_init, mbar_init_fence, red_release_add_u32,
+                          ld_shared_v4, mbar_init, mbar_init_fence, red_release_add_u32,
                           red_release_or_b64, setmaxnreg, st_global_v4)
     from .role1_sync import fence_acq_rel_sys
     from .ring_sync import (atom_add_acqrel_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
     from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, ROWS_PER_CTA,
-                             STAGE_BYTES, TokenScales, _issue_k128_stage, _k128_mma, _load_k128, _read_k128_stage,
+                             STAGE_BYTES, TokenScales, _consume_k128, _k128_mma, _load_k128, _produce_k128,
                              _stage_chunk, _w1_epilogue)
     from .role2_math import to_bf16_bits, ue8m0_to_f32
 
@@ -303,11 +303,9 @@ def _trace_parts(cfg):
                     kb = kc * (KC // 128) + kl128
                     words = []
                     if const_expr(PIPE):
-                        gs = gs0 + kb
-                        s = gs % NS
-                        mbar_wait_rt(smem + BAR_OFF + 8 * s, (gs // NS) & 1, err, CODE_STAGE, timeout_ns)
-                        words = _read_k128_stage(smem + STAGE_OFF + s * STAGE_BYTES, wg, tw, warp, g)
-                        mbar_arrive(smem + BAR_OFF + 8 * (NS + s))  # stage consumed into registers
+                        words = _consume_k128(smem, BAR_OFF, STAGE_OFF, NS, gs0 + kb,
+                                              lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
+                                              wg, tw, warp, g)
                     else:
                         nxt = kb + 1 - Int32(kb + 1 >= NK)  # last K128: harmless reload of itself
                         _load_k128(wbuf, 1 - h, nxt, wbases, sbases, policy)
@@ -379,12 +377,9 @@ def _trace_parts(cfg):
                     sbase = w2_scales + Int64(is1) * (w1_scales - w2_scales)
                     slab0 = Int64(el) * Int64(nslab) + Int64(tile) * 4
                     for kb in cutlass.range(nk, unroll=1):
-                        gs = gs0 + kb
-                        s = gs % NS
-                        use = gs // NS
-                        if gs >= NS:
-                            mbar_wait_rt(smem + BAR_OFF + 8 * (NS + s), (use - 1) & 1, err, CODE_STAGE, timeout_ns)
-                        _issue_k128_stage(smem, BAR_OFF, STAGE_OFF, s, wbase, sbase, slab0, Int64(nk), kb, policy)
+                        _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, gs0 + kb,
+                                      lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
+                                      wbase, sbase, slab0, Int64(nk), kb, policy)
                     gs0 = gs0 + nk
         else:
             # ---------------- consumer warpgroups ----------------
