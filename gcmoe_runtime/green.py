@@ -57,8 +57,22 @@ def requested_dispatch_sms(cc_major: int, env: dict | None = None) -> int:
     return val
 
 
+class _PartitionSms:
+    """The dispatch/compute SM counts of a partition object's validated ``partition`` split."""
+
+    partition: Partition
+
+    @property
+    def dispatch_sms(self) -> int:
+        return self.partition.dispatch_sms
+
+    @property
+    def compute_sms(self) -> int:
+        return self.partition.compute_sms
+
+
 @dataclass
-class GreenPartition:
+class GreenPartition(_PartitionSms):
     device: int
     requested: int
     partition: Partition
@@ -76,14 +90,6 @@ class GreenPartition:
     retire_event: Any
     _drv: Any = field(repr=False, default=None)
     destroyed: bool = False
-
-    @property
-    def dispatch_sms(self) -> int:
-        return self.partition.dispatch_sms
-
-    @property
-    def compute_sms(self) -> int:
-        return self.partition.compute_sms
 
     @property
     def green_contexts(self) -> bool:
@@ -115,6 +121,45 @@ def _ensure_current_context(drv: Any, dev: Any) -> None:
     cur = drv.call("cuCtxGetCurrent")
     if cur is None or int(cur) == 0:
         drv.call("cuCtxSetCurrent", drv.call("cuDevicePrimaryCtxRetain", dev))
+
+
+@dataclass
+class _SmQuery:
+    """Step 1-2 inputs: the device's SM resource and the aligned split wanted for the request."""
+
+    dev: Any
+    requested: int
+    sm: Any  # the device's SM resource (split input)
+    total: int
+    alignment: int
+    min_partition: int
+    want: Partition
+
+
+def _query_sms(drv: Any, device: int, requested: int | None) -> _SmQuery:
+    """Make a context current, read the SM resource and compute the wanted split (raises PartitionError
+    with field/value/limit)."""
+    cu = drv.cu
+    dev = drv.call("cuDeviceGet", device)
+    _ensure_current_context(drv, dev)
+    major = drv.call("cuDeviceGetAttribute", cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+    req = requested_dispatch_sms(int(major)) if requested is None else requested
+    sm = drv.call("cuDeviceGetDevResource", dev, cu.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM)
+    total = int(sm.sm.smCount)
+    align = int(sm.sm.smCoscheduledAlignment) or 1
+    minp = int(sm.sm.minSmPartitionSize) or 1
+    return _SmQuery(dev, req, sm, total, align, minp, green_partition(total, req, align, minp))
+
+
+def _split_sms(drv: Any, q: _SmQuery) -> tuple[Any, Any, Partition]:
+    """``cuDevSmResourceSplitByCount`` for the wanted compute count: (dispatch remainder, compute group,
+    the validated split the driver actually returned)."""
+    groups, n, remaining = drv.call("cuDevSmResourceSplitByCount", 1, q.sm, 0, q.want.compute_sms)
+    if int(n) != 1:
+        raise PartitionError("compute groups", int(n), "== 1",
+                             f"(driver split {q.total} SMs for target {q.want.compute_sms})")
+    compute_res = groups[0]
+    return remaining, compute_res, validate_partition(int(remaining.sm.smCount), int(compute_res.sm.smCount), q.total)
 
 
 def _workqueue_resource(drv: Any, dev: Any) -> tuple[Any | None, str]:
@@ -149,15 +194,8 @@ def create_partition(device: int, requested: int | None = None, balanced_workque
     """
     drv = drv or driver.REAL
     cu = drv.cu
-    dev = drv.call("cuDeviceGet", device)
-    _ensure_current_context(drv, dev)
-    major = drv.call("cuDeviceGetAttribute", cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
-    req = requested_dispatch_sms(int(major)) if requested is None else requested
-    sm = drv.call("cuDeviceGetDevResource", dev, cu.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM)
-    total = int(sm.sm.smCount)
-    align = int(sm.sm.smCoscheduledAlignment) or 1
-    minp = int(sm.sm.minSmPartitionSize) or 1
-    want = green_partition(total, req, align, minp)  # raises PartitionError with field/value/limit
+    q = _query_sms(drv, device, requested)
+    dev = q.dev
 
     wq, wq_status = (None, "balanced workqueues disabled by the caller")
     if balanced_workqueues:
@@ -171,15 +209,10 @@ def create_partition(device: int, requested: int | None = None, balanced_workque
 
     # Resource descriptors live as long as the process (driver contract), so generate them once per
     # (device, split, workqueue choice) and reuse them for every later pair.
-    dkey = (id(drv), device, want.compute_sms, wq is not None)
+    dkey = (id(drv), device, q.want.compute_sms, wq is not None)
     cached = _desc_cache.get(dkey)
     if cached is None:
-        groups, n, remaining = drv.call("cuDevSmResourceSplitByCount", 1, sm, 0, want.compute_sms)
-        if int(n) != 1:
-            raise PartitionError("compute groups", int(n), "== 1",
-                                 f"(driver split {total} SMs for target {want.compute_sms})")
-        compute_res = groups[0]
-        got = validate_partition(int(remaining.sm.smCount), int(compute_res.sm.smCount), total)
+        remaining, compute_res, got = _split_sms(drv, q)
         descs = [drv.call("cuDevResourceGenerateDesc", [res, wq] if wq is not None else [res],
                           2 if wq is not None else 1) for res in (remaining, compute_res)]
         cached = _desc_cache[dkey] = (got, descs)
@@ -213,15 +246,15 @@ def create_partition(device: int, requested: int | None = None, balanced_workque
                 pass
         raise
     return GreenPartition(
-        device=device, requested=req, partition=got, total_sms=total, alignment=align, min_partition=minp,
-        workqueue_balanced=balanced, workqueue_status=wq_status,
+        device=device, requested=q.requested, partition=got, total_sms=q.total, alignment=q.alignment,
+        min_partition=q.min_partition, workqueue_balanced=balanced, workqueue_status=wq_status,
         dispatch_green=greens[0], compute_green=greens[1], dispatch_ctx=ctxs[0], compute_ctx=ctxs[1],
         dispatch_stream=streams[0], compute_stream=streams[1], retire_event=ev, _drv=drv,
     )
 
 
 @dataclass
-class FullDevicePartition:
+class FullDevicePartition(_PartitionSms):
     """The whole device in its primary context, no green contexts (benchmark baselines, issue 7).
 
     Baseline (a) "roles serialised on one stream of the full device" and baseline (b) "plain streams without
@@ -248,14 +281,6 @@ class FullDevicePartition:
         return False
 
     @property
-    def dispatch_sms(self) -> int:
-        return self.partition.dispatch_sms
-
-    @property
-    def compute_sms(self) -> int:
-        return self.partition.compute_sms
-
-    @property
     def dispatch_ctx(self) -> Any:
         return self.context
 
@@ -275,22 +300,11 @@ def full_device_partition(device: int, requested: int | None = None, drv: Any = 
     """The driver-aligned split for ``requested`` (as :func:`create_partition` computes and validates it,
     through ``cuDevSmResourceSplitByCount``) without creating green contexts: the primary context."""
     drv = drv or driver.REAL
-    cu = drv.cu
-    dev = drv.call("cuDeviceGet", device)
-    _ensure_current_context(drv, dev)
-    major = drv.call("cuDeviceGetAttribute", cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
-    req = requested_dispatch_sms(int(major)) if requested is None else requested
-    sm = drv.call("cuDeviceGetDevResource", dev, cu.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM)
-    total = int(sm.sm.smCount)
-    align = int(sm.sm.smCoscheduledAlignment) or 1
-    minp = int(sm.sm.minSmPartitionSize) or 1
-    want = green_partition(total, req, align, minp)
-    groups, n, remaining = drv.call("cuDevSmResourceSplitByCount", 1, sm, 0, want.compute_sms)
-    if int(n) != 1:
-        raise PartitionError("compute groups", int(n), "== 1", f"(driver split {total} SMs for target {want.compute_sms})")
-    got = validate_partition(int(remaining.sm.smCount), int(groups[0].sm.smCount), total)
-    return FullDevicePartition(device=device, requested=req, partition=got, total_sms=total, alignment=align,
-                               min_partition=minp, context=drv.call("cuCtxGetCurrent"))
+    q = _query_sms(drv, device, requested)
+    _, _, got = _split_sms(drv, q)
+    return FullDevicePartition(device=device, requested=q.requested, partition=got, total_sms=q.total,
+                               alignment=q.alignment, min_partition=q.min_partition,
+                               context=drv.call("cuCtxGetCurrent"))
 
 
 def _cache() -> dict:
