@@ -5,11 +5,10 @@ uses no local memory, and its schema/launch facts are what the runtime packs. Ba
 naming the field."""
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from gcmoe_build.variants import Variant
+from tests.build.kernels.sm90.ptx_checks import assert_only_printf_locals
 
 BASE = dict(hidden=512, experts=16, top_k=4, capacity=256, dispatch_sms=4, compute_sms=128, bm=16,
             recipe_routed="e4m3-fp32k128_x_mxfp4")
@@ -22,13 +21,6 @@ def art(request):
     return compile_variant(Variant("role1", "sm_90a", {**BASE, "ranks": request.param}))
 
 
-def _only_printf_locals(ptx):
-    """The only local memory is the argument buffer of the timeout message's printf (trap path)."""
-    depots = [int(n) for n in re.findall(r"__local_depot\d+\[(\d+)\]", ptx)]
-    sites = ptx.count("call.uni (retval0), vprintf,")
-    assert sum(depots) <= 72 * sites, (depots, sites)  # 5 printf arguments (+ padding) per trap site
-
-
 def test_protocol_instructions(art):
     ptx = art.ptx
     for op in ("atom.shared.add.u32", "atom.relaxed.gpu.global.add.u64", "st.release.sys.global.u32",
@@ -36,7 +28,7 @@ def test_protocol_instructions(art):
                "cp.async.bulk.global.shared::cta.bulk_group", "cp.async.bulk.wait_group",
                "red.release.gpu.global.add.u32", "mbarrier.try_wait.parity", "%globaltimer", "trap;"):
         assert op in ptx, op
-    _only_printf_locals(ptx)
+    assert_only_printf_locals(ptx)
     assert art.cubin[:4] == b"\x7fELF"
 
 

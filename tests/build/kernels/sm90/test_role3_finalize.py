@@ -3,11 +3,10 @@ PTX shows the readiness release/acquire at system scope, the ballot of valid slo
 partial loads (one per combine slot), BF16x2 packing and the trap; bad params are refused by name."""
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from gcmoe_build.variants import Variant
+from tests.build.kernels.sm90.ptx_checks import assert_only_printf_locals
 
 BASE = dict(hidden=512, experts=16, top_k=4, capacity=256, dispatch_sms=4, compute_sms=128)
 
@@ -20,13 +19,6 @@ def art(request):
     return compile_variant(Variant("role3", "sm_90a", {**BASE, "ranks": ranks, "shared_experts": shared}))
 
 
-def _only_printf_locals(ptx):
-    """The only local memory is the argument buffer of the timeout message's printf (trap path)."""
-    depots = [int(n) for n in re.findall(r"__local_depot\d+\[(\d+)\]", ptx)]
-    sites = ptx.count("call.uni (retval0), vprintf,")
-    assert sum(depots) <= 72 * sites, (depots, sites)  # 5 printf arguments (+ padding) per trap site
-
-
 def test_protocol_instructions(art):
     ptx = art.ptx
     for op in ("st.release.sys.global.u64", "ld.acquire.sys.global.u32", "vote.sync.ballot.b32",
@@ -34,7 +26,7 @@ def test_protocol_instructions(art):
         assert op in ptx, op
     slots = 4 + art.record.variant["shared_experts"]
     assert ptx.count("@p ld.global.v4.u32") == slots  # one predicated load per combine slot, slot order
-    _only_printf_locals(ptx)
+    assert_only_printf_locals(ptx)
 
 
 def test_schema_and_launch(art):
