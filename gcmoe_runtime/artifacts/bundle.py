@@ -30,6 +30,7 @@ from gcmoe_runtime.artifacts.store import (
     StoreCorruption,
     atomic_write,
     decompress_verified,
+    json_object,
 )
 
 _BLOCK = 512
@@ -340,10 +341,10 @@ def _verify_and_load(blob: bytes, where: str, expected_top_hash: str | None) -> 
             except StoreCorruption as e:
                 raise BundleError(str(e)) from None
         elif folder == layout.IDENTITIES_DIR and name == layout.bundle_identity_name(stem) and layout.HEX64.match(stem):
-            identities[stem] = _json_member(data, where, name)
+            identities[stem] = json_object(data, f"{where}: member {name!r}", BundleError)
         elif folder == layout.RECORDS_DIR and name == layout.bundle_record_name(stem) and layout.HEX64.match(stem):
             try:
-                rec = ArtifactRecord.from_json(_json_member(data, where, name))
+                rec = ArtifactRecord.from_json(json_object(data, f"{where}: member {name!r}", BundleError))
             except (TypeError, ValueError, KeyError) as e:
                 raise BundleError(f"{where}: member {name!r}: not a valid artifact record ({e})") from None
             if rec.key != stem:
@@ -384,16 +385,6 @@ def _verify_and_load(blob: bytes, where: str, expected_top_hash: str | None) -> 
         manifests=MappingProxyType(manifests),
         _cubins=MappingProxyType(cubins),
     )
-
-
-def _json_member(data: bytes, where: str, name: str) -> dict[str, Any]:
-    try:
-        obj = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise BundleError(f"{where}: member {name!r}: not valid JSON ({e})") from None
-    if not isinstance(obj, dict):
-        raise BundleError(f"{where}: member {name!r}: expected a JSON object")
-    return obj
 
 
 def open_bundle(path: str | os.PathLike[str], expected_top_hash: str | None = None) -> Bundle:

@@ -154,7 +154,7 @@ class Store:
             raw = path.read_bytes()
         except FileNotFoundError:
             raise UnknownKey(f"no compiler identity {digest} in store {self.root}") from None
-        return _parse_json(raw, f"identity {path}")
+        return json_object(raw, f"identity {path}")
 
     # -- records -------------------------------------------------------------------------
     def record_path(self, key: str) -> Path:
@@ -185,7 +185,7 @@ class Store:
         except FileNotFoundError:
             raise UnknownKey(f"no artifact record with key {key} in store {self.root}") from None
         try:
-            record = ArtifactRecord.from_json(_parse_json(raw, f"record {path}"))
+            record = ArtifactRecord.from_json(json_object(raw, f"record {path}"))
         except (TypeError, ValueError, KeyError) as e:
             raise StoreCorruption(f"record {path}: malformed ({e})") from None
         if record.key != key:
@@ -264,11 +264,12 @@ class Store:
         return removed
 
 
-def _parse_json(raw: bytes, what: str) -> dict[str, Any]:
+def json_object(raw: bytes, what: str, error: type[Exception] = StoreCorruption) -> dict[str, Any]:
+    """``raw`` parsed as a JSON object, else ``error`` naming ``what`` (store files and bundle members)."""
     try:
         obj = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise StoreCorruption(f"{what}: not valid JSON ({e})") from None
+        raise error(f"{what}: not valid JSON ({e})") from None
     if not isinstance(obj, dict):
-        raise StoreCorruption(f"{what}: expected a JSON object, got {type(obj).__name__}")
+        raise error(f"{what}: expected a JSON object, got {type(obj).__name__}")
     return obj
