@@ -232,6 +232,15 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int):
                 acc[nd + i] = acc[nd + i] + fence_f32(pb[i]) * (rs[2 + hrow] * tsc)
 
 
+def _consumer_lane(ctid):
+    """A consumer thread's coordinates from its index ``ctid`` in ``[0, 256)``: (warpgroup, warp in the
+    warpgroup, ``g`` = lane // 4, ``t`` = lane % 4, thread in the warpgroup)."""
+    wg = ctid // 128
+    warp = (ctid // 32) % 4
+    lane = ctid % 32
+    return wg, warp, lane // 4, lane % 4, ctid % 128
+
+
 def _issue_k128_stage(smem, bar_off: int, stage_off: int, s, w, ws, slab0, nk, kb, policy):
     """Producer: arm full barrier ``s`` for one K128 stage and bulk-copy its 4 slabs' code tiles
     (4096 B each) and scale tiles (256 B each) into stage ``s``. ``slab0``: the task's first 64-row
@@ -454,13 +463,8 @@ def build_role2_gemm(cfg: Role2GemmConfig):
             if const_expr(PIPE):
                 setmaxnreg(CONSUMER_REGS, True)
             ctid = tid - P0
-            wg = ctid // 128
-            warp = (ctid // 32) % 4
-            lane = ctid % 32
-            g = lane // 4
-            t = lane % 4
+            wg, warp, g, t, tw = _consumer_lane(ctid)
             efac = ld_global_f32(ef + Int64(expert) * 4)
-            tw = ctid % 128
             slabs = [Int64(expert) * NSLAB + Int64(ntile) * 4 + Int64(wg * 2 + sl) for sl in range(2)]
             wbases = [w + slabs[sl] * NK128 * 4096 + Int64(tw) * 32 for sl in range(2)]
             sbases = [ws + slabs[sl] * NK128 * 256 + Int64(warp * 8 + g) * 8 for sl in range(2)]

@@ -34,7 +34,7 @@ from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global
                       mbar_init, mbar_init_fence, mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
 from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, STAGE_BYTES,
-                         Role2GemmConfig, TokenScales, _consume_k128, _k128_mma, _produce_k128,
+                         Role2GemmConfig, TokenScales, _consume_k128, _consumer_lane, _k128_mma, _produce_k128,
                          _stage_chunk, _token_major_scale, _w1_epilogue, _w2_store_rows)
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
@@ -68,6 +68,15 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     TMO = int(cfg.timeout_ns)
 
+    def acquire_task(task, bgen, bexp, l1_full, err):
+        """Task -> (ring block, row tile, expert), once the block's generation is full (trap code 2)."""
+        blk = task // NT
+        ntile = task % NT
+        gen = ld_global_s32(bgen + Int64(blk) * 4)
+        wait_geq_u32_or_trap(l1_full + Int64(blk) * 4, BM * (gen + 1), err, TRAP_L1_FULL, TMO)
+        expert = ld_global_s32(bexp + Int64(blk) * 4)
+        return blk, ntile, expert
+
     @cute.kernel
     def role2_persistent_kernel(w: Int64, ws: Int64, ef: Int64, act: Int64, asc: Int64, bexp: Int64, bntok: Int64,
                                 bgen: Int64, aux: Int64, out: Int64, outs: Int64, l1_full: Int64, l1_empty: Int64,
@@ -93,12 +102,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
             setmaxnreg(PRODUCER_REGS, False)
             if tid == 0:
                 for li in cutlass.range(nlocal, unroll=1):
-                    task = cta + li * ncta
-                    blk = task // NT
-                    ntile = task % NT
-                    gen = ld_global_s32(bgen + Int64(blk) * 4)
-                    wait_geq_u32_or_trap(l1_full + Int64(blk) * 4, BM * (gen + 1), err, TRAP_L1_FULL, TMO)
-                    expert = ld_global_s32(bexp + Int64(blk) * 4)
+                    blk, ntile, expert = acquire_task(cta + li * ncta, bgen, bexp, l1_full, err)
                     slab0 = Int64(expert) * NSLAB + Int64(ntile) * 4
                     for kb in cutlass.range(NK128, unroll=1):
                         _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, li * NK128 + kb,
@@ -106,20 +110,10 @@ def build_role2_persistent(cfg: Role2GemmConfig):
         else:
             setmaxnreg(CONSUMER_REGS, True)
             ctid = tid - P0
-            wg = ctid // 128
-            warp = (ctid // 32) % 4
-            lane = ctid % 32
-            g = lane // 4
-            t = lane % 4
-            tw = ctid % 128
+            wg, warp, g, t, tw = _consumer_lane(ctid)
             acc = cute.make_rmem_tensor((2 * ND,), Float32)
             for li in cutlass.range(nlocal, unroll=1):
-                task = cta + li * ncta
-                blk = task // NT
-                ntile = task % NT
-                gen = ld_global_s32(bgen + Int64(blk) * 4)
-                wait_geq_u32_or_trap(l1_full + Int64(blk) * 4, BM * (gen + 1), err, TRAP_L1_FULL, TMO)
-                expert = ld_global_s32(bexp + Int64(blk) * 4)
+                blk, ntile, expert = acquire_task(cta + li * ncta, bgen, bexp, l1_full, err)
                 ntok = ld_global_s32(bntok + Int64(blk) * 4)
                 efac = ld_global_f32(ef + Int64(expert) * 4)
                 for i in cutlass.range_constexpr(2 * ND):

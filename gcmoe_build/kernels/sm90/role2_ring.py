@@ -225,8 +225,8 @@ def _trace_parts(cfg):
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
     from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, ROWS_PER_CTA,
-                             STAGE_BYTES, TokenScales, _consume_k128, _k128_mma, _load_k128, _produce_k128,
-                             _stage_chunk, _w1_epilogue)
+                             STAGE_BYTES, TokenScales, _consume_k128, _consumer_lane, _k128_mma, _load_k128,
+                             _produce_k128, _stage_chunk, _w1_epilogue)
     from .role2_math import to_bf16_bits, ue8m0_to_f32
 
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
@@ -256,6 +256,16 @@ def _trace_parts(cfg):
             return ld_global_f32(base + ((Int64(rb) * NKB + Int64(grp)) * Int64(sf_stride) + Int64(tok)) * 4)
         return ue8m0_to_f32(ld_global_u8(base + (row0 + Int64(tok)) * NI32 + Int64(grp)))
 
+    def acquire_block(task, l1_full_count, ring_blocks, err, timeout_ns):
+        """Task -> (pool block q, task index in the block r, generation, ring block rb), once the ring block's
+        ``l1_full_count`` reaches ``BM * (gen + 1)`` (trap code 2)."""
+        q = task // TPB
+        r = task - q * TPB
+        gen = q // ring_blocks
+        rb = q - gen * ring_blocks
+        wait_geq_u32_rt(l1_full_count + Int64(rb) * 4, BM * (gen + 1), err, CODE_L1_FULL, timeout_ns)
+        return q, r, gen, rb
+
     def peer_ws(peer, r):
         """Rank ``r``'s workspace base (a fresh trace-time view each use)."""
         pd_ = PeerDesc(peer)
@@ -276,12 +286,7 @@ def _trace_parts(cfg):
         NSLAB = mc.rows // 64
         GS = mc.act_scale_group
         NGS = KC // GS
-        wg = ctid // 128
-        warp = (ctid // 32) % 4
-        lane = ctid % 32
-        g = lane // 4
-        t = lane % 4
-        tw = ctid % 128
+        wg, warp, g, t, tw = _consumer_lane(ctid)
         for i in cutlass.range_constexpr(2 * ND):
             acc[i] = Float32(0.0)
         slabs = [Int64(el) * NSLAB + Int64(tile) * 4 + Int64(wg * 2 + sl) for sl in range(2)]
@@ -361,13 +366,7 @@ def _trace_parts(cfg):
             if tid == 0:
                 gs0 = Int32(0)
                 for li in cutlass.range(nlocal, unroll=1):
-                    task = cta + li * ncta
-                    q = task // TPB
-                    r = task - q * TPB
-                    gen = q // ring_blocks
-                    rb = q - gen * ring_blocks
-                    wait_geq_u32_rt(ws + o_l1_full_count + Int64(rb) * 4, BM * (gen + 1), err, CODE_L1_FULL,
-                                    timeout_ns)
+                    q, r, gen, rb = acquire_block(cta + li * ncta, ws + o_l1_full_count, ring_blocks, err, timeout_ns)
                     el = ld_relaxed_gpu_u32(ws + o_ring_block + Int64(rb) * 16)
                     is1 = Int32(r < NT1)
                     nk = NK2 + is1 * (NK1 - NK2)
@@ -386,22 +385,12 @@ def _trace_parts(cfg):
             if const_expr(PIPE):
                 setmaxnreg(CONSUMER_REGS, True)
             ctid = tid - P0
-            wg = ctid // 128
-            warp = (ctid // 32) % 4
-            lane = ctid % 32
-            g = lane // 4
-            t = lane % 4
-            tw = ctid % 128
+            wg, warp, g, t, tw = _consumer_lane(ctid)
             acc = cute.make_rmem_tensor((2 * ND,), Float32)
             wbuf = cute.make_rmem_tensor((2 * 20,), Int32)  # 256-thread variant: 2 K128 register stages
             gs0 = Int32(0)
             for li in cutlass.range(nlocal, unroll=1):
-                task = cta + li * ncta
-                q = task // TPB
-                r = task - q * TPB
-                gen = q // ring_blocks
-                rb = q - gen * ring_blocks
-                wait_geq_u32_rt(ws + o_l1_full_count + Int64(rb) * 4, BM * (gen + 1), err, CODE_L1_FULL, timeout_ns)
+                q, r, gen, rb = acquire_block(cta + li * ncta, ws + o_l1_full_count, ring_blocks, err, timeout_ns)
                 if gen > 0:  # previous generation's W2 done and its mask bits cleared
                     wait_geq_u32_rt(ws + o_l2_empty_count + Int64(rb) * 4, l2_empty_target(gen, NT2), err,
                                     CODE_L2_EMPTY, timeout_ns)
