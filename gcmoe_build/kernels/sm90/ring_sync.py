@@ -16,6 +16,7 @@ from cutlass.cutlass_dsl import dsl_user_op
 
 from gcmoe_runtime.workspace.trap import TRAP_MAGIC
 
+from .role1_sync import ld_u32 as ld_relaxed_gpu_u32  # noqa: F401  (ring header / parity words)
 from .wgmma_rs import _asm, _v
 
 
@@ -129,12 +130,6 @@ def atom_add_acqrel_gpu_u32(addr, val, *, loc=None, ip=None) -> Int32:
 @dsl_user_op
 def st_relaxed_gpu_u64(addr, val, *, loc=None, ip=None):
     _asm("st.relaxed.gpu.global.u64 [$0], $1;", "l,l", [_v(addr, Int64), _v(val, Int64)], 0)
-
-
-@dsl_user_op
-def ld_relaxed_gpu_u32(addr, *, loc=None, ip=None) -> Int32:
-    """Ring header / parity words written by other kernels (L1 bypassed)."""
-    return Int32(_asm("ld.relaxed.gpu.global.u32 $0, [$1];", "=r,l", [_v(addr, Int64)], 1)[0])
 
 
 @dsl_user_op

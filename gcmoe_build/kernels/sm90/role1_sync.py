@@ -20,6 +20,11 @@ from cutlass.cutlass_dsl import T, dsl_user_op
 
 from gcmoe_runtime.workspace.trap import TRAP_MAGIC
 
+from .ptx_mem import fence_acq_rel_gpu  # noqa: F401  (one definition per instruction; the names role1/role3 use)
+from .ptx_mem import ld_acquire_u32 as ld_acquire_gpu_u32
+from .ptx_mem import ld_global_s32 as ld_s32  # noqa: F401
+from .ptx_mem import red_release_add_u32 as red_release_gpu_add_u32  # noqa: F401  (the ring-block release)
+from .ptx_mem import st_global_v4 as st_v4  # noqa: F401
 from .wgmma_rs import _asm, _v
 
 
@@ -52,18 +57,8 @@ def ld_acquire_sys_u64(addr, *, loc=None, ip=None) -> Int64:
 
 
 @dsl_user_op
-def ld_acquire_gpu_u32(addr, *, loc=None, ip=None) -> Int32:
-    return Int32(_asm("ld.acquire.gpu.global.u32 $0, [$1];", "=r,l", [_v(addr, Int64)], 1)[0])
-
-
-@dsl_user_op
 def ld_acquire_gpu_u64(addr, *, loc=None, ip=None) -> Int64:
     return Int64(_asm("ld.acquire.gpu.global.u64 $0, [$1];", "=l,l", [_v(addr, Int64)], 1, T.i64())[0])
-
-
-@dsl_user_op
-def ld_s32(addr, *, loc=None, ip=None) -> Int32:
-    return Int32(_asm("ld.global.s32 $0, [$1];", "=r,l", [_v(addr, Int64)], 1)[0])
 
 
 @dsl_user_op
@@ -80,12 +75,6 @@ def st_u32(addr, val, *, loc=None, ip=None):
 @dsl_user_op
 def st_u64(addr, val, *, loc=None, ip=None):
     _asm("st.global.u64 [$0], $1;", "l,l", [_v(addr, Int64), _v(val, Int64)], 0)
-
-
-@dsl_user_op
-def st_v4(addr, x0, x1, x2, x3, *, loc=None, ip=None):
-    _asm("st.global.v4.u32 [$0], {$1, $2, $3, $4};", "l,r,r,r,r",
-         [_v(addr, Int64), _v(x0), _v(x1), _v(x2), _v(x3)], 0)
 
 
 @dsl_user_op
@@ -123,21 +112,10 @@ def atom_add_acqrel_gpu_u64(addr, val, *, loc=None, ip=None) -> Int64:
                       [_v(addr, Int64), _v(val, Int64)], 1, T.i64())[0])
 
 
-@dsl_user_op
-def red_release_gpu_add_u32(addr, val, *, loc=None, ip=None):
-    """The ring-block release: l1_full_count += val with release semantics (GPU scope)."""
-    _asm("red.release.gpu.global.add.u32 [$0], $1;", "l,r", [_v(addr, Int64), _v(val)], 0)
-
-
 # ----------------------------------------------------------------------------------------- fences
 @dsl_user_op
 def fence_acq_rel_sys(*, loc=None, ip=None):
     _asm("fence.acq_rel.sys;", "", [], 0)
-
-
-@dsl_user_op
-def fence_acq_rel_gpu(*, loc=None, ip=None):
-    _asm("fence.acq_rel.gpu;", "", [], 0)
 
 
 @dsl_user_op
