@@ -24,7 +24,7 @@ shared_w2, shared_w2_scale``), ``y``, ``ntok``, the activation options ``act_alp
 
 Status: role1 and role3 are built and GPU-verified in isolation; the ring-consuming role2
 (``gcmoe_build/kernels/sm90/role2_ring.py``, by-name parameters exactly the values below) is registered and
-compiled (``results/operator/role2/*.gcmoe``) but not yet GPU-verified; role4 (shared experts,
+compiled (``results/operator/bundles/*.gcmoe``) but not yet GPU-verified; role4 (shared experts,
 ``gcmoe_build/kernels/sm90/role4_shared.py``) is registered and compiled but not yet GPU-verified; a bundle without
 it stops a ``shared_experts=True`` buffer with an error naming the missing variant instead of launching a partial
 layer.

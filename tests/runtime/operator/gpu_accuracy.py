@@ -3,9 +3,9 @@ suite through the public API (eager + torch.cuda.graph), per-rank mode.
 
 ``python gpu_accuracy.py PRESET SHARED OUTDIR`` (P = 1) or ``torchrun --nproc-per-node 2 gpu_accuracy.py ...``;
 PRESET in gcmoe_runtime.accuracy.config.PRESETS (test-tiny, glm-5.2, deepseek-v4.1-flash), SHARED 0|1; the
-bundle is ``results/operator/<manifest>-sm90a.gcmoe`` unless GCMOE_OPERATOR_BUNDLE is set. Writes
+bundle is ``results/operator/bundles/<manifest>-sm90a.gcmoe`` unless GCMOE_OPERATOR_BUNDLE is set. Writes
 OUTDIR/<preset>-s<SHARED>-P<P>-rank<r>.json (merge with gcmoe_runtime.accuracy.report.merge_results).
-Bundles with the registered role2: results/operator/role2/*.gcmoe (set GCMOE_OPERATOR_BUNDLE; see
+Bundles with the registered role2: results/operator/bundles/*.gcmoe (set GCMOE_OPERATOR_BUNDLE; see
 results/operator/NEXT.md). GCMOE_TIMEOUT_S bounds every device wait (default 3600 s). Not run on a GPU yet.
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ def main(preset: str, shared: int, outdir: str) -> None:
         group = dist.group.WORLD
     cfg = dataclasses.replace(PRESETS[preset], world=world, shared_experts=int(shared))
     bundle = os.environ.get("GCMOE_OPERATOR_BUNDLE",
-                            str(ROOT / "results/operator" / f"{MANIFEST_OF[preset]}-sm90a.gcmoe"))
+                            str(ROOT / "results/operator/bundles" / f"{MANIFEST_OF[preset]}-sm90a.gcmoe"))
     buf = moe.get_symm_buffer_for_gc_moe(group, cfg.num_experts, BUILT_CAPACITY, cfg.topk, cfg.hidden,
                                          cfg.intermediate, bundle=bundle, shared_experts=bool(shared),
                                          timeout_ns=int(float(os.environ.get("GCMOE_TIMEOUT_S", "3600")) * 1e9))

@@ -204,7 +204,7 @@ def test_smem_layout_fits_production_shapes():
 
 
 def test_committed_bundle_serves_every_call_moe_makes():
-    """results/operator/role2/test-tiny-sm90a.gcmoe (the GPU test's bundle) holds a role2 for every tile the
+    """results/operator/bundles/test-tiny-sm90a.gcmoe (the GPU test's bundle) holds a role2 for every tile the
     heuristic picks for T = 1..capacity, found with exactly the keys fp8_fp4_gc_moe passes, and its schema packs
     from role_values + the weight names (CPU only: no cubin is loaded)."""
     from gcmoe_runtime.artifacts.bundle import open_bundle
@@ -213,7 +213,7 @@ def test_committed_bundle_serves_every_call_moe_makes():
     from gcmoe_runtime.operator.values import role_values
     from gcmoe_runtime.workspace.layout import LayoutSpec, WorkspaceLayout
 
-    b = open_bundle(str(ROOT / "results" / "operator" / "role2" / "test-tiny-sm90a.gcmoe"))
+    b = open_bundle(str(ROOT / "results" / "operator" / "bundles" / "test-tiny-sm90a.gcmoe"))
     for P in (1, 2):
         shape = dict(ranks=P, top_k=4, experts=16, hidden=512)
         cap = dict(capacity=256, dispatch_sms=4, compute_sms=128)

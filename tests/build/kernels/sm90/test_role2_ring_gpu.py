@@ -3,7 +3,7 @@
 suite's implementation interface (tests/runtime/operator/gpu_accuracy.py: 47 cases incl. empty ranks, graph vs
 eager and repeat bit-identity). Routed only (SHARED=0): role4 is not built yet.
 
-Bundle: ``results/operator/role2/test-tiny-sm90a.gcmoe`` (built on CPU by ``gcmoe-build compile`` + ``bundle``
+Bundle: ``results/operator/bundles/test-tiny-sm90a.gcmoe`` (built on CPU by ``gcmoe-build compile`` + ``bundle``
 with role2; see results/operator/NEXT.md). Device waits time out after GCMOE_TIMEOUT_S (default here 20 s) so a
 protocol bug traps with a recognisable record instead of hanging the run.
 Run on the GPU machine:
@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[4]
 HARNESS = ROOT / "tests" / "runtime" / "operator" / "gpu_accuracy.py"
-BUNDLE = ROOT / "results" / "operator" / "role2" / "test-tiny-sm90a.gcmoe"
+BUNDLE = ROOT / "results" / "operator" / "bundles" / "test-tiny-sm90a.gcmoe"
 
 
 def _run(tmp_path, world, ring_blocks=None):

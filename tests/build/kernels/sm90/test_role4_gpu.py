@@ -10,7 +10,7 @@
 2. ``test_layer_shared_p1`` / ``_p2``: the layer role1 -> role2 -> role3 + role4 through the public API with
    SHARED=1 (tests/runtime/operator/gpu_accuracy.py: eager, graph, repeats).
 
-Bundle: ``results/operator/role4/test-tiny-sm90a.gcmoe`` (GCMOE_ROLE4_BUNDLE overrides; build commands in
+Bundle: ``results/operator/bundles/test-tiny-sm90a.gcmoe`` (GCMOE_ROLE4_BUNDLE overrides; build commands in
 results/operator/NEXT.md, section "role4"). Run: ``python3 -m pytest -q -m gpu tests/build/kernels/sm90/test_role4_gpu.py``.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[4]
-BUNDLE = Path(os.environ.get("GCMOE_ROLE4_BUNDLE", ROOT / "results" / "operator" / "role4" / "test-tiny-sm90a.gcmoe"))
+BUNDLE = Path(os.environ.get("GCMOE_ROLE4_BUNDLE", ROOT / "results" / "operator" / "bundles" / "test-tiny-sm90a.gcmoe"))
 HARNESS = ROOT / "tests" / "runtime" / "operator" / "gpu_accuracy.py"
 E, K, H, I, CAP = 16, 4, 512, 256, 256
 TOKENS = (0, 1, 5, 8, 37, 64, 129, 256)
