@@ -176,7 +176,7 @@ def _trace_parts(cfg):
                           ld_shared_f32, ld_shared_v4, red_release_add_u32, st_global_u8, st_global_v4,
                           st_shared_f32, st_shared_v4)
     from .ring_sync import atom_add_acqrel_gpu_u32, ld_shared_b32, st_shared_b32, st_shared_u16, wait_geq_u32_rt
-    from .role2_gemm import ROWS_PER_CTA, TokenScales
+    from .role2_gemm import ROWS_PER_CTA, TokenScales, _consumer_lane, _stage_chunk
     from .role2_math import (bf16_round, fabs, float_bits, fmax, fmin, sel_f32, shfl_bfly_f32, sigmoid,
                              to_bf16_bits, to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
     from .role4_mma import WORDS_PER_STAGE, k128_mma_fp8, load_k128_fp8, st_relaxed_gpu_u32
@@ -192,6 +192,17 @@ def _trace_parts(cfg):
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     SYNC_T, SYNC_X, SYNC_B = 4 * SHARED_SYNC_TICKET, 4 * SHARED_SYNC_EXIT, 4 * SHARED_SYNC_BLOCKS
 
+    def token_row(t0, nt, tok):
+        """Workspace row of token ``tok`` of the block at ``t0``; padded tokens (masked to zero when staged)
+        read the block's last valid row, so every load stays inside the caller's rows."""
+        return Int64(t0 + cutlass.min(tok, nt - 1))
+
+    def act_scale(mode, table, row, grp):
+        """Activation scale of workspace row ``row``, scale group ``grp``, as FP32."""
+        if mode == "w1":  # x_sf: FP32 per 128 along H, token-major [T][H/128]
+            return ld_global_f32(table + (row * NKB + Int64(grp)) * 4)
+        return ue8m0_to_f32(ld_global_u8(table + row * NI32 + Int64(grp)))  # shared_l2_sf: UE8M0 per 32 along I
+
     @cute.jit
     def mainloop(mode: cutlass.Constexpr, smem: Int32, ctid: Int32, acc: cute.Tensor, wbuf: cute.Tensor,
                  tile: Int32, t0: Int32, nt: Int32, ws: Int64, o_act: Int64, o_asc: Int64, w: Int64, wsc: Int64):
@@ -204,14 +215,7 @@ def _trace_parts(cfg):
         NSLAB = mc.rows // 64
         GS = mc.act_scale_group
         NGS = KC // GS
-        UNITS = BM * KC // 16
-        NSC = BM * NGS
-        wg = ctid // 128
-        warp = (ctid // 32) % 4
-        lane = ctid % 32
-        g = lane // 4
-        t = lane % 4
-        tw = ctid % 128
+        wg, warp, g, t, tw = _consumer_lane(ctid)
         for i in cutlass.range_constexpr(2 * ND):
             acc[i] = Float32(0.0)
         slabs = [Int64(tile) * 4 + Int64(wg * 2 + sl) for sl in range(2)]
@@ -219,34 +223,9 @@ def _trace_parts(cfg):
         sbases = [wsc + slabs[sl] * NK * 256 + Int64(warp * 8 + g) * 8 for sl in range(2)]
         load_k128_fp8(wbuf, 0, Int32(0), wbases, sbases)
         for kc in cutlass.range(K // KC, unroll=1):
-            bar_sync(1, CT)  # previous chunk (or task epilogue) fully consumed
-            for it in cutlass.range_constexpr((UNITS + CT - 1) // CT):
-                u = ctid + it * CT
-                if const_expr((it + 1) * CT > UNITS):
-                    u = cutlass.min(u, UNITS - 1)  # tail: duplicate the last unit (same bytes, same slot)
-                c = u % (KC // 16)
-                tok = u // (KC // 16)
-                keep = Int32(0) - Int32(tok < nt)  # padded tokens: zero, never stale bytes
-                row = Int64(t0 + cutlass.min(tok, nt - 1))  # stay inside the caller's rows
-                v = ld_global_v4(ws + o_act + row * K + Int64(kc) * KC + Int64(c) * 16)
-                st_shared_v4(smem + ACT_OFF + (c * BM + tok) * 16, v[0] & keep, v[1] & keep, v[2] & keep,
-                             v[3] & keep)
-            for it in cutlass.range_constexpr((NSC + CT - 1) // CT):
-                u = ctid + it * CT
-                if u < NSC:
-                    kk = u % NGS
-                    tok = u // NGS
-                    grp = kc * NGS + kk
-                    row = Int64(t0 + cutlass.min(tok, nt - 1))
-                    sv = Float32(0.0)
-                    if const_expr(mode == "w1"):  # x_sf: FP32 per 128 along H, token-major [T][H/128]
-                        sv = ld_global_f32(ws + o_asc + (row * NKB + Int64(grp)) * 4)
-                    else:  # shared_l2_sf: UE8M0 per 32 along I, token-major [T][I/32]
-                        sv = ue8m0_to_f32(ld_global_u8(ws + o_asc + row * NI32 + Int64(grp)))
-                    st_shared_f32(smem + ASC_OFF + (kk * BM + tok) * 4, sel_f32(Int32(tok < nt), sv, Float32(0.0)))
-            # shared stores above are read by wgmma (async proxy): each writer fences, then barrier
-            _asm("fence.proxy.async.shared::cta;", "", [], 0)
-            bar_sync(1, CT)
+            _stage_chunk(smem, ACT_OFF, ASC_OFF, lambda tok: ws + o_act + token_row(t0, nt, tok) * K,
+                         lambda tok, kk: act_scale(mode, ws + o_asc, token_row(t0, nt, tok), kc * NGS + kk),
+                         ctid, kc, nt, BM, KC, NGS)
             for k2 in cutlass.range(KC // 256, unroll=1):
                 for h in cutlass.range_constexpr(2):
                     kl128 = k2 * 2 + h
