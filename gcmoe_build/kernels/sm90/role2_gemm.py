@@ -347,17 +347,25 @@ def _w1_epilogue(acc, smem, amax_off: int, efac, ntok, tile, wg, warp, g, t, rw_
     clamp, ``gate*sigmoid(alpha*gate)*up*rw`` (padded tokens 0), amax over the 32 I-columns of a slab
     (shuffles, then the 4 warps' partials through shared memory at ``amax_off``), UE8M0 scale, E4M3
     byte. ``rw_addr(n)``: routing weight of token n, ``q_addr(n, col)``: its E4M3 output byte of
-    I-column ``col``, ``sf_addr(n, slab)``: its UE8M0 scale byte of the 32 columns of ``slab``."""
+    I-column ``col``, ``sf_addr(n, slab)``: its UE8M0 scale byte of the 32 columns of ``slab``.
+    ``efac=None`` / ``rw_addr=None`` (role4's shared expert): no expert factor / routing weight, the
+    multiply is not emitted at all."""
     nd = bm // 2
     ys = []
     for sl in cutlass.range_constexpr(2):
         for i in cutlass.range_constexpr(nd):
             if const_expr((i >> 1) & 1 == 0):
                 n = 8 * (i >> 2) + 2 * t + (i & 1)
-                rw = ld_global_f32(rw_addr(n))
-                gte = fmin(bf16_round(acc[sl * nd + i] * efac), Float32(clamp))
-                up = fmax(fmin(bf16_round(acc[sl * nd + i + 2] * efac), Float32(clamp)), Float32(-clamp))
-                y = gte * sigmoid(gte * Float32(alpha)) * up * rw
+                gv, uv = acc[sl * nd + i], acc[sl * nd + i + 2]
+                if const_expr(rw_addr is not None):
+                    rw = ld_global_f32(rw_addr(n))
+                if const_expr(efac is not None):
+                    gv, uv = gv * efac, uv * efac
+                gte = fmin(bf16_round(gv), Float32(clamp))
+                up = fmax(fmin(bf16_round(uv), Float32(clamp)), Float32(-clamp))
+                y = gte * sigmoid(gte * Float32(alpha)) * up
+                if const_expr(rw_addr is not None):
+                    y = y * rw
                 y = sel_f32(Int32(n < ntok), y, Float32(0.0))
                 ys.append(y)
                 m = fabs(y)

@@ -176,7 +176,7 @@ def _trace_parts(cfg):
                           ld_shared_f32, ld_shared_v4, red_release_add_u32, st_global_u8, st_global_v4,
                           st_shared_f32, st_shared_v4)
     from .ring_sync import atom_add_acqrel_gpu_u32, ld_shared_b32, st_shared_b32, st_shared_u16, wait_geq_u32_rt
-    from .role2_gemm import ROWS_PER_CTA, TokenScales, _consumer_lane, _stage_chunk
+    from .role2_gemm import ROWS_PER_CTA, TokenScales, _consumer_lane, _stage_chunk, _w1_epilogue
     from .role2_math import (bf16_round, fabs, float_bits, fmax, fmin, sel_f32, shfl_bfly_f32, sigmoid,
                              to_bf16_bits, to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
     from .role4_mma import WORDS_PER_STAGE, k128_mma_fp8, load_k128_fp8, st_relaxed_gpu_u32
@@ -256,11 +256,7 @@ def _trace_parts(cfg):
         ncta = Int32(ncta)
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         ws = PeerDesc(peer).base()
-        wg = ctid // 128
-        warp = (ctid // 32) % 4
-        lane = ctid % 32
-        g = lane // 4
-        t = lane % 4
+        wg, warp, g, t, _ = _consumer_lane(ctid)
         nblk = (ntok + (BM - 1)) // BM
         nw1 = nblk * NT1
         ntasks = nblk * (NT1 + NT2)
@@ -275,45 +271,11 @@ def _trace_parts(cfg):
                 t0 = b * BM
                 nt = cutlass.min(ntok - t0, BM)
                 mainloop("w1", smem, ctid, acc, wbuf, tile, t0, nt, ws, o_x, o_x_sf, shared_w1, shared_w1_scale)
-                # gate/up interleaved in 8-row groups: element i (row half 0) is the gate and i + 2 (row half 1)
-                # the up value of I-column 32*slab + 8*warp + g, token n
-                ys = []
-                for sl in cutlass.range_constexpr(2):
-                    for i in cutlass.range_constexpr(ND):
-                        if const_expr((i >> 1) & 1 == 0):
-                            n = 8 * (i >> 2) + 2 * t + (i & 1)
-                            gte = fmin(bf16_round(acc[sl * ND + i]), Float32(clamp))
-                            up = fmax(fmin(bf16_round(acc[sl * ND + i + 2]), Float32(clamp)), Float32(-clamp))
-                            y = gte * sigmoid(gte * Float32(alpha)) * up  # shared expert: no routing weight
-                            y = sel_f32(Int32(n < nt), y, Float32(0.0))
-                            ys.append(y)
-                            m = fabs(y)
-                            m = fmax(m, shfl_bfly_f32(m, 4))
-                            m = fmax(m, shfl_bfly_f32(m, 8))
-                            m = fmax(m, shfl_bfly_f32(m, 16))
-                            if g == 0:
-                                st_shared_f32(smem + AMAX_OFF + (((wg * 2 + sl) * 4 + warp) * BM + n) * 4, m)
-                bar_sync(1, CT)
-                yi = 0
-                for sl in cutlass.range_constexpr(2):
-                    slab = wg * 2 + sl
-                    for i in cutlass.range_constexpr(ND):
-                        if const_expr((i >> 1) & 1 == 0):
-                            n = 8 * (i >> 2) + 2 * t + (i & 1)
-                            m = Float32(0.0)
-                            for p in cutlass.range_constexpr(4):
-                                m = fmax(m, ld_shared_f32(smem + AMAX_OFF + ((slab * 4 + p) * BM + n) * 4))
-                            scale, inv = ue8m0_scale_for(m)
-                            q8 = to_e4m3_byte(ys[yi] * inv)
-                            yi += 1
-                            col = tile * 128 + slab * 32 + 8 * warp + g
-                            if n < nt:
-                                st_global_u8(ws + o_shared_l2_x + Int64(t0 + n) * I + Int64(col), q8)
-                                if warp == 0:
-                                    if g == 0:
-                                        code = (float_bits(scale) >> 23) & 0xFF
-                                        st_global_u8(ws + o_shared_l2_sf + Int64(t0 + n) * NI32
-                                                     + Int64(tile * 4 + slab), code)
+                # role2's W1 epilogue without expert factor or routing weight (shared expert)
+                _w1_epilogue(acc, smem, AMAX_OFF, None, nt, tile, wg, warp, g, t, None,
+                             lambda n, col: ws + o_shared_l2_x + Int64(t0 + n) * I + Int64(col),
+                             lambda n, slab: ws + o_shared_l2_sf + Int64(t0 + n) * NI32 + Int64(tile * 4 + slab),
+                             BM, alpha, clamp)
                 # publish: every thread's stores, then one count for this W1 tile of block b
                 bar_sync(1, CT)
                 if ctid == 0:
