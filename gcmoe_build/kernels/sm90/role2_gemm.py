@@ -191,25 +191,30 @@ class TokenScales:
         return self._cache[kk]
 
 
-def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int):
+def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None, scale_word: int = 16):
     """One K128 step of one consumer warpgroup: 4 x (decode 2 x 4 A registers, 2 wgmma), each step's
     partials FMA'd with row x token scales while the next step's MMAs run.
 
     ``words``: 20 Int32 = slab 0 codes (8 words: K32 q in words 2q, 2q+1), slab 1 codes, slab 0 scales
     (2 words: K32 q, row half hh in byte 2q+hh), slab 1 scales. ``ascl[q]``: the token scales of the
-    thread's BM/4 tokens for K32 ``q``."""
+    thread's BM/4 tokens for K32 ``q``. Other weight formats (role4's FP8) pass ``a_regs(q)``: the 8 A
+    registers of K32 ``q`` (slab 0's 4, then slab 1's; no decode), and ``scale_word``: the index of slab
+    0's first scale word in ``words``."""
     nd = bm // 2
     # ``lag`` K32 steps of MMAs stay in flight while a step's partials are scaled (lag + 1 partial
     # sets live): the MMAs of K32 q overlap the scale FMAs of q - lag. See Role2GemmConfig.mma_lag.
     parts = [None] * 4
     for q in range(4 + lag):
         if q < 4:
-            a = []
-            for sl in range(2):
-                for r in range(2):
-                    lo, hi = decode_fp4x8_e4m3(words[sl * 8 + 2 * q + r])
-                    a.append(lo)
-                    a.append(hi)
+            if a_regs is not None:
+                a = a_regs(q)
+            else:
+                a = []
+                for sl in range(2):
+                    for r in range(2):
+                        lo, hi = decode_fp4x8_e4m3(words[sl * 8 + 2 * q + r])
+                        a.append(lo)
+                        a.append(hi)
             desc = smem_desc(act_smem + (kl128 * 8 + q * 2) * bm * 16, bm * 16, 128)
             wgmma_fence()
             pa = wgmma_rs_e4m3(bm, a[0:4], desc)
@@ -222,7 +227,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int):
             pa, pb = parts[p]
             rs = []
             for sl in range(2):
-                sw = words[16 + sl * 2 + p // 2]
+                sw = words[scale_word + sl * 2 + p // 2]
                 for hh in range(2):
                     rs.append(ue8m0_to_f32((sw >> (8 * ((p % 2) * 2 + hh))) & 0xFF))
             for i in range(nd):

@@ -12,8 +12,8 @@ from __future__ import annotations
 from cutlass import Int32, Int64
 from cutlass.cutlass_dsl import dsl_user_op
 
-from .role2_math import ue8m0_to_f32
-from .wgmma_rs import _asm, _v, fence_f32, smem_desc, wgmma_commit, wgmma_fence, wgmma_rs_e4m3, wgmma_wait
+from .role2_gemm import _k128_mma
+from .wgmma_rs import _asm, _v
 
 #: Int32 words of one K128 register stage: 2 slabs x 16 code words, then 2 slabs x 2 scale words
 WORDS_PER_STAGE = 36
@@ -55,32 +55,11 @@ def load_k128_fp8(wbuf, stage: int, kb, wbases, sbases):
 
 
 def k128_mma_fp8(words, ascl, acc, act_smem, kl128, bm: int, lag: int):
-    """One K128 step of one warpgroup: 4 x (2 wgmma with A = the slab's 4 code registers for K32 q), each K32's
-    partials FMA'd with row x token scales while the next step's MMAs run.
+    """One K128 step of one warpgroup: role2's ``_k128_mma`` with the A registers taken as they are (no FP4
+    decode): K32 ``q`` uses code words ``[4q, 4q + 4)`` of slab 0 and ``[16 + 4q, 16 + 4q + 4)`` of slab 1, the
+    scale words start at 32.
 
     ``words``: :data:`WORDS_PER_STAGE` Int32 (see :func:`load_k128_fp8`); ``ascl[q]``: the token scales of the
     thread's BM/4 tokens for K32 ``q`` (``role2_gemm.TokenScales``); ``acc``: 2 x BM/2 FP32 (slab 0, slab 1)."""
-    nd = bm // 2
-    parts = [None] * 4
-    for q in range(4 + lag):
-        if q < 4:
-            desc = smem_desc(act_smem + (kl128 * 8 + q * 2) * bm * 16, bm * 16, 128)
-            wgmma_fence()
-            pa = wgmma_rs_e4m3(bm, words[q * 4:q * 4 + 4], desc)
-            pb = wgmma_rs_e4m3(bm, words[16 + q * 4:16 + q * 4 + 4], desc)
-            wgmma_commit()
-            parts[q] = (pa, pb)
-        if q >= lag:
-            p = q - lag
-            wgmma_wait(min(q, 3) - p)  # groups newer than p that may stay pending
-            pa, pb = parts[p]
-            rs = []
-            for sl in range(2):
-                sw = words[32 + sl * 2 + p // 2]
-                for hh in range(2):
-                    rs.append(ue8m0_to_f32((sw >> (8 * ((p % 2) * 2 + hh))) & 0xFF))
-            for i in range(nd):
-                tsc = ascl[p][(i >> 2) * 2 + (i & 1)]
-                hrow = (i >> 1) & 1
-                acc[i] = acc[i] + fence_f32(pa[i]) * (rs[hrow] * tsc)
-                acc[nd + i] = acc[nd + i] + fence_f32(pb[i]) * (rs[2 + hrow] * tsc)
+    _k128_mma(words, ascl, acc, act_smem, kl128, bm, lag,
+              a_regs=lambda q: words[q * 4:q * 4 + 4] + words[16 + q * 4:16 + q * 4 + 4], scale_word=32)
