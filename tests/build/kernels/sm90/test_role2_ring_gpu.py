@@ -12,34 +12,22 @@ Run on the GPU machine:
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[4]
-HARNESS = ROOT / "tests" / "runtime" / "operator" / "gpu_accuracy.py"
+from tests.build.kernels.sm90.layer_suite import HARNESS, ROOT, run_layer_suite
+
 BUNDLE = ROOT / "results" / "operator" / "bundles" / "test-tiny-sm90a.gcmoe"
 
 
 def _run(tmp_path, world, ring_blocks=None):
-    env = {**os.environ, "GCMOE_OPERATOR_BUNDLE": str(BUNDLE),
-           "GCMOE_TIMEOUT_S": os.environ.get("GCMOE_TIMEOUT_S", "20"),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    script = HARNESS
-    if ring_blocks is not None:  # this file's __main__: the same suite with the ring capped (ring reuse)
-        env["GCMOE_RING_BLOCKS"] = str(ring_blocks)
-        script = Path(__file__).resolve()
-    args = [str(script), "test-tiny", "0", str(tmp_path)]
-    if world == 1:
-        cmd = [sys.executable, *args]
-        env["CUDA_VISIBLE_DEVICES"] = env.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
-    else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world), *args]
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    assert p.returncode == 0 and p.stdout.count("RESULT PASS") == world, p.stdout[-6000:] + p.stderr[-4000:]
-    return sorted(tmp_path.glob("test-tiny-s0-P*-rank*.json"))
+    if ring_blocks is None:
+        return run_layer_suite(BUNDLE, 0, tmp_path, world)
+    # this file's __main__: the same suite with the ring capped (ring reuse)
+    return run_layer_suite(BUNDLE, 0, tmp_path, world, script=Path(__file__).resolve(),
+                           extra_env={"GCMOE_RING_BLOCKS": str(ring_blocks)})
 
 
 @pytest.mark.gpu

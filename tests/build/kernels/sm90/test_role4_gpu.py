@@ -16,15 +16,13 @@ results/operator/NEXT.md, section "role4"). Run: ``python3 -m pytest -q -m gpu t
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[4]
+from tests.build.kernels.sm90.layer_suite import ROOT, run_layer_suite
+
 BUNDLE = Path(os.environ.get("GCMOE_ROLE4_BUNDLE", ROOT / "results" / "operator" / "bundles" / "test-tiny-sm90a.gcmoe"))
-HARNESS = ROOT / "tests" / "runtime" / "operator" / "gpu_accuracy.py"
 E, K, H, I, CAP = 16, 4, 512, 256, 256
 TOKENS = (0, 1, 5, 8, 37, 64, 129, 256)
 REPEAT_T = (37, 256)
@@ -146,18 +144,7 @@ def test_role4_alone(setup, recipe):
 
 
 def _run_layer(tmp_path, world):
-    env = {**os.environ, "GCMOE_OPERATOR_BUNDLE": str(BUNDLE),
-           "GCMOE_TIMEOUT_S": os.environ.get("GCMOE_TIMEOUT_S", "20"),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    args = [str(HARNESS), "test-tiny", "1", str(tmp_path)]
-    if world == 1:
-        cmd = [sys.executable, *args]
-        env["CUDA_VISIBLE_DEVICES"] = env.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
-    else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world), *args]
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    assert p.returncode == 0 and p.stdout.count("RESULT PASS") == world, p.stdout[-6000:] + p.stderr[-4000:]
-    return sorted(tmp_path.glob("test-tiny-s1-P*-rank*.json"))
+    return run_layer_suite(BUNDLE, 1, tmp_path, world)
 
 
 @pytest.mark.gpu
