@@ -172,13 +172,11 @@ def _trace_parts(cfg):
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
     from gcmoe_runtime.workspace.layout import SHARED_SYNC_BLOCKS, SHARED_SYNC_EXIT, SHARED_SYNC_TICKET
 
-    from .ptx_mem import (_asm, bar_sync, fence_acq_rel_gpu, ld_global_f32, ld_global_u8, ld_global_v4,
-                          ld_shared_f32, ld_shared_v4, red_release_add_u32, st_global_u8, st_global_v4,
-                          st_shared_f32, st_shared_v4)
+    from .ptx_mem import (bar_sync, fence_acq_rel_gpu, ld_global_f32, ld_global_u8, ld_shared_v4,
+                          red_release_add_u32, st_global_v4)
     from .ring_sync import atom_add_acqrel_gpu_u32, ld_shared_b32, st_shared_b32, st_shared_u16, wait_geq_u32_rt
     from .role2_gemm import ROWS_PER_CTA, TokenScales, _consumer_lane, _stage_chunk, _w1_epilogue
-    from .role2_math import (bf16_round, fabs, float_bits, fmax, fmin, sel_f32, shfl_bfly_f32, sigmoid,
-                             to_bf16_bits, to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
+    from .role2_math import to_bf16_bits, ue8m0_to_f32
     from .role4_mma import WORDS_PER_STAGE, k128_mma_fp8, load_k128_fp8, st_relaxed_gpu_u32
 
     H, I, BM, CAP, K_SLOT = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity, cfg.topk
@@ -212,7 +210,6 @@ def _trace_parts(cfg):
         mc = cfg.w1 if const_expr(mode == "w1") else cfg.w2
         K, KC = mc.k, mc.kc
         NK = K // 128
-        NSLAB = mc.rows // 64
         GS = mc.act_scale_group
         NGS = KC // GS
         wg, warp, g, t, tw = _consumer_lane(ctid)
