@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One batched GPU-machine call: run named steps, each under its own timeout, log each to $WORK/logs/<step>.log,
+# print a summary table last, and pack the logs + JSON (kept under $WORK, default /tmp/gpu_session) into
+# $OUT/session.tar.gz: the device returns at most 8 files.
+#
+#   bash ci/gpu_session.sh STEP_FILE        # STEP_FILE: lines "name | timeout_s | command" ('#' comments)
+#
+# Steps run in order; a failed or timed-out step does not stop the next one (each is its own process, so a trapped
+# CUDA context cannot spoil the rest). A global deadline (GCMOE_SESSION_DEADLINE_S, default 560) skips steps
+# that cannot start with at least 20 s left.
+set -u
+source ci/gpu_env.sh || exit 1
+OUT=${OUT:-/tmp/gpu_session_out}; export WORK=${WORK:-/tmp/gpu_session}
+mkdir -p "$OUT" "$WORK/logs" "$WORK/json"
+deadline=$(( $(date +%s) + ${GCMOE_SESSION_DEADLINE_S:-560} ))
+summary=()
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv; git rev-parse HEAD 2>/dev/null; } > "$WORK/logs/00-env.log" 2>&1
+while IFS='|' read -r name tmo cmd; do
+  name=$(echo "$name" | xargs); [[ -z "$name" || "$name" == \#* ]] && continue
+  tmo=$(echo "$tmo" | xargs)
+  left=$(( deadline - $(date +%s) ))
+  if (( left < 20 )); then summary+=("| $name | skipped (deadline) | - |"); continue; fi
+  (( tmo > left )) && tmo=$left
+  t0=$(date +%s.%N)
+  echo "=== $name (timeout ${tmo}s): $cmd" | tee "$WORK/logs/$name.log"
+  timeout -k 5 "$tmo" bash -c "$cmd" >> "$WORK/logs/$name.log" 2>&1
+  rc=$?
+  dt=$(python3 -c "import time;print(f'{time.time()-$t0:.0f}')")
+  verdict=$( ((rc==0)) && echo ok || { ((rc==124||rc==137)) && echo TIMEOUT || echo "FAIL rc=$rc"; })
+  summary+=("| $name | $verdict | ${dt}s |")
+  tail -n 4 "$WORK/logs/$name.log" | cut -c1-300
+done < "$1"
+tar -czf "$OUT/session.tar.gz" -C "$WORK" .
+echo; echo "| step | result | wall |"; echo "|---|---|---|"; printf '%s\n' "${summary[@]}"
