@@ -117,10 +117,14 @@ class LayerGraph:
                 self.drv.call("cuGraphKernelNodeSetAttribute", node,
                               cu.CUkernelNodeAttrID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, v)
             self.nodes[role] = node
-        self.exec = self.drv.call("cuGraphInstantiate", self.graph, 0)
+        # instantiated on the first launch(): cuGraphInstantiate is refused while any stream of the process is
+        # capturing, and a graph first met inside torch.cuda.graph is only ever attach()ed as a child node
+        self.exec = None
 
     def launch(self, stream: Any) -> None:
         """Replay outside capture (``stream``: CUstream, int handle or torch stream)."""
+        if self.exec is None:
+            self.exec = self.drv.call("cuGraphInstantiate", self.graph, 0)
         self.drv.call("cuGraphLaunch", self.exec, _stream(self.drv, stream))
 
     def attach(self, stream: Any) -> Any:
@@ -148,7 +152,8 @@ class LayerGraph:
             self.launch(s)
 
     def destroy(self) -> None:
-        self.drv.call("cuGraphExecDestroy", self.exec)
+        if self.exec is not None:
+            self.drv.call("cuGraphExecDestroy", self.exec)
         self.drv.call("cuGraphDestroy", self.graph)
 
 
