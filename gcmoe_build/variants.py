@@ -146,7 +146,10 @@ def enumerate_variants(manifest: Any) -> list[Variant]:
                 if t.family == "sm100":  # shared experts run inside role2's task stream on SM100
                     p["recipe_shared"] = t.recipe.shared
                 add(ROLE2_GROUPED_GEMM, t.arch, p)
-            add(ROLE3_FINALIZE, t.arch, {**base, **shape, "shared_experts": shared})
+            # the routed-only layer (shared_experts 0) too: a model with shared experts may run them outside the
+            # operator (the paper's "routed" configurations), and role3 then must not reduce combine lane k
+            for sh in sorted({0, shared}):
+                add(ROLE3_FINALIZE, t.arch, {**base, **shape, "shared_experts": sh})
         if t.family == "sm90" and shared > 0:
             shared_bms = {choose_shared_bm(T, cands) for T in range(1, t.capacity + 1)}
             for bm in sorted(shared_bms):

@@ -246,8 +246,8 @@ def transform_weights_for_gc_moe(l1_weights: Sequence[torch.Tensor], l2_weights:
         raise GcMoeError(f"gcmoe: weights live on several devices {sorted(map(str, devs))}")
     m1, m2 = transform_weights_sm90(rw)
     e, h, i = rw.num_experts, rw.hidden, rw.intermediate
-    return (GcMoeWeights("w1", m1.tiles, m1.scales, m1.expert_factor, e, 2 * i, h),
-            GcMoeWeights("w2", m2.tiles, m2.scales, m2.expert_factor, e, h, i))
+    return (GcMoeWeights("w1", m1.tiles, m1.kernel_scales(), m1.expert_factor, e, 2 * i, h),
+            GcMoeWeights("w2", m2.tiles, m2.kernel_scales(), m2.expert_factor, e, h, i))
 
 
 def _check_call(y: Any, w1: Any, w2: Any, buffer: GcMoeBuffer, activation: str, recipe: str,
@@ -275,6 +275,13 @@ def _check_call(y: Any, w1: Any, w2: Any, buffer: GcMoeBuffer, activation: str, 
                              f"[E={buffer.experts_per_rank} local experts, {rows}, {k}]")
         if w.tiles.device != buffer.device:
             raise GcMoeError(f"gcmoe: {name} is on {w.tiles.device}, the buffer on {buffer.device}")
+        # the kernels' operand layouts (numerics.sm90_layout): a wrong shape here means an untransformed or
+        # differently-permuted tensor, which would compute silently wrong numbers
+        for t, what, want in ((w.tiles, "tiles", (w.experts, rows // 64, k // 128, 4096)),
+                              (w.scales, "scales", (w.experts, rows // 64, k // 128, 256))):
+            if tuple(t.shape) != want or t.dtype != torch.uint8 or not t.is_contiguous():
+                raise GcMoeError(f"gcmoe: {name}.{what} must be contiguous uint8 {list(want)} (the SM90 kernel "
+                                 f"layout from transform_weights_for_gc_moe), got {t.dtype} {list(t.shape)}")
     if activation != "swiglu":
         raise GcMoeError(f"gcmoe: activation={activation!r}; only 'swiglu' is built")
     if recipe != ROUTED_RECIPE:
@@ -322,11 +329,13 @@ def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: 
             "role2": find("role2", **shape, **cap, bm=tile.bm, threads=tile.threads,
                           intermediate=buffer.intermediate, act_alpha=float(activation_alpha),
                           act_clamp=float(activation_clamp)),
-            "role3": find("role3", **shape, **cap),
         }
+        n_shared = 0  # combine lanes beyond the k routed ones that role3 reduces
         if buffer.shared_experts:
             kernels["role4"] = find("role4", arch=ARCH, hidden=buffer.hidden, intermediate=buffer.intermediate,
                                     **cap, bm=choose_shared_bm(max(T, 1), buffer.bm_candidates))
+            n_shared = kernels["role4"].record.variant["shared_experts"]
+        kernels["role3"] = find("role3", **shape, **cap, shared_experts=n_shared)
     except (LookupError, BundleError) as e:
         raise GcMoeError(f"gcmoe: the bundle cannot run this layer: {e}") from None
     vals = role_values(buffer.ws, ntok=T, err=buffer.trap.address, timeout_ns=buffer.timeout_ns,

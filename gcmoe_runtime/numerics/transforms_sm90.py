@@ -5,7 +5,8 @@ only rearranging already-quantised data: it never sees floating-point weights. O
 
 * ``tiles``   uint8 ``[E, N/64, K/128, 4096]`` — E2M1 codes after the window shift, in the tile layout of
   ``sm90_layout`` (W1: rows gate/up interleaved in 8-row groups, ``gate_up``).
-* ``scales``  uint8 ``[E, N, K/32]`` — stored UE8M0 ``2**(r + 6)`` (window-relative, ×64), same row order.
+* ``scales``  uint8 ``[E, N, K/32]`` — stored UE8M0 ``2**(r + 6)`` (window-relative, ×64), same row order;
+  the kernels read them lane-permuted: ``Sm90Matrix.kernel_scales()``.
 * ``expert_factor`` float32 ``[E]`` — ``2**(base - 127)``.
 
 ``Sm90Matrix.dequantize()`` reproduces exactly what the kernel multiplies (canonical row order, FP32), and
@@ -20,7 +21,7 @@ import torch
 from .formats import UE8M0_BIAS, fp4_pack
 from .gate_up import deinterleave_gate_up, interleave_gate_up
 from .reference import RoutedWeights
-from .sm90_layout import permute_tiles, unpermute_tiles
+from .sm90_layout import permute_scales, permute_tiles, unpermute_tiles
 from .sm90_window import HEADROOM_LOG2, WindowedScales, window_repack
 
 
@@ -31,6 +32,11 @@ class Sm90Matrix:
     expert_factor: torch.Tensor
     gate_up_interleaved: bool
     window: WindowedScales  # canonical-order repack result (for reports/tests; not needed by the kernel)
+
+    def kernel_scales(self) -> torch.Tensor:
+        """The scale operand the SM90 role2 kernels read: ``uint8 [E, N/64, K/128, 256]`` (per 64-row slab and
+        K128 step, the 256 bytes in lane order; ``sm90_layout.permute_scales`` of ``scales``)."""
+        return permute_scales(self.scales)
 
     def codes_canonical(self) -> torch.Tensor:
         c = unpermute_tiles(self.tiles)

@@ -2,6 +2,8 @@
 with messages naming the field and the limit; the weight transform returns marked SM90 matrices."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -37,6 +39,27 @@ def test_transform_marks_weights(weights):
     assert (w1.name, w1.experts, w1.rows, w1.k) == ("w1", E, 2 * I, H)
     assert (w2.name, w2.experts, w2.rows, w2.k) == ("w2", E, H, I)
     assert w1.tiles.shape == (E, 2 * I // 64, H // 128, 4096)
+
+
+def test_transform_gives_the_kernel_scale_layout(weights):
+    """The kernels read lane-permuted scale tiles (what the GPU-verified role2 harness feeds them); the first
+    GPU run of the layer computed garbage because the API passed the row-order scales instead."""
+    from gcmoe_runtime.numerics.sm90_layout import permute_scales, unpermute_scales
+    from gcmoe_runtime.numerics.transforms_sm90 import transform_weights_sm90
+    from gcmoe_runtime.numerics.reference import RoutedWeights
+
+    (w1, w2), (l1, l2) = weights
+    m1, m2 = transform_weights_sm90(RoutedWeights(l1[0], l1[1], l2[0], l2[1]))
+    for w, m in ((w1, m1), (w2, m2)):
+        assert w.scales.shape == (E, w.rows // 64, w.k // 128, 256)
+        assert torch.equal(w.scales, permute_scales(m.scales)) and torch.equal(unpermute_scales(w.scales), m.scales)
+
+
+def test_row_order_scales_are_refused(weights):
+    (w1, w2), _ = weights
+    m = dataclasses.replace(w1, scales=w1.scales.reshape(E, 2 * I, H // 32))
+    with pytest.raises(moe.GcMoeError, match=r"w1.scales must be contiguous uint8 \[8, 4, 2, 256\]"):
+        check(torch.empty(5, H, dtype=torch.bfloat16), m, w2, fake_buffer())
 
 
 def test_transform_bad_shapes(weights):

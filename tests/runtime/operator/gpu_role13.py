@@ -76,7 +76,7 @@ class Setup:
                       if r.role == "role1" and r.variant["ranks"] == world})
         BM = 16 if 16 in bms else bms[0]
         self.r1 = self.loader.kernel("role1", arch="sm_90a", ranks=world, bm=BM)
-        self.r3 = self.loader.kernel("role3", arch="sm_90a", ranks=world)
+        self.r3 = self.loader.kernel("role3", arch="sm_90a", ranks=world, shared_experts=1)
         self.D = self.r1.record.variant["dispatch_sms"]
         assert self.gp.dispatch_sms >= self.D, (self.gp.dispatch_sms, self.D)
 

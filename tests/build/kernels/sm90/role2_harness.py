@@ -110,7 +110,6 @@ def sm90_weights(e: int, n: int, k: int, gate_up: bool, gen):
     import torch
 
     from gcmoe_runtime.numerics.quant import quantize_mxfp4
-    from gcmoe_runtime.numerics.sm90_layout import permute_scales
     from gcmoe_runtime.numerics.transforms_sm90 import transform_matrix_sm90
 
     w = torch.randn((e, n, k), generator=gen, device="cuda") * 0.05
@@ -119,7 +118,7 @@ def sm90_weights(e: int, n: int, k: int, gate_up: bool, gen):
     packed, scales = quantize_mxfp4(w)
     del w
     m = transform_matrix_sm90(packed, scales, gate_up)
-    return (m.tiles.contiguous(), permute_scales(m.scales), m.expert_factor.float().contiguous(), m.dequantize())
+    return (m.tiles.contiguous(), m.kernel_scales(), m.expert_factor.float().contiguous(), m.dequantize())
 
 
 def e4m3_random(torch, shape, gen, scale=1.0):
