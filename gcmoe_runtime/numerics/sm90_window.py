@@ -56,7 +56,14 @@ def _shift_all(codes: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     dmax = int(d.max()) if d.numel() else 0
     cap = min(dmax, 8)  # shift_lut(d) is all zeros for d >= 5; 8 keeps the table small and exact
     luts = torch.stack([shift_lut(j, codes.device) for j in range(cap + 1)])  # [cap+1, 16]
-    return luts[d.clamp(max=cap).long()[..., None], codes.long()]
+    if codes.dim() < 3:
+        return luts[d.clamp(max=cap).long()[..., None], codes.long()]
+    # expert by expert: the int64 gather indices are 8x the codes, and a whole production layer on one GPU
+    # (256 experts x 2I x H) would need ~50 GiB of them at once
+    out = torch.empty_like(codes)
+    for e in range(codes.shape[0]):
+        out[e] = luts[d[e].clamp(max=cap).long()[..., None], codes[e].long()]
+    return out
 
 
 @dataclass
