@@ -103,13 +103,14 @@ class GeneratedExperts:
     """The BF16 original routed weights, regenerated per expert from the seed on demand (never all stored):
     ``expert_fp32(e)`` -> (W1 ``[2I, H]``, W2 ``[H, I]``) as FP32 holding BF16 values, on ``device``."""
 
-    def __init__(self, cfg: "SuiteConfig", device="cpu"):
+    def __init__(self, cfg: "SuiteConfig", device="cpu", gen_device="cpu"):
         self.cfg, self.device, self.num_experts = cfg, device, cfg.num_experts
+        self.gen_device = torch.device(gen_device)
 
     def expert_bf16(self, e: int):
         if not 0 <= e < self.num_experts:
             raise IndexError(f"expert {e} outside [0, {self.num_experts})")
-        gen = torch.Generator().manual_seed(self.cfg.seed * 100003 + e)
+        gen = torch.Generator(device=self.gen_device).manual_seed(self.cfg.seed * 100003 + e)
         h, i = self.cfg.hidden, self.cfg.intermediate
         return _matrix(gen, 2 * i, h), _matrix(gen, h, i)
 
@@ -136,7 +137,7 @@ class LayerWeights:
         r = self.routed
         return LayerWeights(
             self.cfg, RoutedWeights(mv(r.w1), mv(r.w1_scale), mv(r.w2), mv(r.w2_scale)),
-            GeneratedExperts(self.cfg, device),
+            GeneratedExperts(self.cfg, device, self.routed_bf16.gen_device),
             None if self.shared is None else SharedWeights(mv(self.shared.w1), mv(self.shared.w1_scale),
                                                            mv(self.shared.w2), mv(self.shared.w2_scale),
                                                            self.shared.recipe),
@@ -145,25 +146,28 @@ class LayerWeights:
 
 def _matrix(gen: torch.Generator, rows: int, cols: int) -> torch.Tensor:
     """A BF16 weight with per-row gains 2**U(-1.5, 1.5) (so K32 scale exponents spread like real checkpoints)."""
-    gain = torch.exp2(torch.rand(rows, 1, generator=gen) * 3.0 - 1.5)
-    return (torch.randn(rows, cols, generator=gen) * (gain / cols ** 0.5)).to(torch.bfloat16)
+    gain = torch.exp2(torch.rand(rows, 1, generator=gen, device=gen.device) * 3.0 - 1.5)
+    return (torch.randn(rows, cols, generator=gen, device=gen.device) * (gain / cols ** 0.5)).to(torch.bfloat16)
 
 
-def make_layer_weights(cfg: SuiteConfig) -> LayerWeights:
-    """Deterministic (seeded, generated on CPU on every machine) weights of one layer, expert by expert."""
+def make_layer_weights(cfg: SuiteConfig, device="cpu") -> LayerWeights:
+    """Deterministic (seeded) weights of one layer, expert by expert, generated and quantised on ``device``.
+    The default (CPU) gives the same weights on every machine; a CUDA device gives other (equally seeded and
+    reproducible) weights in seconds where the CPU needs many minutes (a whole production layer)."""
     h, i, e = cfg.hidden, cfg.intermediate, cfg.num_experts
-    q1 = torch.empty(e, 2 * i, h // 2, dtype=torch.uint8)
-    s1 = torch.empty(e, 2 * i, h // 32, dtype=torch.uint8)
-    q2 = torch.empty(e, h, i // 2, dtype=torch.uint8)
-    s2 = torch.empty(e, h, i // 32, dtype=torch.uint8)
-    originals = GeneratedExperts(cfg)
+    dev = torch.device(device)
+    q1 = torch.empty(e, 2 * i, h // 2, dtype=torch.uint8, device=dev)
+    s1 = torch.empty(e, 2 * i, h // 32, dtype=torch.uint8, device=dev)
+    q2 = torch.empty(e, h, i // 2, dtype=torch.uint8, device=dev)
+    s2 = torch.empty(e, h, i // 32, dtype=torch.uint8, device=dev)
+    originals = GeneratedExperts(cfg, dev, dev)
     for x in range(e):
         w1, w2 = originals.expert_bf16(x)
         q1[x], s1[x] = quantize_mxfp4(w1, name=f"w1[{x}]")
         q2[x], s2[x] = quantize_mxfp4(w2, name=f"w2[{x}]")
     layer = LayerWeights(cfg, RoutedWeights(q1, s1, q2, s2), originals)
     if cfg.shared_experts:
-        gen = torch.Generator().manual_seed(cfg.seed * 100003 + 99991)
+        gen = torch.Generator(device=dev).manual_seed(cfg.seed * 100003 + 99991)
         sw1, sw2 = _matrix(gen, 2 * cfg.shared_i, h), _matrix(gen, h, cfg.shared_i)
         a, b = quantize_fp8_weight(sw1, cfg.shared_recipe, "shared_w1")
         c, d = quantize_fp8_weight(sw2, cfg.shared_recipe, "shared_w2")

@@ -44,7 +44,7 @@ def main(preset: str, shared: int, outdir: str) -> None:
     buf = moe.get_symm_buffer_for_gc_moe(group, cfg.num_experts, BUILT_CAPACITY, cfg.topk, cfg.hidden,
                                          cfg.intermediate, bundle=bundle, shared_experts=bool(shared),
                                          timeout_ns=int(float(os.environ.get("GCMOE_TIMEOUT_S", "3600")) * 1e9))
-    layer = make_layer_weights(cfg)
+    layer = make_layer_weights(cfg, device=f"cuda:{rank}")  # seconds here; a production layer takes a CPU minutes
     eager = GcMoeImplementation(buf, layer, activation_alpha=cfg.alpha, activation_clamp=cfg.clamp)
     graph = GcMoeImplementation(buf, layer, graph=True, activation_alpha=cfg.alpha, activation_clamp=cfg.clamp)
     res = run_suite(cfg, eager, impl_name="gc-moe", layer=layer, ranks=[rank], device=f"cuda:{rank}",
