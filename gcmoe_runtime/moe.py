@@ -196,7 +196,7 @@ def get_symm_buffer_for_gc_moe(group: Any, num_experts: int, capacity: int, topk
         layout = WorkspaceLayout.build(LayoutSpec(
             arch=ARCH, world_size=world, num_experts=num_experts, topk=topk, hidden=hidden,
             intermediate=intermediate, capacity=capacity, bm_candidates=bms, compute_sms=gp.compute_sms,
-            shared_experts=bool(shared_experts)))
+            shared_experts=bool(shared_experts), whole_pool=not overlap))
         layout.check_partition(gp.compute_sms)
         ws = get_workspace(layout, group, dev)
     buf = GcMoeBuffer(group=group, rank=rank, world_size=world, device=torch.device("cuda", dev),

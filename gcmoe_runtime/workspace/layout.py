@@ -112,6 +112,10 @@ class LayoutSpec:
     cluster_size: int = 2  # role2 cluster (paper Table 1: (2,1,1))
     l1_waves: int = 2  # L1 waves pre-published before the first L2 wave
     l2_waves: int = 1
+    # the ring holds the whole logical pool (no block is reused within a replay): needed when role2 does not run
+    # beside role1 (overlap off, the serialised baselines), where role1 would wait for a block's previous
+    # generation to be consumed by a role2 that starts only after role1 ends (trap code 6)
+    whole_pool: bool = False
 
     def __post_init__(self) -> None:
         def bad(fieldname: str, value: Any, rule: str) -> None:
@@ -169,7 +173,7 @@ def ring_model(spec: LayoutSpec, bm: int, compute_sms: int | None = None) -> Rin
     sms = spec.compute_sms if compute_sms is None else compute_sms
     assignments, pool = rc.assignments, rc.logical_blocks
     live_model = max(1, sms // spec.cluster_size) * (spec.l1_waves + spec.l2_waves)
-    return RingModel(bm, assignments, pool, live_model, min(pool, live_model))
+    return RingModel(bm, assignments, pool, live_model, pool if spec.whole_pool else min(pool, live_model))
 
 
 def sf_rows(spec: LayoutSpec, bm: int) -> int:

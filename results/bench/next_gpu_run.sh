@@ -18,8 +18,10 @@ MODELS=(--model test-tiny --model glm-5.2 --model deepseek-v4.1-flash)
 
 left() { echo $((DEADLINE - $(date +%s))); }
 # step NAME BUDGET_S ARGS...: run one bench invocation with min(BUDGET_S, time left - 25 s for its start-up)
+# BENCH_STEPS="p2-routed p1-routed ..." runs only those steps (a re-run of what an earlier call missed)
 step() {
   local name=$1 want=$2; shift 2
+  if [ -n "${BENCH_STEPS:-}" ] && [[ " $BENCH_STEPS " != *" $name "* ]]; then return; fi
   local b=$(( $(left) - 25 )); [ "$b" -gt "$want" ] && b=$want
   if [ "$b" -lt 5 ]; then echo "[next] $name: no time left, not run" | tee -a "$R/steps.log"; return; fi
   echo "[next] $name: budget ${b}s, $(left)s left" | tee -a "$R/steps.log"

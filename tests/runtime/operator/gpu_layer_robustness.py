@@ -121,16 +121,17 @@ def main(preset: str, shared: int, replays: int, out: str) -> None:
                 buf.check_errors()
                 trap["raised"] = None
             except DeviceTimeoutError as e:
-                trap["raised"] = f"DeviceTimeoutError: {e}"
+                trap["raised"], trap["decoded"] = f"DeviceTimeoutError: {e}", type(e).__name__
             except Exception as e:  # a sticky CUDA error after the trap is also "reported, not hung"
                 trap["raised"] = f"{type(e).__name__}: {e}"
                 try:
                     buf.check_errors()
                 except DeviceTimeoutError as e2:
                     trap["raised"] += f" | trap record: {e2}"
+                    trap["decoded"] = type(e2).__name__
             trap["seconds"] = time.time() - t1
-            trap["ok"] = trap["raised"] is not None and "DeviceTimeoutError" in trap["raised"] \
-                and trap["seconds"] < 2 + 10
+            # the host must get the decoded trap record (the wait that timed out), within the timeout + slack
+            trap["ok"] = trap.get("decoded") == "DeviceTimeoutError" and trap["seconds"] < 2 + 10
             print(f"rank 0 timeout probe: {trap}", flush=True)
         else:
             time.sleep(6.0)  # keep this rank's workspace mapped while rank 0 waits for it and traps

@@ -141,3 +141,17 @@ def test_shared_expert_regions_are_appended_only_with_shared_experts():
     assert shared.region("shared_sync").shape == (SHARED_SYNC_BLOCKS + 64 // 8,)
     assert shared.region("shared_sync").persistent
     assert shared.total_bytes > plain.total_bytes
+
+
+def test_whole_pool_ring_never_reuses_a_block():
+    """Serialised layers (overlap off): role1 runs to completion before role2 starts, so a ring that needs a block
+    twice in one replay would make role1 wait forever (trap code 6; seen on the H200 for DSV-4.1-Flash at P=2,
+    T=256, gc-moe-serial). whole_pool sizes the ring to the logical pool of the smallest BM."""
+    from gcmoe_runtime.workspace.layout import WorkspaceLayout
+
+    big = dict(world_size=2, num_experts=384, topk=6, hidden=5120, intermediate=2304, capacity=256)
+    live = WorkspaceLayout.build(spec(**big))
+    whole = WorkspaceLayout.build(spec(**big, whole_pool=True))
+    pools = [ring_model(whole.spec, b).pool_blocks for b in whole.spec.bm_candidates]
+    assert live.ring_blocks < max(pools) == whole.ring_blocks
+    assert whole.regions["ring_x"].shape[0] == whole.ring_blocks
