@@ -6,7 +6,8 @@ PRESET in gcmoe_runtime.accuracy.config.PRESETS (test-tiny, glm-5.2, deepseek-v4
 bundle is ``results/operator/bundles/<manifest>-sm90a.gcmoe`` unless GCMOE_OPERATOR_BUNDLE is set. Writes
 OUTDIR/<preset>-s<SHARED>-P<P>-rank<r>.json (merge with gcmoe_runtime.accuracy.report.merge_results).
 Bundles with the registered role2: results/operator/bundles/*.gcmoe (set GCMOE_OPERATOR_BUNDLE; see
-results/operator/NEXT.md). GCMOE_TIMEOUT_S bounds every device wait (default 3600 s). Not run on a GPU yet.
+results/operator/NEXT.md). GCMOE_TIMEOUT_S bounds every device wait (default here 20 s). Weights are generated on
+the GPU. GPU results: results/operator/2026-11-30-h200-x2-layer/.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def main(preset: str, shared: int, outdir: str) -> None:
                             str(ROOT / "results/operator/bundles" / f"{MANIFEST_OF[preset]}-sm90a.gcmoe"))
     buf = moe.get_symm_buffer_for_gc_moe(group, cfg.num_experts, BUILT_CAPACITY, cfg.topk, cfg.hidden,
                                          cfg.intermediate, bundle=bundle, shared_experts=bool(shared),
-                                         timeout_ns=int(float(os.environ.get("GCMOE_TIMEOUT_S", "3600")) * 1e9))
+                                         timeout_ns=int(float(os.environ.get("GCMOE_TIMEOUT_S", "20")) * 1e9))
     layer = make_layer_weights(cfg, device=f"cuda:{rank}")  # seconds here; a production layer takes a CPU minutes
     eager = GcMoeImplementation(buf, layer, activation_alpha=cfg.alpha, activation_clamp=cfg.clamp)
     graph = GcMoeImplementation(buf, layer, graph=True, activation_alpha=cfg.alpha, activation_clamp=cfg.clamp)
