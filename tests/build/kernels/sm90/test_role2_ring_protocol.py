@@ -34,7 +34,7 @@ def simulate(nq, ring_blocks, ctas, nt1, nt2, seed):
                 moves.append(("fill", None))
         for c in range(ctas):
             if state[c] is None and queues[c]:
-                q, w1, tile = task_coords(queues[c][0], nt1, nt2)
+                q, w1, tile = task_coords(queues[c][0], nt1, nt2, nq, ring_blocks)
                 rb, gen = ring_slot(q, ring_blocks)
                 if filled[rb] >= gen + 1 and (gen == 0 or l2_empty[rb] >= l2_empty_target(gen, nt2)):
                     moves.append(("start", c))
@@ -51,7 +51,7 @@ def simulate(nq, ring_blocks, ctas, nt1, nt2, seed):
             filled[rb] = gen + 1
             next_fill += 1
         elif kind == "start":
-            q, w1, tile = task_coords(queues[c].pop(0), nt1, nt2)
+            q, w1, tile = task_coords(queues[c].pop(0), nt1, nt2, nq, ring_blocks)
             rb, gen = ring_slot(q, ring_blocks)
             assert filled[rb] == gen + 1, "ring block overwritten while a task of its generation runs"
             state[c] = (q, rb, gen, w1, tile, 0)
@@ -82,7 +82,8 @@ def simulate(nq, ring_blocks, ctas, nt1, nt2, seed):
 
 @pytest.mark.parametrize("nq,ring_blocks,ctas,nt1,nt2", [
     (1, 4, 3, 2, 2), (9, 2, 3, 2, 2), (17, 3, 5, 2, 2), (12, 1, 4, 2, 2),  # test-tiny: 2I/256 = H/256 = 2
-    (20, 4, 16, 16, 24), (7, 2, 7, 18, 20), (0, 4, 4, 2, 2)])  # glm-5.2 / dsv-4.1-flash task counts
+    (20, 4, 16, 16, 24), (7, 2, 7, 18, 20), (0, 4, 4, 2, 2),  # glm-5.2 / dsv-4.1-flash task counts
+    (10, 4, 5, 3, 2), (5, 5, 2, 2, 3), (6, 4, 40, 2, 2)])  # partial last generation, one full one, idle CTAs
 def test_static_split_is_deadlock_free_and_generation_exact(nq, ring_blocks, ctas, nt1, nt2):
     for seed in range(10):
         simulate(nq, ring_blocks, ctas, nt1, nt2, seed)
