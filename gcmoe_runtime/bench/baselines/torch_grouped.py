@@ -13,14 +13,8 @@ Weights for both come from one seeded BF16 draw (the FP8 ones are its rowwise qu
 outputs are directly comparable. Note the weights are FP8 (1 B/element) or BF16 (2 B), against our
 MXFP4 (0.53 B): the baselines stream 1.9x / 3.8x the bytes of the floor.
 
-Per layer call (one rank):
-  world == 1 (one rank's share): gather the resident rows of the local assignments in expert order
-    (index_select), GEMM1, SwiGLU(+requant), GEMM2, then scatter-add routing-weighted partials (FP32).
-  world > 1: gather own assignment rows in (destination, expert) order, NCCL `all_to_all_single` the
-    rows (+ FP32 row scales for FP8), sort received rows by expert, GEMM1, SwiGLU, GEMM2, unsort,
-    `all_to_all_single` the BF16 partials back, scatter-add with routing weights at the source.
-    The split sizes come from the point's fixed routing at capture time: the count exchange a dynamic
-    caller would need (a host sync, not capturable) is left out, which favours the baseline.
+Per layer call (one rank): the shared dispatch/combine of `routed.routed_step` (gather at P=1, NCCL
+all-to-all of rows + FP32 row scales at P>1) around GEMM1, SwiGLU(+requant), GEMM2.
 
 SwiGLU: gate clamped to <= clamp, up clamped to [-clamp, clamp], act = gate*sigmoid(alpha*gate)*up with
 alpha = 1.0, clamp = 10.0 (paper §6.1). Elementwise cost is what matters for timing here; the project's
@@ -33,8 +27,8 @@ import torch
 from ..impl import Prepared, RankContext, register
 from ..routing import Layout, PointInputs
 from ..shapes import ModelShape
+from .routed import FP8, routed_step, take_rows  # noqa: F401  (take_rows: re-exported for importers)
 
-FP8 = torch.float8_e4m3fn
 FP8_MAX = 448.0
 SWIGLU_ALPHA = 1.0
 SWIGLU_CLAMP = 10.0
@@ -51,13 +45,6 @@ def quant_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Rowwise E4M3: q = x / s with s = amax(row)/448 (FP32, [rows])."""
     s = x.abs().amax(dim=-1).float().clamp_min(1e-12) / FP8_MAX
     return (x.float() / s.unsqueeze(-1)).to(FP8), s
-
-
-def take_rows(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """index_select that also works for E4M3 (through a byte view: not every build indexes FP8)."""
-    if t.dtype == FP8:
-        return t.view(torch.uint8).index_select(0, idx).view(FP8)
-    return t.index_select(0, idx)
 
 
 def _weights(shape: ModelShape, n: int, inter: int, seed: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -153,10 +140,6 @@ class TorchGrouped:
         else:
             xq, xs = x, None
         offs = torch.cumsum(p.group_sizes, 0).to(torch.int32).to(dev)
-        M = p.assignments
-        out_acc = torch.zeros(p.resident_tokens, H, dtype=torch.float32, device=dev)
-        out = torch.zeros(p.resident_tokens, H, dtype=torch.bfloat16, device=dev)
-        sort_perm = p.sort_perm.to(dev)
         own_lo = point.own_token_lo - p.resident_token_lo
         T = point.tokens_per_rank
         use_shared = m["shared"] and shape.shared_experts > 0
@@ -170,7 +153,7 @@ class TorchGrouped:
             h = torch._grouped_mm(a, m["b1"], offs=offs)
             return torch._grouped_mm(swiglu(h, I).to(torch.bfloat16), m["b2"], offs=offs)
 
-        def shared_expert() -> None:
+        def shared_expert(out_acc: torch.Tensor) -> None:
             a = xq[own_lo:own_lo + T]
             Is = shape.shared_experts * shape.shared_inter
             if self.fp8:
@@ -182,51 +165,9 @@ class TorchGrouped:
                 y = swiglu(a @ m["sw1"], Is).to(torch.bfloat16) @ m["sw2"]
             out_acc[own_lo:own_lo + T] += y.float()
 
-        if m["world"] == 1:
-            gather = p.recv_token[p.sort_perm].to(dev)
-            w_sorted = p.recv_weight[p.sort_perm].to(dev).unsqueeze(1)
-
-            def step() -> None:
-                out_acc.zero_()
-                if M:
-                    a = take_rows(xq, gather)
-                    sa = xs.index_select(0, gather) if self.fp8 else None
-                    y = experts(a, sa)
-                    out_acc.index_add_(0, gather, y.float() * w_sorted)
-                if use_shared:
-                    shared_expert()
-                out.copy_(out_acc)
-        else:
-            import torch.distributed as dist
-
-            grp = m["group"]
-            send_tok = p.send_token.to(dev)
-            send_w = p.send_weight.to(dev).unsqueeze(1)
-            n_send = int(send_tok.numel())
-            row_dtype = torch.uint8 if self.fp8 else torch.bfloat16
-            recv_rows = torch.empty(M, H, dtype=row_dtype, device=dev)
-            recv_s = torch.empty(M, dtype=torch.float32, device=dev) if self.fp8 else None
-            unsorted = torch.empty(M, H, dtype=torch.bfloat16, device=dev)
-            back = torch.empty(n_send, H, dtype=torch.bfloat16, device=dev)
-            sc, rc = list(p.send_counts), list(p.recv_counts)
-
-            def step() -> None:
-                out_acc.zero_()
-                rows = take_rows(xq, send_tok)
-                dist.all_to_all_single(recv_rows, rows.view(row_dtype), rc, sc, group=grp)
-                if self.fp8:
-                    dist.all_to_all_single(recv_s, xs.index_select(0, send_tok), rc, sc, group=grp)
-                if M:
-                    a = recv_rows.index_select(0, sort_perm)
-                    a = a.view(FP8) if self.fp8 else a
-                    sa = recv_s.index_select(0, sort_perm) if self.fp8 else None
-                    unsorted.index_copy_(0, sort_perm, experts(a, sa))
-                dist.all_to_all_single(back, unsorted, sc, rc, group=grp)
-                out_acc.index_add_(0, send_tok, back.float() * send_w)
-                if use_shared:
-                    shared_expert()
-                out.copy_(out_acc)
-
+        step, out = routed_step(point, dev, m["world"], m["group"], xq, xs, experts,
+                                shared_expert if use_shared else None)
+        M = p.assignments
         return Prepared(step=step, output=out, info={"assignments": M, "offs_groups": int(offs.numel())})
 
 
