@@ -62,7 +62,8 @@ def test_every_token_count_maps_to_a_compiled_variant(manifests, variants):
                                 intermediate=s.intermediate, compute_sms=t.partition.compute_sms)
                 find_variant(vs, "role2", arch=t.arch, ranks=P, bm=c.bm, threads=c.threads)
                 find_variant(vs, "role1", arch=t.arch, ranks=P, bm=c.bm)
-            find_variant(vs, "role3", ranks=P)
+            for sh in {0, s.shared_experts.count}:  # routed-only and with the shared lane
+                find_variant(vs, "role3", ranks=P, shared_experts=sh)
         for T in range(1, t.capacity + 1):
             find_variant(vs, "role4", bm=choose_shared_bm(T))
 
@@ -91,8 +92,10 @@ def test_params_per_role(variants):
     r2 = find_variant(vs, "role2", ranks=1, bm=64, threads=384)
     assert dict(r2.params) == {**part, **shape, **act, "ranks": 1, "bm": 64, "threads": 384, "intermediate": 256,
                                "recipe_routed": "e4m3-fp32k128_x_mxfp4", "shared_experts": 1}
-    r3 = find_variant(vs, "role3", ranks=1)
+    r3 = find_variant(vs, "role3", ranks=1, shared_experts=1)
     assert dict(r3.params) == {**part, **shape, "ranks": 1, "shared_experts": 1}
+    assert dict(find_variant(vs, "role3", ranks=1, shared_experts=0).params) == {**part, **shape, "ranks": 1,
+                                                                                "shared_experts": 0}
     r4 = find_variant(vs, "role4", bm=32)
     assert dict(r4.params) == {**part, **act, "hidden": 512, "intermediate": 256, "top_k": 4, "capacity": 256,
                                "shared_experts": 1, "recipe_shared": "1x128x128", "bm": 32}
