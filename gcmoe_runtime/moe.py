@@ -86,6 +86,7 @@ class GcMoeBuffer:
     topk_idx: torch.Tensor = field(repr=False, default=None)
     topk_weights: torch.Tensor = field(repr=False, default=None)
     overlap: bool = True  # False: role2 (and role4) after role1 in the layer graph (ablation / baseline (a))
+    forced_tile: Optional[tuple] = None  # (BM, threads) for every call instead of the heuristic (tests, ablations)
 
     @property
     def layout(self):
@@ -156,11 +157,14 @@ def get_symm_buffer_for_gc_moe(group: Any, num_experts: int, capacity: int, topk
                                intermediate: int, *, bundle: str, mma_type: str = "fp8xfp4",
                                shared_experts: bool = False, dispatch_sms: Optional[int] = None,
                                device: Optional[int] = None, timeout_ns: int = DEFAULT_TIMEOUT_NS,
-                               green_contexts: bool = True, overlap: bool = True) -> GcMoeBuffer:
+                               green_contexts: bool = True, overlap: bool = True,
+                               tile: Optional[tuple] = None) -> GcMoeBuffer:
     """Allocate and rendezvous the symmetric workspace (collective over ``group``; not under capture).
 
     ``green_contexts=False`` / ``overlap=False`` are the benchmark's baselines (issue 7): the same kernels with
-    every node in the primary context (``green.full_device_partition``) and/or the roles serialised."""
+    every node in the primary context (``green.full_device_partition``) and/or the roles serialised.
+    ``tile=(BM, threads)`` forces role2's variant for every call instead of the token-bound heuristic (to test or
+    time each compiled variant; the bundle must hold it)."""
     from gcmoe_runtime import green
     from gcmoe_runtime.loader import KernelLoader
     from gcmoe_runtime.workspace.layout import LayoutSpec, WorkspaceLayout
@@ -184,6 +188,7 @@ def get_symm_buffer_for_gc_moe(group: Any, num_experts: int, capacity: int, topk
     _check_peer_access(group, dev, world)
     loader = KernelLoader.open(str(bundle))
     bms = _bundle_bms(loader, ranks=world, hidden=hidden, experts=num_experts, topk=topk, capacity=capacity)
+    forced = check_forced_tile(tile, bms)
     with torch.cuda.device(dev):
         torch.zeros(1, device=dev)  # primary context current
         gp = green.get_partition(dev, dispatch_sms) if green_contexts else green.full_device_partition(dev, dispatch_sms)
@@ -202,7 +207,8 @@ def get_symm_buffer_for_gc_moe(group: Any, num_experts: int, capacity: int, topk
     buf = GcMoeBuffer(group=group, rank=rank, world_size=world, device=torch.device("cuda", dev),
                       num_experts=num_experts, capacity=capacity, topk=topk, hidden=hidden,
                       intermediate=intermediate, shared_experts=bool(shared_experts), timeout_ns=int(timeout_ns),
-                      loader=loader, partition=gp, ws=ws, trap=TrapRecord(), bm_candidates=bms, overlap=bool(overlap))
+                      loader=loader, partition=gp, ws=ws, trap=TrapRecord(), bm_candidates=bms, overlap=bool(overlap),
+                      forced_tile=forced)
     buf.x = ws.view("x").view(torch.float8_e4m3fn)
     buf.x_sf = ws.view("x_sf")
     buf.topk_idx = ws.view("topk_idx")
@@ -300,6 +306,34 @@ def _check_call(y: Any, w1: Any, w2: Any, buffer: GcMoeBuffer, activation: str, 
     return T
 
 
+def select_tile(buffer: GcMoeBuffer, T: int) -> tuple[int, int]:
+    """role2's (BM, threads) for a call on ``T`` tokens: the buffer's forced tile, else the token-bound heuristic
+    (``heuristics.choose_tile``)."""
+    from gcmoe_runtime.heuristics import choose_tile
+
+    if buffer.forced_tile is not None:
+        return buffer.forced_tile
+    t = choose_tile(ARCH, max(T, 1), ranks=buffer.world_size, top_k=buffer.topk, experts=buffer.num_experts,
+                    hidden=buffer.hidden, intermediate=buffer.intermediate, compute_sms=buffer.partition.compute_sms,
+                    candidates=buffer.bm_candidates, capacity=buffer.capacity)
+    return t.bm, t.threads
+
+
+def check_forced_tile(tile: Any, bm_candidates: Sequence[int]) -> Optional[tuple[int, int]]:
+    """Validate ``get_symm_buffer_for_gc_moe(tile=(BM, threads))``: None, or a BM among the bundle's candidates and
+    256 / 384 threads (whether the bundle holds that exact variant is checked at the call)."""
+    if tile is None:
+        return None
+    if not (isinstance(tile, (tuple, list)) and len(tile) == 2 and all(isinstance(v, int) for v in tile)):
+        raise GcMoeError(f"gcmoe: tile={tile!r} must be a (BM, threads) pair of ints")
+    bm, threads = tile
+    if bm not in bm_candidates:
+        raise GcMoeError(f"gcmoe: tile BM={bm} is not among the bundle's BM candidates {tuple(bm_candidates)}")
+    if threads not in (256, 384):
+        raise GcMoeError(f"gcmoe: tile threads={threads} must be 256 or 384")
+    return int(bm), int(threads)
+
+
 def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: GcMoeBuffer, *,
                    recipe: str = ROUTED_RECIPE, activation: str = "swiglu", activation_alpha: float = 1.0,
                    activation_clamp: float = 10.0, shared_weights: Optional[Sequence[torch.Tensor]] = None,
@@ -309,24 +343,22 @@ def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: 
     ``transform_weights_for_gc_moe(..., shared_weights=...)``) when the buffer fuses shared experts. Collective: every rank of the group calls it."""
     from gcmoe_runtime.artifacts.bundle import BundleError
     from gcmoe_runtime.graph import RoleNode, get_layer_graph
-    from gcmoe_runtime.heuristics import choose_shared_bm, choose_tile
+    from gcmoe_runtime.heuristics import choose_shared_bm
 
     if hasattr(shared_weights, "args"):  # transform_weights_for_gc_moe's SharedSM90Weights
         shared_weights = shared_weights.args()
     T = _check_call(y, w1, w2, buffer, activation, recipe, shared_weights)
     P, gp = buffer.world_size, buffer.partition
     shape = dict(arch=ARCH, ranks=P, top_k=buffer.topk, experts=buffer.num_experts, hidden=buffer.hidden)
-    tile = choose_tile(ARCH, max(T, 1), **{k: v for k, v in shape.items() if k != "arch"},
-                       intermediate=buffer.intermediate, compute_sms=gp.compute_sms,
-                       candidates=buffer.bm_candidates, capacity=buffer.capacity)
+    bm, threads = select_tile(buffer, T)
     # the partition is a compile-time property of role1/role3 (grid syncs over dispatch_sms CTAs, the
     # arrival check against dispatch_sms * P): only variants built for this very partition may run
     cap = dict(capacity=buffer.capacity, dispatch_sms=gp.dispatch_sms, compute_sms=gp.compute_sms)
     find = buffer.loader.kernel
     try:
         kernels = {
-            "role1": find("role1", **shape, **cap, bm=tile.bm),
-            "role2": find("role2", **shape, **cap, bm=tile.bm, threads=tile.threads,
+            "role1": find("role1", **shape, **cap, bm=bm),
+            "role2": find("role2", **shape, **cap, bm=bm, threads=threads,
                           intermediate=buffer.intermediate, act_alpha=float(activation_alpha),
                           act_clamp=float(activation_clamp)),
         }

@@ -121,3 +121,24 @@ def test_ids_beyond_T_are_not_checked(weights):
 def test_buffer_rejects_bad_mma_type():
     with pytest.raises(moe.GcMoeError, match="mma_type"):
         moe.get_symm_buffer_for_gc_moe(None, E, CAP, K, H, I, bundle="x", mma_type="fp8xfp8")
+
+
+def test_forced_tile_is_validated():
+    assert moe.check_forced_tile(None, (8, 16)) is None
+    assert moe.check_forced_tile((16, 384), (8, 16)) == (16, 384)
+    for bad, needle in (((32, 256), "BM=32 is not among"), ((8, 128), "256 or 384"), ((8,), "pair of ints"),
+                        ("8:256", "pair of ints")):
+        with pytest.raises(moe.GcMoeError, match=needle):
+            moe.check_forced_tile(bad, (8, 16))
+
+
+def test_forced_tile_replaces_the_heuristic():
+    """A buffer built with tile=(BM, threads) runs that role2 variant at every token count (what the GPU harness
+    uses to put every compiled variant through the layer)."""
+    from types import SimpleNamespace
+
+    buf = fake_buffer()
+    buf.partition = SimpleNamespace(compute_sms=128)
+    assert moe.select_tile(buf, 5) != (16, 384)
+    buf.forced_tile = (16, 384)
+    assert moe.select_tile(buf, 5) == moe.select_tile(buf, 256) == (16, 384)

@@ -42,8 +42,11 @@ def main(preset: str, shared: int, outdir: str) -> None:
     cfg = dataclasses.replace(PRESETS[preset], world=world, shared_experts=int(shared))
     bundle = os.environ.get("GCMOE_OPERATOR_BUNDLE",
                             str(ROOT / "results/operator/bundles" / f"{MANIFEST_OF[preset]}-sm90a.gcmoe"))
+    # GCMOE_FORCE_TILE=BM:THREADS runs that role2 variant at every token count (each compiled variant in turn)
+    forced = os.environ.get("GCMOE_FORCE_TILE")
+    tile = tuple(int(v) for v in forced.split(":")) if forced else None
     buf = moe.get_symm_buffer_for_gc_moe(group, cfg.num_experts, BUILT_CAPACITY, cfg.topk, cfg.hidden,
-                                         cfg.intermediate, bundle=bundle, shared_experts=bool(shared),
+                                         cfg.intermediate, bundle=bundle, shared_experts=bool(shared), tile=tile,
                                          timeout_ns=int(float(os.environ.get("GCMOE_TIMEOUT_S", "20")) * 1e9))
     layer = make_layer_weights(cfg, device=f"cuda:{rank}")  # seconds here; a production layer takes a CPU minutes
     eager = GcMoeImplementation(buf, layer, activation_alpha=cfg.alpha, activation_clamp=cfg.clamp)
@@ -51,8 +54,10 @@ def main(preset: str, shared: int, outdir: str) -> None:
     res = run_suite(cfg, eager, impl_name="gc-moe", layer=layer, ranks=[rank], device=f"cuda:{rank}",
                     graph_impl=graph, repeat=True, log=print)
     doc = result_document(res, {"bundle": Path(bundle).name, "partition": [buf.partition.dispatch_sms,
-                                                                            buf.partition.compute_sms]})
-    write_json(doc, os.path.join(outdir, f"{preset}-s{shared}-P{world}-rank{rank}.json"))
+                                                                            buf.partition.compute_sms],
+                                "forced_tile": list(tile) if tile else None})
+    suffix = f"-bm{tile[0]}t{tile[1]}" if tile else ""
+    write_json(doc, os.path.join(outdir, f"{preset}-s{shared}-P{world}{suffix}-rank{rank}.json"))
     s = doc["summary"]
     print("RESULT", "PASS" if s["rank_cases_passed"] == s["rank_cases"] else "FAIL", f"rank={rank}", flush=True)
 
