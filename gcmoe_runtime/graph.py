@@ -2,8 +2,11 @@
 
 Nodes: role1 (dispatch green context) and role2 (compute green context) are concurrent roots —
 no edge between them, so the driver runs them side by side on disjoint SMs; role4 (SM90 fused
-shared experts), when present, is a third root on the compute context; role3 (compute context)
-depends on every root. Each node is a kernel node whose ``kern`` is the library ``CUkernel`` and
+shared experts), when present, is a root on the compute context and role2 waits for it (paper §4.5's
+optional edge): both are persistent over every compute SM and never share one (role2 takes the SM's whole
+register file and most of its shared memory), so without the edge role4 trails role2; first, it runs while
+role1 pulls the tokens role2 needs (role4 reads the local activations in place), and role2 starts on filled
+blocks. role3 (compute context) depends on every other node. Each node is a kernel node whose ``kern`` is the library ``CUkernel`` and
 whose ``ctx`` is ``cuCtxFromGreenCtx`` of its partition; block, cluster dimensions and dynamic
 shared memory come from the artifact's launch facts; the grid from the partition
 (``dispatch_sms`` / ``compute_sms`` / ``finalize_sms`` / ``fixed:<n>``). Parameters are copied by
@@ -73,10 +76,24 @@ def _edges(roles: Mapping[str, RoleNode], serialize_roots: bool) -> dict[str, li
         raise GraphError(f"unknown roles {sorted(unknown)}; known: {sorted(ROLE_PARTITION)}")
     deps: dict[str, list[str]] = {"role1": [], "role2": ["role1"] if serialize_roots else []}
     if "role4" in roles:
-        deps["role4"] = ["role2"] if serialize_roots else []
+        if serialize_roots:  # one stream's order: role1, role2, role4
+            deps["role4"] = ["role2"]
+        else:  # role4 first on the compute SMs, overlapping role1 (module docstring)
+            deps["role4"], deps["role2"] = [], ["role4"]
     if "role3" in roles:
         deps["role3"] = [r for r in ("role1", "role2", "role4") if r in roles]
     return deps
+
+
+def _topological(deps: Mapping[str, list[str]]) -> list[str]:
+    """The roles in an order where every role comes after the roles it depends on (nodes are added that way)."""
+    order: list[str] = []
+    while len(order) < len(deps):
+        ready = [r for r in sorted(deps) if r not in order and all(d in order for d in deps[r])]
+        if not ready:
+            raise GraphError(f"layer graph edges form a cycle: {dict(deps)}")
+        order.append(ready[0])
+    return order
 
 
 class LayerGraph:
@@ -90,9 +107,7 @@ class LayerGraph:
         cu = self.drv.cu
         self.graph = self.drv.call("cuGraphCreate", 0)
         self.nodes: dict[str, Any] = {}
-        for role in ("role1", "role2", "role4", "role3"):
-            if role not in roles:
-                continue
+        for role in _topological(self.deps):
             rn = roles[role]
             lf = rn.kernel.record.launch
             configure_kernel(self.drv, rn.kernel, partition.device)

@@ -53,11 +53,12 @@ def test_roots_concurrent_role3_after_both_and_contexts(env):
     lg.destroy()
 
 
-def test_role4_is_a_compute_root_and_role3_waits_for_it(env):
+def test_role4_is_a_compute_root_role2_and_role3_wait_for_it(env):
     d, gp, roles = env
     lg = G.LayerGraph(roles, gp, tokens=256, drv=d)
     n = nodes_by_kernel(d, lg)
     assert n["role4"][2] == [] and n["role4"][1]["ctx"] == int(gp.compute_ctx) and n["role4"][1]["grid"] == (8, 1, 1)
+    assert n["role1"][2] == [] and n["role2"][2] == [n["role4"][0]]  # role4 overlaps role1, then role2
     assert len(n["role3"][2]) == 3 and n["role3"][1]["grid"] == (128, 1, 1)
     lg.destroy()
 
