@@ -250,3 +250,30 @@ def fence_acq_rel_gpu(*, loc=None, ip=None):
 @dsl_user_op
 def ld_acquire_u32(addr, *, loc=None, ip=None) -> Int32:
     return Int32(_asm("ld.acquire.gpu.global.u32 $0, [$1];", "=r,l", [_v(addr, Int64)], 1)[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Bulk stores shared -> global (async proxy, bulk-group completion); the constant-size copy, commit
+# and full wait live in role1_sync (bulk_s2g, bulk_commit, bulk_wait)
+# ---------------------------------------------------------------------------------------------
+@dsl_user_op
+def fence_proxy_async_shared(*, loc=None, ip=None):
+    """Make this thread's earlier generic-proxy shared-memory writes visible to the async proxy (a
+    later ``cp.async.bulk`` reading them); every writer executes it before the barrier that precedes
+    the issuing thread's bulk copy."""
+    _asm("fence.proxy.async.shared::cta;", "", [], 0)
+
+
+@dsl_user_op
+def bulk_s2g_n(gdst, ssrc, nbytes, *, loc=None, ip=None):
+    """1-D bulk copy shared -> global of a run-time ``nbytes`` (Int32; multiple of 16, both addresses
+    16-byte aligned), tracked by this thread's bulk groups (commit with ``bulk_commit``)."""
+    _asm("cp.async.bulk.global.shared::cta.bulk_group [$0], [$1], $2;", "l,r,r",
+         [_v(gdst, Int64), _v(ssrc), _v(nbytes)], 0)
+
+
+@dsl_user_op
+def bulk_wait_read(n: int, *, loc=None, ip=None):
+    """Wait until at most ``n`` of this thread's bulk groups still *read* their shared source (the
+    source may then be overwritten; the global writes need not be performed yet)."""
+    _asm(f"cp.async.bulk.wait_group.read {int(n)};", "", [], 0)

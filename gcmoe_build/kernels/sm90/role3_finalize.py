@@ -24,7 +24,20 @@ reaches ``phase`` (acquire, system scope, bounded: trap code 4), then takes work
 busy with 16-byte lane alignment (``H / chunks`` a multiple of 256 BF16). A token's valid slots are
 its routed slots with ``0 <= topk_idx < E`` (a warp ballot) plus slot ``k`` when the layer has a
 shared expert; lanes load 16 bytes (8 BF16) of every valid slot of ``combine[slot][t]`` and
-accumulate them in FP32 in slot order, then store 8 BF16 (RNE) to ``y[t]`` (16-byte stores).
+accumulate them in FP32 in slot order, then pack 8 BF16 (RNE) and store them (``st.shared.v4``)
+into the warp's private shared-memory chunk buffer. The chunk (``2 H / chunks`` bytes) leaves with
+one bulk copy: every lane ``fence.proxy.async.shared::cta`` (its shared stores -> async proxy),
+``bar.warp.sync``, then lane 0 issues ``cp.async.bulk.global.shared::cta.bulk_group [y + (t H +
+c H / chunks) * 2], [buf], 2 H / chunks`` and ``cp.async.bulk.commit_group``. Each warp owns
+``NBUF`` buffers of ``2 H`` bytes (the largest chunk, 1 chunk per token) used round robin: before a
+warp writes a buffer again, lane 0 waits ``cp.async.bulk.wait_group.read NBUF-1`` (the copy that
+last read it has finished reading) and the warp syncs; lane 0 waits ``cp.async.bulk.wait_group 0``
+(writes performed) before the kernel exits. ``NBUF`` = 2 (double buffering) when
+``8 warps x 2 x 2 H`` bytes fit the 227 KiB opt-in limit (H <= 7264: every shipped shape), else 1;
+dynamic shared memory = ``8 x NBUF x 2 H`` bytes (``Role3Config.smem_bytes``). Numerics are those of
+the former direct ``st.global.v4`` path (same FP32 slot-order sums, same RNE pack, same bytes in
+``y``): only the store path changed. STATUS: the bulk-store path is compile-checked (PTX, ptxas) and
+CPU-tested only; it has NOT been run on a GPU yet (the earlier direct-store kernel was GPU-verified).
 
 Variant params: hidden, experts, top_k, ranks, capacity, dispatch_sms, shared_experts (count; >0
 means slot k is reduced), compute_sms (unused by the code).
@@ -36,6 +49,8 @@ NAME_PREFIX = "gcmoe_sm90_role3_finalize"
 BOOK_WARPS = 4
 COMBINE_WARPS = 8
 THREADS = 32 * (BOOK_WARPS + COMBINE_WARPS)
+
+SMEM_LIMIT = 227 * 1024  # sm_90 opt-in dynamic shared memory per block (== role2_gemm.SMEM_LIMIT)
 
 CODE_COMBINE_READY = 4
 CODE_ARRIVAL = 5
@@ -66,10 +81,27 @@ class Role3Config:
             raise ValueError(f"role3: experts={self.experts} not divisible by ranks={self.ranks}")
         if self.topk + 1 > 32:
             raise ValueError(f"role3: top_k={self.topk}: k + 1 must be <= 32 (one lane per combine slot)")
+        if COMBINE_WARPS * self.chunk_bytes > SMEM_LIMIT:
+            raise ValueError(f"role3: hidden={self.hidden}: {COMBINE_WARPS} combine warps x {self.chunk_bytes} B "
+                             f"chunk buffers exceed the {SMEM_LIMIT} B shared-memory limit")
 
     @property
     def slots(self):
         return self.topk + (1 if self.shared else 0)
+
+    @property
+    def chunk_bytes(self):
+        """One warp buffer: the largest chunk, a whole BF16 row of ``y`` (1 chunk per token)."""
+        return 2 * self.hidden
+
+    @property
+    def nbuf(self):
+        """Chunk buffers per combine warp: 2 (double buffering) where they fit, else 1."""
+        return 2 if COMBINE_WARPS * 2 * self.chunk_bytes <= SMEM_LIMIT else 1
+
+    @property
+    def smem_bytes(self):
+        return COMBINE_WARPS * self.nbuf * self.chunk_bytes
 
 
 def abi_plan():
@@ -81,7 +113,9 @@ def abi_plan():
     formals += [Formal(n, "s32") for n in SCALAR_PARAMS_S32]
     return AbiPlan(formals=tuple(formals), required_instructions=(
         "st.release.sys.global.u64", "ld.acquire.sys.global.u32", "vote.sync.ballot.b32",
-        "cvt.rn.bf16x2.f32", "trap"))
+        "cvt.rn.bf16x2.f32", "st.shared.v4.u32", "fence.proxy.async.shared::cta",
+        "cp.async.bulk.global.shared::cta.bulk_group", "cp.async.bulk.commit_group", "cp.async.bulk.wait_group.read",
+        "cp.async.bulk.wait_group 0", "trap"))
 
 
 def build(variant):
@@ -94,22 +128,24 @@ def build(variant):
     host, kernel, fake = _trace_parts(cfg)
     return KernelBuild(
         host=host, kernel=kernel, args=fake, name_prefix=NAME_PREFIX, abi=abi_plan(),
-        launch=LaunchFacts(block=(THREADS, 1, 1), cluster=(1, 1, 1), dynamic_smem=0, grid="finalize_sms"),
-        extra={"role": ROLE, "threads": THREADS, "slots": cfg.slots, "offset_params": list(OFFSET_PARAMS)},
+        launch=LaunchFacts(block=(THREADS, 1, 1), cluster=(1, 1, 1), dynamic_smem=cfg.smem_bytes,
+                           grid="finalize_sms"),
+        extra={"role": ROLE, "threads": THREADS, "slots": cfg.slots, "nbuf": cfg.nbuf,
+               "offset_params": list(OFFSET_PARAMS)},
     )
 
 
 def _trace_parts(cfg):
     import cutlass
     import cutlass.cute as cute
-    from cutlass import Float32, Int32, Int64
+    from cutlass import Float32, Int32, Int64, Uint8
     from cutlass.cutlass_dsl import T, dsl_user_op
 
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
 
-    from .ptx_mem import bar_sync
-    from .role1_sync import (ballot, fence_sc_sys, globaltimer, ld_s32, ld_sys_u64, ld_u32, st_release_sys_u64,
-                             st_u32, st_u64, st_v4, syncwarp, trap_with_record, wait_geq_sys_u32)
+    from .ptx_mem import bar_sync, bulk_s2g_n, bulk_wait_read, fence_proxy_async_shared, st_shared_v4
+    from .role1_sync import (ballot, bulk_commit, bulk_wait, fence_sc_sys, globaltimer, ld_s32, ld_sys_u64, ld_u32,
+                             st_release_sys_u64, st_u32, st_u64, syncwarp, trap_with_record, wait_geq_sys_u32)
     from .wgmma_rs import _asm, _v
 
     P, E, K, H, CAP, D = cfg.ranks, cfg.experts, cfg.topk, cfg.hidden, cfg.capacity, cfg.dispatch_sms
@@ -118,6 +154,7 @@ def _trace_parts(cfg):
     SHARED = cfg.shared
     UNITS = H // 8  # 16-byte units of a BF16 row
     BOOK = 32 * BOOK_WARPS
+    NBUF, CHUNK_BYTES, SMEM = cfg.nbuf, cfg.chunk_bytes, cfg.smem_bytes
 
     def peer_ws(peer, r):
         pd_ = PeerDesc(peer)
@@ -212,9 +249,17 @@ def _trace_parts(cfg):
                         if ntok * 4 <= cw:
                             nch = Int32(4)
             ucnt = UNITS // nch
+            # this warp's NBUF chunk buffers (16-byte aligned: CHUNK_BYTES is a multiple of 512)
+            wbuf = cute.arch.get_dyn_smem(Uint8, 128).toint() + (warp - BOOK_WARPS) * (NBUF * CHUNK_BYTES)
+            it = Int32(0)
             for item in cutlass.range(gw, ntok * nch, cw):
                 t = item // nch
                 c = item - t * nch
+                buf = wbuf + (it & (NBUF - 1)) * CHUNK_BYTES
+                it = it + 1
+                if lane == 0:
+                    bulk_wait_read(NBUF - 1)  # the copy that last read this buffer has finished reading it
+                syncwarp()
                 valid = Int32(0)
                 if lane < K:
                     e = ld_s32(ws + o_topk_idx + (Int64(t) * K + Int64(lane)) * 4)
@@ -233,8 +278,15 @@ def _trace_parts(cfg):
                         for q in cutlass.range_constexpr(4):
                             acc[2 * q] = acc[2 * q] + bf16_lo(w[q])
                             acc[2 * q + 1] = acc[2 * q + 1] + bf16_hi(w[q])
-                    st_v4(y + (Int64(t) * UNITS + Int64(u)) * 16, pack_bf16x2(acc[0], acc[1]),
-                          pack_bf16x2(acc[2], acc[3]), pack_bf16x2(acc[4], acc[5]), pack_bf16x2(acc[6], acc[7]))
+                    st_shared_v4(buf + (u - c * ucnt) * 16, pack_bf16x2(acc[0], acc[1]),
+                                 pack_bf16x2(acc[2], acc[3]), pack_bf16x2(acc[4], acc[5]), pack_bf16x2(acc[6], acc[7]))
+                fence_proxy_async_shared()  # this lane's shared stores -> the async proxy
+                syncwarp()
+                if lane == 0:
+                    bulk_s2g_n(y + (Int64(t) * UNITS + Int64(c * ucnt)) * 16, buf, ucnt * 16)
+                    bulk_commit()
+            if lane == 0:
+                bulk_wait(0)  # every chunk written to y before the CTA (and its shared memory) goes away
 
     @cute.jit
     def host(peer: cute.Pointer, o_topk_idx: Int64, o_combine: Int64, o_recv_count: Int64, o_recv_prefix: Int64,
@@ -245,7 +297,7 @@ def _trace_parts(cfg):
         kernel(peer, o_topk_idx, o_combine, o_recv_count, o_recv_prefix, o_recv_parity, o_tag1_barrier,
                o_combine_ready, o_l1_full_count, o_l1_empty_count, o_l2_full_mask, o_l2_empty_count, o_send_count,
                o_expert_stats, y, err, timeout_ns, ntok, ring_blocks, stats).launch(
-            grid=(1, 1, 1), block=(THREADS, 1, 1))  # the real grid (finalize_sms) is the runtime's
+            grid=(1, 1, 1), block=(THREADS, 1, 1), smem=SMEM)  # the real grid (finalize_sms) is the runtime's
 
     fake = (fake_peer_desc(),) + tuple(Int64(0) for _ in OFFSET_PARAMS + SCALAR_PARAMS_U64) + tuple(
         Int32(1) for _ in SCALAR_PARAMS_S32)

@@ -1,14 +1,28 @@
 """CPU: role3 (SM90 finalize) compiles through the full chain for P = 1/2 with and without a shared slot; the
 PTX shows the readiness release/acquire at system scope, the ballot of valid slots, the predicated 16-byte
-partial loads (one per combine slot), BF16x2 packing and the trap; bad params are refused by name."""
+partial loads (one per combine slot), BF16x2 packing and the trap; bad params are refused by name.
+
+The combine half's store path (issue 6 item 2): every role3 variant of the three shipped manifests compiles,
+writes its BF16 chunk to warp-private shared memory (``st.shared.v4``), fences it to the async proxy, syncs the
+warp and leaves with one ``cp.async.bulk.global.shared::cta.bulk_group`` + ``commit_group`` (no ``st.global.v4``
+left), waits ``wait_group.read NBUF-1`` before reusing a buffer and ``wait_group 0`` before exit; its dynamic
+shared memory is ``8 x NBUF x 2 H`` bytes within the 227 KiB limit and ptxas reports no spills. These are PTX
+and ptxas checks only: the bulk-store path has not been run on a GPU."""
 from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from gcmoe_build.variants import Variant
 from tests.build.kernels.sm90.ptx_checks import assert_only_printf_locals
 
+ROOT = Path(__file__).resolve().parents[4]
+MANIFESTS = ("test-tiny", "glm-5.2", "deepseek-v4.1-flash")
 BASE = dict(hidden=512, experts=16, top_k=4, capacity=256, dispatch_sms=4, compute_sms=128)
+BULK = "cp.async.bulk.global.shared::cta.bulk_group"
 
 
 @pytest.fixture(scope="module", params=[(1, 1), (2, 0)])
@@ -17,6 +31,36 @@ def art(request):
 
     ranks, shared = request.param
     return compile_variant(Variant("role3", "sm_90a", {**BASE, "ranks": ranks, "shared_experts": shared}))
+
+
+@pytest.fixture(scope="module")
+def shipped_arts():
+    """Every role3 variant of the three shipped manifests (16; under 2 s each), keyed (manifest, (P, shared))."""
+    from gcmoe_build.compile import compile_variant
+    from gcmoe_build.manifest import load_manifest
+    from gcmoe_build.variants import enumerate_variants
+
+    arts = {}
+    for m in MANIFESTS:
+        for v in enumerate_variants(load_manifest(ROOT / "manifests" / f"{m}.yaml")):
+            if v.role == "role3":
+                arts[(m, (v.params["ranks"], v.params["shared_experts"]))] = compile_variant(v)
+    return arts
+
+
+def _ptxas_info(ptx: str) -> dict:
+    """``ptxas -v`` (the locked assembler and options, plus -v) resource usage of the one entry."""
+    from gcmoe_build.toolchain.ptxas import effective_options, locate_ptxas
+
+    opts = effective_options("sm_90a")
+    proc = subprocess.run([locate_ptxas().path, *opts, "-v", "-o", "/dev/null", "-"], input=ptx,
+                          capture_output=True, text=True, check=True)
+    log = proc.stdout + proc.stderr
+    regs = re.search(r"Used (\d+) registers", log)
+    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    assert regs and spills, log
+    return {"registers": int(regs.group(1)), "spill_stores": int(spills.group(1)),
+            "spill_loads": int(spills.group(2)), "log": log}
 
 
 def test_protocol_instructions(art):
@@ -30,10 +74,82 @@ def test_protocol_instructions(art):
 
 
 def test_schema_and_launch(art):
+    from gcmoe_build.kernels.sm90.role3_finalize import Role3Config
+
     rec = art.record
     names = [p.name for p in rec.params]
     assert names[0] == "peer" and "y" in names and names[-3:] == ["ntok", "ring_blocks", "stats"]
     assert rec.launch.grid == "finalize_sms" and rec.launch.block == (384, 1, 1)
+    assert rec.launch.dynamic_smem == Role3Config(rec.variant).smem_bytes == 8 * 2 * 2 * 512
+
+
+def _combine_sequence(ptx: str) -> list[str]:
+    """The store-path instructions of the combine half, in PTX order."""
+    ops = ("cp.async.bulk.wait_group.read", "st.shared.v4.u32", "fence.proxy.async.shared::cta", "bar.warp.sync",
+           BULK, "cp.async.bulk.commit_group", "cp.async.bulk.wait_group 0")
+    seq = []
+    for line in ptx.splitlines():
+        s = line.strip()
+        for op in ops:
+            if s.startswith(op):
+                seq.append(op)
+                break
+    return seq
+
+
+def test_shipped_variants_bulk_store_path(shipped_arts):
+    from gcmoe_build.kernels.sm90.role3_finalize import SMEM_LIMIT, Role3Config
+
+    assert len(shipped_arts) == 16 and {m for m, _ in shipped_arts} == set(MANIFESTS)
+    for (m, key), a in shipped_arts.items():
+        rec, ptx = a.record, a.ptx
+        cfg = Role3Config(rec.variant)
+        assert a.cubin[:4] == b"\x7fELF"
+        assert "st.global.v4" not in ptx, (m, key)  # y leaves through the bulk copy only
+        assert re.search(r"^\.extern \.shared \.align (128|256|512|1024) \.b8 __dynamic_shmem__0\[\];$", ptx, re.M)
+        assert ptx.count(BULK) == 1 and ptx.count("cp.async.bulk.commit_group") == 1
+        assert re.search(rf"^\s*{re.escape(BULK)} \[%rd\d+\], \[%r\d+\], %r\d+;$", ptx, re.M)  # run-time size
+        assert ptx.count(f"cp.async.bulk.wait_group.read {cfg.nbuf - 1};") == 1
+        assert ptx.count("cp.async.bulk.wait_group 0;") == 1
+        # per item: buffer free -> warp sync -> shared stores -> fence -> warp sync -> bulk copy + commit;
+        # the full wait after the item loop
+        seq = _combine_sequence(ptx)
+        i = seq.index("cp.async.bulk.wait_group.read")
+        assert seq[i:] == ["cp.async.bulk.wait_group.read", "bar.warp.sync", "st.shared.v4.u32",
+                           "fence.proxy.async.shared::cta", "bar.warp.sync", BULK, "cp.async.bulk.commit_group",
+                           "cp.async.bulk.wait_group 0"], (m, key, seq)
+        assert rec.launch.dynamic_smem == cfg.smem_bytes == 8 * cfg.nbuf * 2 * cfg.hidden <= SMEM_LIMIT
+        assert cfg.nbuf == 2  # every shipped H (512, 5120, 6144) is double-buffered
+        assert rec.extra["kernel"]["nbuf"] == cfg.nbuf
+        assert_only_printf_locals(ptx)
+
+
+def test_shipped_variants_ptxas_resources(shipped_arts):
+    """384 threads, one CTA per SM: <= 168 registers a thread and no spills (the 72-byte stack frame is the
+    timeout printf's argument buffer, as before)."""
+    for (m, key), a in shipped_arts.items():
+        info = _ptxas_info(a.ptx)
+        assert info["spill_stores"] == 0 and info["spill_loads"] == 0, (m, key, info["log"])
+        assert info["registers"] <= 168, (m, key, info["log"])
+
+
+def test_smem_plan():
+    from gcmoe_build.kernels.sm90.role2_gemm import SMEM_LIMIT as ROLE2_LIMIT
+    from gcmoe_build.kernels.sm90.role3_finalize import SMEM_LIMIT, Role3Config
+
+    assert SMEM_LIMIT == ROLE2_LIMIT == 227 * 1024
+
+    def cfg(h):
+        return Role3Config({**BASE, "ranks": 1, "shared_experts": 0, "hidden": h})
+
+    expect = {512: (2, 16384), 5120: (2, 163840), 6144: (2, 196608), 7168: (2, 229376),  # 7168: the brief's max
+              7424: (1, 118784), 14336: (1, 229376)}
+    for h, (nbuf, smem) in expect.items():
+        c = cfg(h)
+        assert (c.nbuf, c.smem_bytes) == (nbuf, smem), h
+        assert c.smem_bytes <= SMEM_LIMIT
+    with pytest.raises(ValueError, match="shared-memory limit"):
+        cfg(14592)
 
 
 @pytest.mark.parametrize("bad,needle", [({"hidden": 384}, "multiple of 256"), ({"top_k": 32}, "k \\+ 1"),
