@@ -111,3 +111,4 @@ def make(spec: str) -> Implementation:
 def _builtin() -> None:
     from . import impl_gcmoe  # noqa: F401  (registers itself)
     from .baselines import humming, torch_grouped  # noqa: F401  (register themselves; humming imports lazily)
+    from .baselines import triton_ogs  # noqa: F401  (registers itself; imports triton_kernels lazily)
