@@ -41,6 +41,7 @@ import torch
 from ..impl import Prepared, RankContext, register, register_parametric
 from ..routing import Layout, PointInputs
 from ..shapes import ModelShape
+from .common import ModelHolder, routed_share_mxfp4
 from .routed import routed_step
 
 NAME = "humming-fp8-mxfp4"
@@ -94,7 +95,7 @@ def m_major_scales(sa: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.pad(sa.t(), (0, -m % 4)).contiguous()
 
 
-class HummingFp8Mxfp4:
+class HummingFp8Mxfp4(ModelHolder):
     """humming-kernels grouped FP8 x MXFP4 GEMMs as an `Implementation`; `scales` picks the input-scale
     layout of both GEMMs (`m-major`, the default, or `row`)."""
 
@@ -138,9 +139,6 @@ class HummingFp8Mxfp4:
 
     # -- once per model -------------------------------------------------------------------------
     def load_model(self, shape: ModelShape, layout: Layout, ctx: RankContext, shared: bool) -> None:
-        from ..impl_gcmoe import _quant_routed
-        from .torch_grouped import _weights
-
         self.unload_model()
         mods, why = import_humming()
         if mods is None:
@@ -148,12 +146,7 @@ class HummingFp8Mxfp4:
         dev = ctx.device
         g = shape.experts // layout.ep
         H, I = shape.hidden, shape.intermediate
-        # the torch baselines' draw and seeds, quantised as for gc-moe: every output is comparable
-        w1, w2 = _weights(shape, g, I, 1000 + 7 * ctx.seed + ctx.rank, dev)
-        q1 = _quant_routed(w1)
-        del w1
-        q2 = _quant_routed(w2)
-        del w2
+        q1, q2 = routed_share_mxfp4(shape, layout, ctx)  # the torch baselines' draw, quantised as for gc-moe
         compute = json.dumps({"gemm_type": "grouped_contiguous", "use_m_major_input_scale": self.m_major})
         cfg1, t1 = self._transform(mods, q1, 2 * I, H, g, dev)
         cfg2, t2 = self._transform(mods, q2, H, I, g, dev)
@@ -195,18 +188,11 @@ class HummingFp8Mxfp4:
             activation_impl=swiglu_c_expr(SWIGLU_ALPHA, SWIGLU_CLAMP), m_major_scale=self.m_major)
         return q, gs
 
-    def unload_model(self) -> None:
-        self._m = None
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-
     # -- per point ------------------------------------------------------------------------------
     def prepare(self, point: PointInputs) -> Prepared:
         from gcmoe_runtime.numerics.quant import quantize_e4m3_fp32_k128
 
-        m = self._m
-        if m is None:
-            raise RuntimeError(f"{self.name}: prepare() before load_model()")
+        m = self.model()
         dev, p = m["device"], point.plan
         fwd = m["mods"]["forward"].humming_forward
         xq, xs = quantize_e4m3_fp32_k128(point.activations(dev))  # [R, H] E4M3, [R, H/128] FP32, as gc-moe

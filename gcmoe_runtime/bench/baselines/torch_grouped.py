@@ -27,6 +27,7 @@ import torch
 from ..impl import Prepared, RankContext, register
 from ..routing import Layout, PointInputs
 from ..shapes import ModelShape
+from .common import ModelHolder, routed_share
 from .routed import FP8, routed_step, take_rows  # noqa: F401  (take_rows: re-exported for importers)
 
 FP8_MAX = 448.0
@@ -65,7 +66,7 @@ def _quant_weights(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q, s
 
 
-class TorchGrouped:
+class TorchGrouped(ModelHolder):
     """One torch grouped-GEMM baseline; `fp8=True` for `_scaled_grouped_mm`, else `_grouped_mm` BF16."""
 
     def __init__(self, fp8: bool):
@@ -100,7 +101,7 @@ class TorchGrouped:
         dev = ctx.device
         g = shape.experts // layout.ep
         # the same seed for both baselines and every rank's share (rank offsets the draw)
-        w1, w2 = _weights(shape, g, shape.intermediate, 1000 + 7 * ctx.seed + ctx.rank, dev)
+        w1, w2 = routed_share(shape, layout, ctx)
         m: dict = {"shape": shape, "layout": layout, "ctx": ctx, "world": layout.world, "shared": shared,
                    "device": dev, "group": ctx.group}
         if self.fp8:
@@ -122,16 +123,9 @@ class TorchGrouped:
                 m.update(sw1=ws1.t(), sw2=ws2.t())
         self._m = m
 
-    def unload_model(self) -> None:
-        self._m = None
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-
     # -- per point ------------------------------------------------------------------------------
     def prepare(self, point: PointInputs) -> Prepared:
-        m = self._m
-        if m is None:
-            raise RuntimeError(f"{self.name}: prepare() before load_model()")
+        m = self.model()
         shape, dev, p = m["shape"], m["device"], point.plan
         H, I = shape.hidden, shape.intermediate
         x = point.activations(dev)

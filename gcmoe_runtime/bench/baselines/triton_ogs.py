@@ -45,6 +45,7 @@ import torch
 from ..impl import Prepared, RankContext, register, register_parametric
 from ..routing import Layout, PointInputs
 from ..shapes import ModelShape
+from .common import ModelHolder, routed_share_mxfp4
 from .routed import routed_step
 
 NAME = "triton-ogs-bf16-mxfp4"
@@ -101,7 +102,7 @@ def k_major(q: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
     return q.transpose(-2, -1), s.transpose(-2, -1)
 
 
-class TritonOgsBf16Mxfp4:
+class TritonOgsBf16Mxfp4(ModelHolder):
     """triton_kernels matmul_ogs ragged BF16 x MXFP4 GEMMs as an `Implementation`; `mode` is `fused` (the
     default: SwiGLU in GEMM1's epilogue) or `unfused` (the project's SwiGLU in torch between the GEMMs)."""
 
@@ -146,20 +147,15 @@ class TritonOgsBf16Mxfp4:
 
     # -- once per model -------------------------------------------------------------------------
     def load_model(self, shape: ModelShape, layout: Layout, ctx: RankContext, shared: bool) -> None:
-        from ..impl_gcmoe import _quant_routed
-        from .torch_grouped import SWIGLU_ALPHA, SWIGLU_CLAMP, _weights
+        from .torch_grouped import SWIGLU_ALPHA, SWIGLU_CLAMP
 
         self.unload_model()
         mods, why = import_triton_kernels()
         if mods is None:
             raise RuntimeError(f"triton_kernels not importable: {why}")
         dev, g, I = ctx.device, shape.experts // layout.ep, shape.intermediate
-        # the torch baselines' draw and seeds, quantised as for gc-moe: every output is comparable
-        w1, w2 = _weights(shape, g, I, 1000 + 7 * ctx.seed + ctx.rank, dev)
-        q1, s1 = _quant_routed(w1)
-        del w1
-        q2, s2 = _quant_routed(w2)
-        del w2
+        # the torch baselines' draw, quantised as for gc-moe: every output is comparable
+        (q1, s1), (q2, s2) = routed_share_mxfp4(shape, layout, ctx)
         if self.fused:  # its swiglu reads (gate, up) pairs; MX blocks run along K, so rows move whole
             q1, s1 = interleave_gate_up(q1), interleave_gate_up(s1)
         mo = mods["matmul_ogs"]
@@ -186,18 +182,11 @@ class TritonOgsBf16Mxfp4:
         ws = t.convert_layout(t.wrap_torch_tensor(sk), sl, **sopts)
         return w, mo.PrecisionConfig(weight_scale=ws, flex_ctx=mo.FlexCtx(rhs_data=mods["numerics"].InFlexData()))
 
-    def unload_model(self) -> None:
-        self._m = None
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-
     # -- per point ------------------------------------------------------------------------------
     def prepare(self, point: PointInputs) -> Prepared:
         from .torch_grouped import swiglu
 
-        m = self._m
-        if m is None:
-            raise RuntimeError(f"{self.name}: prepare() before load_model()")
+        m = self.model()
         dev, p, mods = m["device"], point.plan, m["mods"]
         mo, I = mods["matmul_ogs"], m["shape"].intermediate
         x = point.activations(dev)  # [R, H] BF16
