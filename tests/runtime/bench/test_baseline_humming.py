@@ -8,7 +8,6 @@ m-major scales [K/128, round_up(M, 4)]) and computes the GEMMs in FP32. The real
 """
 import os
 import re
-import socket
 import sys
 import types
 
@@ -25,6 +24,7 @@ from gcmoe_runtime.numerics.quant import dequantize_mxfp4, quantize_e4m3_fp32_k1
 sys.path.insert(0, os.path.dirname(__file__))
 import bench_reference  # noqa: E402
 from bench_reference import reference  # noqa: E402
+from two_ranks import two_rank_outputs  # noqa: E402
 
 TINY = ModelShape("test-tiny", 512, 256, 16, 4, shared_experts=1, shared_k_group=128)
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]  # OCP MX E2M1 magnitudes; code bit 3 is the sign
@@ -213,31 +213,13 @@ def test_one_share_through_the_stand_in_matches_reference(monkeypatch, mxfp4_ref
     assert _cos(out, ref) > 0.995 and float((out - ref).norm() / ref.norm()) < 0.1
 
 
-def _worker(rank, port, d):
-    import torch.distributed as dist
-
-    hb.import_humming = lambda: (_fake_mods(), None)  # this spawned process only
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    impl = make("humming-fp8-mxfp4")
-    impl.load_model(TINY, Layout(2, 2), RankContext(rank, 2, torch.device("cpu"), dist.group.WORLD), False)
-    prep = impl.prepare(build_point(TINY, 4, Layout(2, 2), rank, seed=2))
-    prep.step()
-    torch.save(prep.output.float(), os.path.join(d, f"out{rank}.pt"))
-    dist.destroy_process_group()
+def _stand_in():
+    return _fake_mods(), None
 
 
 def test_two_ranks_through_the_stand_in_over_gloo(tmp_path, mxfp4_reference):
-    import torch.distributed as dist
-    import torch.multiprocessing as mp
-
-    if not dist.is_gloo_available():
-        pytest.skip("no gloo")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(_worker, args=(port, str(tmp_path)), nprocs=2, join=True)
-    out = torch.cat([torch.load(tmp_path / f"out{r}.pt") for r in range(2)])
-    pts = [build_point(TINY, 4, Layout(2, 2), r, seed=2) for r in range(2)]
+    out, pts = two_rank_outputs(tmp_path, TINY, "humming-fp8-mxfp4",
+                                patch=("gcmoe_runtime.bench.baselines.humming", "import_humming", "test_baseline_humming:_stand_in"))
     assert _cos(out, mxfp4_reference(TINY, pts, shared=False)) > 0.995
 
 
