@@ -22,9 +22,7 @@ from gcmoe_runtime.bench.shapes import ModelShape
 from gcmoe_runtime.numerics.quant import dequantize_mxfp4, quantize_e4m3_fp32_k128, quantize_mxfp4
 
 sys.path.insert(0, os.path.dirname(__file__))
-import bench_reference  # noqa: E402
-from bench_reference import reference  # noqa: E402
-from two_ranks import two_rank_outputs  # noqa: E402
+from baseline_runs import one_share_output, two_rank_outputs  # noqa: E402
 
 TINY = ModelShape("test-tiny", 512, 256, 16, 4, shared_experts=1, shared_k_group=128)
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]  # OCP MX E2M1 magnitudes; code bit 3 is the sign
@@ -183,31 +181,13 @@ def _fake_mods():
             "forward": ns(humming_forward=_fake_forward, may_process_input=_fake_process_input)}
 
 
-@pytest.fixture
-def mxfp4_reference(monkeypatch):
-    """The FP32 reference with the routed weights MXFP4-rounded as ours are: what is left is E4M3 rounding of
-    the activations and the intermediate, so a wrong row, expert or scale shows up plainly."""
-    draw = bench_reference._weights
-
-    def rounded(*a, **k):
-        return tuple(dequantize_mxfp4(*quantize_mxfp4(w)).to(w.dtype) for w in draw(*a, **k))
-
-    monkeypatch.setattr(bench_reference, "_weights", rounded)
-    return reference
-
-
 @pytest.mark.parametrize("scales", ["m-major", "row"])
 @pytest.mark.parametrize("T", [1, 8])
 def test_one_share_through_the_stand_in_matches_reference(monkeypatch, mxfp4_reference, scales, T):
     monkeypatch.setattr(hb, "import_humming", lambda: (_fake_mods(), None))
     impl = hb.HummingFp8Mxfp4(scales)
-    impl.load_model(TINY, Layout(1, 4), RankContext(0, 1, torch.device("cpu")), False)
+    out, pt = one_share_output(impl, TINY, T)
     assert impl.describe()["version"] == "0.1.20" and "version_warning" not in impl.describe()
-    pt = build_point(TINY, T, Layout(1, 4), 0, seed=0)
-    prep = impl.prepare(pt)
-    prep.output.fill_(float("nan"))
-    prep.step()
-    out = prep.output.float()
     assert torch.isfinite(out).all()
     ref = mxfp4_reference(TINY, [pt], shared=False)
     assert _cos(out, ref) > 0.995 and float((out - ref).norm() / ref.norm()) < 0.1
@@ -218,8 +198,8 @@ def _stand_in():
 
 
 def test_two_ranks_through_the_stand_in_over_gloo(tmp_path, mxfp4_reference):
-    out, pts = two_rank_outputs(tmp_path, TINY, "humming-fp8-mxfp4",
-                                patch=("gcmoe_runtime.bench.baselines.humming", "import_humming", "test_baseline_humming:_stand_in"))
+    patch = ("gcmoe_runtime.bench.baselines.humming", "import_humming", "test_baseline_humming:_stand_in")
+    out, pts = two_rank_outputs(tmp_path, TINY, "humming-fp8-mxfp4", patch=patch)
     assert _cos(out, mxfp4_reference(TINY, pts, shared=False)) > 0.995
 
 

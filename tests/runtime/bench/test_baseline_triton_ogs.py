@@ -22,9 +22,7 @@ from gcmoe_runtime.bench.shapes import ModelShape
 from gcmoe_runtime.numerics.quant import dequantize_mxfp4, quantize_mxfp4
 
 sys.path.insert(0, os.path.dirname(__file__))
-import bench_reference  # noqa: E402
-from bench_reference import reference  # noqa: E402
-from two_ranks import two_rank_outputs  # noqa: E402
+from baseline_runs import one_share_output, two_rank_outputs  # noqa: E402
 
 TINY = ModelShape("test-tiny", 512, 256, 16, 4, shared_experts=1, shared_k_group=128)
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
@@ -195,30 +193,13 @@ def _fake_mods(seen=None):
             "numerics": ns(InFlexData=lambda: "flex"), "swiglu": ns(swiglu_fn="swiglu_fn")}
 
 
-@pytest.fixture
-def mxfp4_reference(monkeypatch):
-    """The FP32 reference with MXFP4-rounded routed weights: what is left is BF16 rounding of the intermediate."""
-    draw = bench_reference._weights
-
-    def rounded(*a, **k):
-        return tuple(dequantize_mxfp4(*quantize_mxfp4(w)).to(w.dtype) for w in draw(*a, **k))
-
-    monkeypatch.setattr(bench_reference, "_weights", rounded)
-    return reference
-
-
 @pytest.mark.parametrize("mode", ["fused", "unfused"])
 @pytest.mark.parametrize("T", [1, 8])
 def test_one_share_through_the_stand_in_matches_reference(monkeypatch, mxfp4_reference, mode, T):
     monkeypatch.setattr(tb, "import_triton_kernels", lambda: (_fake_mods(), None))
     impl = tb.TritonOgsBf16Mxfp4(mode)
-    impl.load_model(TINY, Layout(1, 4), RankContext(0, 1, torch.device("cpu")), False)
+    out, pt = one_share_output(impl, TINY, T)
     assert impl.describe()["source"] == "fake/triton_kernels/matmul_ogs.py"
-    pt = build_point(TINY, T, Layout(1, 4), 0, seed=0)
-    prep = impl.prepare(pt)
-    prep.output.fill_(float("nan"))
-    prep.step()
-    out = prep.output.float()
     assert torch.isfinite(out).all()
     ref = mxfp4_reference(TINY, [pt], shared=False)
     assert _cos(out, ref) > 0.999 and float((out - ref).norm() / ref.norm()) < 0.03
@@ -229,8 +210,8 @@ def _stand_in():
 
 
 def test_two_ranks_through_the_stand_in_over_gloo(tmp_path, mxfp4_reference):
-    out, pts = two_rank_outputs(tmp_path, TINY, "triton-ogs-bf16-mxfp4",
-                                patch=("gcmoe_runtime.bench.baselines.triton_ogs", "import_triton_kernels", "test_baseline_triton_ogs:_stand_in"))
+    patch = ("gcmoe_runtime.bench.baselines.triton_ogs", "import_triton_kernels", "test_baseline_triton_ogs:_stand_in")
+    out, pts = two_rank_outputs(tmp_path, TINY, "triton-ogs-bf16-mxfp4", patch=patch)
     assert _cos(out, mxfp4_reference(TINY, pts, shared=False)) > 0.999
 
 

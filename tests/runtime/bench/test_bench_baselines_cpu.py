@@ -12,7 +12,7 @@ from gcmoe_runtime.bench.shapes import ModelShape
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_reference import reference  # noqa: E402
-from two_ranks import two_rank_outputs  # noqa: E402
+from baseline_runs import two_rank_outputs  # noqa: E402
 
 TINY = ModelShape("test-tiny", 512, 256, 16, 4, shared_experts=1, shared_k_group=128)
 

@@ -1,5 +1,6 @@
-"""Run one baseline implementation as two CPU ranks over gloo (the P = 2 path: all-to-all dispatch and combine)
-and return both ranks' outputs, for the baseline tests. ``patch = ("module", "attr", "test_module:factory")``
+"""Runs of a baseline implementation on the CPU for the baseline tests: one emulated rank's share
+(:func:`one_share_output`), and two ranks over gloo (:func:`two_rank_outputs`, the P = 2 path: all-to-all
+dispatch and combine). ``patch = ("module", "attr", "test_module:factory")``
 installs ``factory`` as ``module.attr`` inside each spawned rank (e.g. a stand-in for a GPU-only library)."""
 import importlib
 import os
@@ -43,3 +44,13 @@ def two_rank_outputs(tmp_path, shape, impl_name, shared=False, patch=None):
     mp.spawn(_rank, args=(port, str(tmp_path), shape, impl_name, shared, patch), nprocs=2, join=True)
     out = torch.cat([torch.load(tmp_path / f"out{r}.pt") for r in range(2)])
     return out, [build_point(shape, TOKENS, Layout(2, 2), r, seed=SEED) for r in range(2)]
+
+
+def one_share_output(impl, shape, tokens, seed=0):
+    """(output, point) of one emulated rank's share (P = 1, EP = 4) with the output poisoned before the step."""
+    impl.load_model(shape, Layout(1, 4), RankContext(0, 1, torch.device("cpu")), False)
+    pt = build_point(shape, tokens, Layout(1, 4), 0, seed=seed)
+    prep = impl.prepare(pt)
+    prep.output.fill_(float("nan"))
+    prep.step()
+    return prep.output.float(), pt
