@@ -8,10 +8,15 @@
 # image (/work/.library/device/KINDS.md), so only the wheel itself travels. nvidia-cuda-cccl (from its
 # `cu13` extra; the image lacks it) travels for the fallback in docs/PEERS.md: humming's NVRTC kernels
 # include <cuda/std/...> from CCCL, 13.0.x to match the image's torch 2.11+cu130.
+#
+# Also DeepGEMM's Hopper Mega MoE (`--impl deepgemm-mega-fp8`, docs/PEERS.md): sgl-deep-gemm 0.1.5.post1, the newest
+# wheel built against torch <= 2.12 headers (results/bench/peers/deepgemm-survey.md; later ones need torch 2.13),
+# and its one runtime dependency apache-tvm-ffi 0.1.11 (whose own dependency, typing-extensions, is in the image).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .whl
-WHEELS=("zstandard==0.25.0" "pytest-timeout==2.4.0" "humming-kernels==0.1.20" "nvidia-cuda-cccl==13.0.85")
+WHEELS=("zstandard==0.25.0" "pytest-timeout==2.4.0" "humming-kernels==0.1.20" "nvidia-cuda-cccl==13.0.85"
+        "sgl-deep-gemm==0.1.5.post1" "apache-tvm-ffi==0.1.11")
 # one version of each wheel: drop any other version of a name pinned above (wheel file names use _ for -)
 for spec in "${WHEELS[@]}"; do
   name=${spec%%==*}; name=${name//-/_}; version=${spec##*==}

@@ -111,4 +111,5 @@ def make(spec: str) -> Implementation:
 def _builtin() -> None:
     from . import impl_gcmoe  # noqa: F401  (registers itself)
     from .baselines import humming, torch_grouped  # noqa: F401  (register themselves; humming imports lazily)
+    from .baselines import deepgemm_mega  # noqa: F401  (registers itself; imports deep_gemm lazily)
     from .baselines import triton_ogs  # noqa: F401  (registers itself; imports triton_kernels lazily)
