@@ -54,3 +54,35 @@ def one_share_output(impl, shape, tokens, seed=0):
     prep.output.fill_(float("nan"))
     prep.step()
     return prep.output.float(), pt
+
+
+def cos(a, b):
+    """Cosine similarity of two tensors, flattened, in FP32."""
+    return float(torch.nn.functional.cosine_similarity(a.flatten().float(), b.flatten().float(), dim=0))
+
+
+def captured_output(impl, shape, tokens, shared=False, seed=5, warm=False):
+    """(output, point) of one emulated share on cuda:0, the step captured in a CUDA graph and replayed twice
+    (a replay must be idempotent) with the output poisoned first; skips with the implementation's reason when
+    it cannot run here. ``warm``: run the step once before capture (JIT compilers that cannot compile inside a
+    capture). The model is unloaded afterwards."""
+    from gcmoe_runtime.bench.protocol import capture_graph
+
+    why = impl.unsupported(shape, Layout(1, 4), shared)
+    if why:
+        pytest.skip(why)
+    try:
+        impl.load_model(shape, Layout(1, 4), RankContext(0, 1, torch.device("cuda:0")), shared)
+        pt = build_point(shape, tokens, Layout(1, 4), 0, seed=seed)
+        prep = impl.prepare(pt)
+        if warm:
+            prep.step()
+            torch.cuda.synchronize()
+        g = capture_graph(prep.step)
+        prep.output.fill_(float("nan"))
+        g.replay()
+        g.replay()
+        torch.cuda.synchronize()
+        return prep.output.float(), pt
+    finally:
+        impl.unload_model()

@@ -29,16 +29,13 @@ from gcmoe_runtime.bench.routing import Layout, build_point
 from gcmoe_runtime.bench.shapes import ModelShape
 
 sys.path.insert(0, os.path.dirname(__file__))
-from baseline_runs import one_share_output, two_rank_outputs  # noqa: E402
+from baseline_runs import captured_output, cos, one_share_output, two_rank_outputs  # noqa: E402
 from bench_reference import reference  # noqa: E402
 
 TINY = ModelShape("test-tiny", 512, 256, 16, 4, shared_experts=1, shared_k_group=128)
 FP8 = torch.float8_e4m3fn
 WHEEL_GLOB = str(Path(__file__).resolve().parents[3] / ".whl" / "sgl_deep_gemm-0.1.5.post1-*.whl")
 
-
-def _cos(a, b):
-    return float(torch.nn.functional.cosine_similarity(a.flatten().float(), b.flatten().float(), dim=0))
 
 
 # -- DeepGEMM's pure-Python helpers, from the wheel when it is here ---------------------------------------
@@ -309,7 +306,7 @@ def test_one_share_through_the_stand_in_matches_reference(monkeypatch, T):
     ref = reference(TINY, [pt])
     hit = (pt.topk_ids < 4).any(1)
     assert torch.equal(out[~hit], torch.zeros_like(out[~hit]))  # tokens with no local expert: zero
-    assert _cos(out, ref) > 0.995 and float((out - ref).norm() / ref.norm()) < 0.1
+    assert cos(out, ref) > 0.995 and float((out - ref).norm() / ref.norm()) < 0.1
 
 
 def test_p1_without_emulation_uses_every_expert(monkeypatch):
@@ -327,37 +324,19 @@ def test_p1_without_emulation_uses_every_expert(monkeypatch):
     finally:
         impl.unload_model()
     assert prep.info["valid_slots"] == 8 * 4 == prep.info["assignments"]
-    assert _cos(out, reference(TINY, [pt])) > 0.995
+    assert cos(out, reference(TINY, [pt])) > 0.995
 
 
 def test_two_ranks_through_the_stand_in_over_gloo(tmp_path):
     patch = ("gcmoe_runtime.bench.baselines.deepgemm_mega", "import_deepgemm", "test_baseline_deepgemm:_stand_in")
     out, pts = two_rank_outputs(tmp_path, TINY, "deepgemm-mega-fp8", patch=patch)
-    assert _cos(out, reference(TINY, pts)) > 0.995
+    assert cos(out, reference(TINY, pts)) > 0.995
 
 
 # -- the real kernel --------------------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("T", [1, 16])
 def test_real_deepgemm_captured_matches_reference(T):
-    from gcmoe_runtime.bench.protocol import capture_graph
-
-    dev = torch.device("cuda:0")
-    impl = dgm.DeepGemmMegaFp8()
-    why = impl.unsupported(TINY, Layout(1, 4), False)
-    if why:
-        pytest.skip(why)
-    try:
-        impl.load_model(TINY, Layout(1, 4), RankContext(0, 1, dev), False)
-        pt = build_point(TINY, T, Layout(1, 4), 0, seed=5)
-        prep = impl.prepare(pt)
-        g = capture_graph(prep.step)
-        prep.output.fill_(float("nan"))
-        g.replay()
-        g.replay()
-        torch.cuda.synchronize()
-        out = prep.output.float()
-    finally:
-        impl.unload_model()
+    out, pt = captured_output(dgm.DeepGemmMegaFp8(), TINY, T)
     assert torch.isfinite(out).all()
-    assert _cos(out, reference(TINY, [pt], device="cuda:0")) > 0.99
+    assert cos(out, reference(TINY, [pt], device="cuda:0")) > 0.99

@@ -17,19 +17,16 @@ import torch
 from gcmoe_runtime.bench.baselines import humming as hb
 from gcmoe_runtime.bench.baselines.torch_grouped import SWIGLU_ALPHA, SWIGLU_CLAMP, swiglu
 from gcmoe_runtime.bench.impl import RankContext, make, registered
-from gcmoe_runtime.bench.routing import Layout, build_point
+from gcmoe_runtime.bench.routing import Layout
 from gcmoe_runtime.bench.shapes import ModelShape
 from gcmoe_runtime.numerics.quant import dequantize_mxfp4, quantize_e4m3_fp32_k128, quantize_mxfp4
 
 sys.path.insert(0, os.path.dirname(__file__))
-from baseline_runs import one_share_output, two_rank_outputs  # noqa: E402
+from baseline_runs import captured_output, cos, one_share_output, two_rank_outputs  # noqa: E402
 
 TINY = ModelShape("test-tiny", 512, 256, 16, 4, shared_experts=1, shared_k_group=128)
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]  # OCP MX E2M1 magnitudes; code bit 3 is the sign
 
-
-def _cos(a, b):
-    return float(torch.nn.functional.cosine_similarity(a.flatten().float(), b.flatten().float(), dim=0))
 
 
 # -- registration and the unsupported path ----------------------------------------------------------
@@ -190,7 +187,7 @@ def test_one_share_through_the_stand_in_matches_reference(monkeypatch, mxfp4_ref
     assert impl.describe()["version"] == "0.1.20" and "version_warning" not in impl.describe()
     assert torch.isfinite(out).all()
     ref = mxfp4_reference(TINY, [pt], shared=False)
-    assert _cos(out, ref) > 0.995 and float((out - ref).norm() / ref.norm()) < 0.1
+    assert cos(out, ref) > 0.995 and float((out - ref).norm() / ref.norm()) < 0.1
 
 
 def _stand_in():
@@ -200,7 +197,7 @@ def _stand_in():
 def test_two_ranks_through_the_stand_in_over_gloo(tmp_path, mxfp4_reference):
     patch = ("gcmoe_runtime.bench.baselines.humming", "import_humming", "test_baseline_humming:_stand_in")
     out, pts = two_rank_outputs(tmp_path, TINY, "humming-fp8-mxfp4", patch=patch)
-    assert _cos(out, mxfp4_reference(TINY, pts, shared=False)) > 0.995
+    assert cos(out, mxfp4_reference(TINY, pts, shared=False)) > 0.995
 
 
 # -- the real kernels --------------------------------------------------------------------------------
@@ -208,21 +205,6 @@ def test_two_ranks_through_the_stand_in_over_gloo(tmp_path, mxfp4_reference):
 @pytest.mark.parametrize("scales", ["m-major", "row"])
 @pytest.mark.parametrize("T", [1, 16])
 def test_real_humming_captured_matches_reference(mxfp4_reference, scales, T):
-    from gcmoe_runtime.bench.protocol import capture_graph
-
-    dev = torch.device("cuda:0")
-    impl = hb.HummingFp8Mxfp4(scales)
-    why = impl.unsupported(TINY, Layout(1, 4), False)
-    if why:
-        pytest.skip(why)
-    impl.load_model(TINY, Layout(1, 4), RankContext(0, 1, dev), False)
-    pt = build_point(TINY, T, Layout(1, 4), 0, seed=5)
-    prep = impl.prepare(pt)
-    g = capture_graph(prep.step)
-    prep.output.fill_(float("nan"))
-    g.replay()
-    g.replay()
-    torch.cuda.synchronize()
-    out = prep.output.float()
+    out, pt = captured_output(hb.HummingFp8Mxfp4(scales), TINY, T)
     assert torch.isfinite(out).all()
-    assert _cos(out, mxfp4_reference(TINY, [pt], shared=False, device="cuda:0")) > 0.99
+    assert cos(out, mxfp4_reference(TINY, [pt], shared=False, device="cuda:0")) > 0.99

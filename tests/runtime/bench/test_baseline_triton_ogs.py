@@ -22,15 +22,12 @@ from gcmoe_runtime.bench.shapes import ModelShape
 from gcmoe_runtime.numerics.quant import dequantize_mxfp4, quantize_mxfp4
 
 sys.path.insert(0, os.path.dirname(__file__))
-from baseline_runs import one_share_output, two_rank_outputs  # noqa: E402
+from baseline_runs import captured_output, cos, one_share_output, two_rank_outputs  # noqa: E402
 
 TINY = ModelShape("test-tiny", 512, 256, 16, 4, shared_experts=1, shared_k_group=128)
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-
-def _cos(a, b):
-    return float(torch.nn.functional.cosine_similarity(a.flatten().float(), b.flatten().float(), dim=0))
 
 
 # -- registration and the unsupported path ----------------------------------------------------------
@@ -202,7 +199,7 @@ def test_one_share_through_the_stand_in_matches_reference(monkeypatch, mxfp4_ref
     assert impl.describe()["source"] == "fake/triton_kernels/matmul_ogs.py"
     assert torch.isfinite(out).all()
     ref = mxfp4_reference(TINY, [pt], shared=False)
-    assert _cos(out, ref) > 0.999 and float((out - ref).norm() / ref.norm()) < 0.03
+    assert cos(out, ref) > 0.999 and float((out - ref).norm() / ref.norm()) < 0.03
 
 
 def _stand_in():
@@ -212,7 +209,7 @@ def _stand_in():
 def test_two_ranks_through_the_stand_in_over_gloo(tmp_path, mxfp4_reference):
     patch = ("gcmoe_runtime.bench.baselines.triton_ogs", "import_triton_kernels", "test_baseline_triton_ogs:_stand_in")
     out, pts = two_rank_outputs(tmp_path, TINY, "triton-ogs-bf16-mxfp4", patch=patch)
-    assert _cos(out, mxfp4_reference(TINY, pts, shared=False)) > 0.999
+    assert cos(out, mxfp4_reference(TINY, pts, shared=False)) > 0.999
 
 
 # -- the export script ------------------------------------------------------------------------------
@@ -251,23 +248,6 @@ def test_prepare_script_exports_the_package_at_a_ref(tmp_path):
 @pytest.mark.parametrize("mode", ["fused", "unfused"])
 @pytest.mark.parametrize("T", [1, 16])
 def test_real_matmul_ogs_captured_matches_reference(mxfp4_reference, mode, T):
-    from gcmoe_runtime.bench.protocol import capture_graph
-
-    dev = torch.device("cuda:0")
-    impl = tb.TritonOgsBf16Mxfp4(mode)
-    why = impl.unsupported(TINY, Layout(1, 4), False)
-    if why:
-        pytest.skip(why)
-    impl.load_model(TINY, Layout(1, 4), RankContext(0, 1, dev), False)
-    pt = build_point(TINY, T, Layout(1, 4), 0, seed=5)
-    prep = impl.prepare(pt)
-    prep.step()  # JIT-compiles the Triton kernels outside the capture
-    torch.cuda.synchronize()
-    g = capture_graph(prep.step)
-    prep.output.fill_(float("nan"))
-    g.replay()
-    g.replay()
-    torch.cuda.synchronize()
-    out = prep.output.float()
+    out, pt = captured_output(tb.TritonOgsBf16Mxfp4(mode), TINY, T, warm=True)  # Triton JIT outside the capture
     assert torch.isfinite(out).all()
-    assert _cos(out, mxfp4_reference(TINY, [pt], shared=False, device="cuda:0")) > 0.99
+    assert cos(out, mxfp4_reference(TINY, [pt], shared=False, device="cuda:0")) > 0.99

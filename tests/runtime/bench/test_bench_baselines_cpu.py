@@ -12,13 +12,10 @@ from gcmoe_runtime.bench.shapes import ModelShape
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_reference import reference  # noqa: E402
-from baseline_runs import two_rank_outputs  # noqa: E402
+from baseline_runs import cos, two_rank_outputs  # noqa: E402
 
 TINY = ModelShape("test-tiny", 512, 256, 16, 4, shared_experts=1, shared_k_group=128)
 
-
-def _cos(a, b):
-    return float(torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0))
 
 
 @pytest.mark.parametrize("shared", [False, True])
@@ -34,11 +31,11 @@ def test_bf16_share_matches_reference(shared):
     ref = reference(TINY, [pt], shared=shared)
     out = prep.output.float()
     assert torch.isfinite(out).all()
-    assert _cos(out, ref) > 0.999
+    assert cos(out, ref) > 0.999
     assert float((out - ref).norm() / ref.norm()) < 1e-2
 
 
 def test_bf16_two_ranks_over_gloo_matches_reference(tmp_path):
     out, pts = two_rank_outputs(tmp_path, TINY, "torch-bf16", shared=True)
     ref = reference(TINY, pts, shared=True)
-    assert _cos(out, ref) > 0.999
+    assert cos(out, ref) > 0.999
