@@ -50,6 +50,8 @@ bulk copy).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
+from .role_common import int_param, peer_abi_plan
+
 ROLE = "role1"
 NAME_PREFIX = "gcmoe_sm90_role1_dispatch"
 THREADS = 256
@@ -76,11 +78,8 @@ class Role1Config:
     def __init__(self, params):
         p = dict(params)
 
-        def need(name):
-            v = p.get(name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"role1: variant param {name}={v!r} must be a positive int")
-            return v
+        def need(name, minimum=1):
+            return int_param(p, name, "role1", minimum)
 
         self.hidden, self.experts, self.topk = need("hidden"), need("experts"), need("top_k")
         self.ranks, self.capacity, self.bm, self.dispatch_sms = (need("ranks"), need("capacity"), need("bm"),
@@ -130,13 +129,7 @@ def _align(n, a):
 
 
 def abi_plan():
-    from gcmoe_build.abi.plan import AbiPlan, Formal
-
-    formals = [Formal("peer", "peer_desc")]
-    formals += [Formal(f"o_{n}", "u64") for n in OFFSET_PARAMS]
-    formals += [Formal(n, "u64") for n in SCALAR_PARAMS_U64]
-    formals += [Formal(n, "s32") for n in SCALAR_PARAMS_S32]
-    return AbiPlan(formals=tuple(formals), required_instructions=(
+    return peer_abi_plan(OFFSET_PARAMS, SCALAR_PARAMS_U64, SCALAR_PARAMS_S32, (
         "atom.shared.add.u32", "atom.relaxed.gpu.global.add.u64", "st.release.sys.global.u32",
         "ld.acquire.sys.global.u32", "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes",
         "cp.async.bulk.global.shared::cta.bulk_group", "red.release.gpu.global.add.u32", "trap"))

@@ -271,6 +271,16 @@ def _read_k128_stage(stage, wg, tw, warp, g):
     return words
 
 
+def _init_stage_barriers(smem, bar_off: int, ns: int):
+    """One thread: the ``ns`` full barriers of the weight stages (one arrival: the producer's expect_tx) and the
+    ``ns`` empty barriers (every consumer thread arrives), then the fence that makes them visible to the async
+    proxy (the bulk copies complete on them). Plain Python: the loop unrolls at trace time."""
+    for s in range(ns):
+        mbar_init(smem + bar_off + 8 * s, 1)
+        mbar_init(smem + bar_off + 8 * (ns + s), CONSUMER_THREADS)
+    mbar_init_fence()
+
+
 @cute.jit
 def _produce_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_empty, w, ws, slab0, nk, kb, policy):
     """Producer, stream step ``gs`` (stage ``gs % ns``): once the stage has been used, wait for its empty
@@ -457,10 +467,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
         policy = evict_first_policy()
         if const_expr(PIPE):
             if tid == 0:
-                for s in cutlass.range_constexpr(NS):
-                    mbar_init(smem + BAR_OFF + 8 * s, 1)  # full: the producer's expect_tx arrive
-                    mbar_init(smem + BAR_OFF + 8 * (NS + s), CT)  # empty: every consumer thread
-                mbar_init_fence()
+                _init_stage_barriers(smem, BAR_OFF, NS)
             bar_sync(0, P0 + CT)
 
         if tid < P0:

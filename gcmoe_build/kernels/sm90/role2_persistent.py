@@ -31,11 +31,11 @@ import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
 from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_s32,
-                      mbar_init, mbar_init_fence, mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
+                      mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
 from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, STAGE_BYTES,
-                         Role2GemmConfig, TokenScales, _consume_k128, _consumer_lane, _k128_mma, _produce_k128,
-                         _stage_chunk, _token_major_scale, _w1_epilogue, _w2_store_rows)
+                         Role2GemmConfig, TokenScales, _consume_k128, _consumer_lane, _init_stage_barriers, _k128_mma,
+                         _produce_k128, _stage_chunk, _token_major_scale, _w1_epilogue, _w2_store_rows)
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
 TRAP_L2_MASK = 9
@@ -92,10 +92,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         policy = evict_first_policy()
         if tid == 0:
-            for s in cutlass.range_constexpr(NS):
-                mbar_init(smem + BAR_OFF + 8 * s, 1)
-                mbar_init(smem + BAR_OFF + 8 * (NS + s), CT)
-            mbar_init_fence()
+            _init_stage_barriers(smem, BAR_OFF, NS)
         bar_sync(0, P0 + CT)
 
         if tid < P0:

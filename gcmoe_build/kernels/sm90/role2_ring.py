@@ -52,6 +52,8 @@ loads by the consumers (no TMA); ``act_fast_math`` does not change the code (the
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
+from .role_common import int_param, peer_abi_plan
+
 ROLE = "role2"
 NAME_PREFIX = "gcmoe_sm90_role2_ring"
 RECIPE = "e4m3-fp32k128_x_mxfp4"
@@ -104,10 +106,7 @@ class Role2RingConfig:
         p = dict(params)
 
         def need(name, minimum=1):
-            v = p.get(name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-                raise ValueError(f"role2: variant param {name}={v!r} must be an int >= {minimum}")
-            return v
+            return int_param(p, name, "role2", minimum)
 
         self.hidden, self.inter, self.experts = need("hidden"), need("intermediate"), need("experts")
         self.topk, self.ranks, self.capacity = need("top_k"), need("ranks"), need("capacity")
@@ -179,14 +178,7 @@ class Role2RingConfig:
 
 
 def abi_plan():
-    from gcmoe_build.abi.plan import AbiPlan, Formal
-
-    formals = [Formal("peer", "peer_desc")]
-    formals += [Formal(f"o_{n}", "u64") for n in OFFSET_PARAMS]
-    formals += [Formal(n, "u64") for n in WEIGHT_PARAMS]
-    formals += [Formal(n, "u64") for n in SCALAR_PARAMS_U64]
-    formals += [Formal(n, "s32") for n in SCALAR_PARAMS_S32]
-    return AbiPlan(formals=tuple(formals), required_instructions=REQUIRED_PTX)
+    return peer_abi_plan(OFFSET_PARAMS, WEIGHT_PARAMS + SCALAR_PARAMS_U64, SCALAR_PARAMS_S32, REQUIRED_PTX)
 
 
 def build(variant):
@@ -217,15 +209,15 @@ def _trace_parts(cfg):
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
 
     from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_u8, ld_global_v4,
-                          ld_shared_v4, mbar_init, mbar_init_fence, red_release_add_u32,
+                          ld_shared_v4, red_release_add_u32,
                           red_release_or_b64, setmaxnreg, st_global_v4)
     from .role1_sync import fence_acq_rel_sys
     from .ring_sync import (atom_add_acqrel_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
     from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, ROWS_PER_CTA,
-                             STAGE_BYTES, TokenScales, _consume_k128, _consumer_lane, _k128_mma, _load_k128,
-                             _produce_k128, _stage_chunk, _w1_epilogue)
+                             STAGE_BYTES, TokenScales, _consume_k128, _consumer_lane, _init_stage_barriers, _k128_mma,
+                             _load_k128, _produce_k128, _stage_chunk, _w1_epilogue)
     from .role2_math import to_bf16_bits, ue8m0_to_f32
 
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
@@ -343,10 +335,7 @@ def _trace_parts(cfg):
         policy = evict_first_policy()
         if const_expr(PIPE):
             if tid == 0:
-                for s in cutlass.range_constexpr(NS):
-                    mbar_init(smem + BAR_OFF + 8 * s, 1)  # full: the producer's expect_tx arrive
-                    mbar_init(smem + BAR_OFF + 8 * (NS + s), CT)  # empty: every consumer thread
-                mbar_init_fence()
+                _init_stage_barriers(smem, BAR_OFF, NS)
 
         # ---- this replay's pool blocks: wait for every receive counter of this parity to be complete ----
         if tid < 32:

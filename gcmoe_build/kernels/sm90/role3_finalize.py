@@ -44,6 +44,8 @@ means slot k is reduced), compute_sms (unused by the code).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
+from .role_common import int_param, peer_abi_plan
+
 ROLE = "role3"
 NAME_PREFIX = "gcmoe_sm90_role3_finalize"
 BOOK_WARPS = 4
@@ -67,10 +69,7 @@ class Role3Config:
         p = dict(params)
 
         def need(name, minimum=1):
-            v = p.get(name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-                raise ValueError(f"role3: variant param {name}={v!r} must be an int >= {minimum}")
-            return v
+            return int_param(p, name, "role3", minimum)
 
         self.hidden, self.experts, self.topk = need("hidden"), need("experts"), need("top_k")
         self.ranks, self.capacity, self.dispatch_sms = need("ranks"), need("capacity"), need("dispatch_sms")
@@ -105,13 +104,7 @@ class Role3Config:
 
 
 def abi_plan():
-    from gcmoe_build.abi.plan import AbiPlan, Formal
-
-    formals = [Formal("peer", "peer_desc")]
-    formals += [Formal(f"o_{n}", "u64") for n in OFFSET_PARAMS]
-    formals += [Formal(n, "u64") for n in SCALAR_PARAMS_U64]
-    formals += [Formal(n, "s32") for n in SCALAR_PARAMS_S32]
-    return AbiPlan(formals=tuple(formals), required_instructions=(
+    return peer_abi_plan(OFFSET_PARAMS, SCALAR_PARAMS_U64, SCALAR_PARAMS_S32, (
         "st.release.sys.global.u64", "ld.acquire.sys.global.u32", "vote.sync.ballot.b32",
         "cvt.rn.bf16x2.f32", "st.shared.v4.u32", "fence.proxy.async.shared::cta",
         "cp.async.bulk.global.shared::cta.bulk_group", "cp.async.bulk.commit_group", "cp.async.bulk.wait_group.read",

@@ -36,6 +36,8 @@ threads (no producer warpgroup / bulk-copy pipeline); role2 does not wait on rol
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
+from .role_common import int_param, peer_abi_plan
+
 ROLE = "role4"
 NAME_PREFIX = "gcmoe_sm90_role4_shared"
 RECIPES = {"1x128x128": (1, 128, 128), "1x1x32": (1, 1, 32)}
@@ -79,10 +81,7 @@ class Role4Config:
         p = dict(params)
 
         def need(name, minimum=1):
-            v = p.get(name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-                raise ValueError(f"role4: variant param {name}={v!r} must be an int >= {minimum}")
-            return v
+            return int_param(p, name, "role4", minimum)
 
         self.hidden, self.inter, self.topk = need("hidden"), need("intermediate"), need("top_k")
         self.capacity, self.bm, self.count = need("capacity"), need("bm"), need("shared_experts")
@@ -135,14 +134,7 @@ class Role4Config:
 
 
 def abi_plan():
-    from gcmoe_build.abi.plan import AbiPlan, Formal
-
-    formals = [Formal("peer", "peer_desc")]
-    formals += [Formal(f"o_{n}", "u64") for n in OFFSET_PARAMS]
-    formals += [Formal(n, "u64") for n in WEIGHT_PARAMS]
-    formals += [Formal(n, "u64") for n in SCALAR_PARAMS_U64]
-    formals += [Formal(n, "s32") for n in SCALAR_PARAMS_S32]
-    return AbiPlan(formals=tuple(formals), required_instructions=REQUIRED_PTX)
+    return peer_abi_plan(OFFSET_PARAMS, WEIGHT_PARAMS + SCALAR_PARAMS_U64, SCALAR_PARAMS_S32, REQUIRED_PTX)
 
 
 def build(variant):
