@@ -87,6 +87,7 @@ class GcMoeBuffer:
     topk_weights: torch.Tensor = field(repr=False, default=None)
     overlap: bool = True  # False: role2 (and role4) after role1 in the layer graph (ablation / baseline (a))
     forced_tile: Optional[tuple] = None  # (BM, threads) for every call instead of the heuristic (tests, ablations)
+    kernel_cache: dict = field(repr=False, default_factory=dict)  # layer_kernels' lookups, per variant choice
 
     @property
     def layout(self):
@@ -334,23 +335,19 @@ def check_forced_tile(tile: Any, bm_candidates: Sequence[int]) -> Optional[tuple
     return int(bm), int(threads)
 
 
-def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: GcMoeBuffer, *,
-                   recipe: str = ROUTED_RECIPE, activation: str = "swiglu", activation_alpha: float = 1.0,
-                   activation_clamp: float = 10.0, shared_weights: Optional[Sequence[torch.Tensor]] = None,
-                   expert_stats: bool = False) -> torch.Tensor:
-    """One MoE layer on this rank's ``T = y.shape[0]`` tokens from ``buffer.x/x_sf/topk_*``; ``y``
-    written in place (and returned). ``shared_weights``: the transformed shared expert (third result of
-    ``transform_weights_for_gc_moe(..., shared_weights=...)``) when the buffer fuses shared experts. Collective: every rank of the group calls it."""
+def layer_kernels(buffer: GcMoeBuffer, bm: int, threads: int, shared_bm: int, alpha: float,
+                  clamp: float) -> dict:
+    """The loaded kernel of every role for one call's variant choice, looked up in the bundle once per choice and
+    buffer (a call repeats the same few choices; the lookup scans the bundle's records)."""
     from gcmoe_runtime.artifacts.bundle import BundleError
-    from gcmoe_runtime.graph import RoleNode, get_layer_graph
-    from gcmoe_runtime.heuristics import choose_shared_bm
 
-    if hasattr(shared_weights, "args"):  # transform_weights_for_gc_moe's SharedSM90Weights
-        shared_weights = shared_weights.args()
-    T = _check_call(y, w1, w2, buffer, activation, recipe, shared_weights)
-    P, gp = buffer.world_size, buffer.partition
-    shape = dict(arch=ARCH, ranks=P, top_k=buffer.topk, experts=buffer.num_experts, hidden=buffer.hidden)
-    bm, threads = select_tile(buffer, T)
+    choice = (bm, threads, shared_bm, alpha, clamp)
+    hit = buffer.kernel_cache.get(choice)
+    if hit is not None:
+        return hit
+    gp = buffer.partition
+    shape = dict(arch=ARCH, ranks=buffer.world_size, top_k=buffer.topk, experts=buffer.num_experts,
+                 hidden=buffer.hidden)
     # the partition is a compile-time property of role1/role3 (grid syncs over dispatch_sms CTAs, the
     # arrival check against dispatch_sms * P): only variants built for this very partition may run
     cap = dict(capacity=buffer.capacity, dispatch_sms=gp.dispatch_sms, compute_sms=gp.compute_sms)
@@ -358,18 +355,38 @@ def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: 
     try:
         kernels = {
             "role1": find("role1", **shape, **cap, bm=bm),
-            "role2": find("role2", **shape, **cap, bm=bm, threads=threads,
-                          intermediate=buffer.intermediate, act_alpha=float(activation_alpha),
-                          act_clamp=float(activation_clamp)),
+            "role2": find("role2", **shape, **cap, bm=bm, threads=threads, intermediate=buffer.intermediate,
+                          act_alpha=alpha, act_clamp=clamp),
         }
         n_shared = 0  # combine lanes beyond the k routed ones that role3 reduces
         if buffer.shared_experts:
             kernels["role4"] = find("role4", arch=ARCH, hidden=buffer.hidden, intermediate=buffer.intermediate,
-                                    **cap, bm=choose_shared_bm(max(T, 1), buffer.bm_candidates))
+                                    **cap, bm=shared_bm)
             n_shared = kernels["role4"].record.variant["shared_experts"]
         kernels["role3"] = find("role3", **shape, **cap, shared_experts=n_shared)
     except (LookupError, BundleError) as e:
         raise GcMoeError(f"gcmoe: the bundle cannot run this layer: {e}") from None
+    buffer.kernel_cache[choice] = kernels
+    return kernels
+
+
+def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: GcMoeBuffer, *,
+                   recipe: str = ROUTED_RECIPE, activation: str = "swiglu", activation_alpha: float = 1.0,
+                   activation_clamp: float = 10.0, shared_weights: Optional[Sequence[torch.Tensor]] = None,
+                   expert_stats: bool = False) -> torch.Tensor:
+    """One MoE layer on this rank's ``T = y.shape[0]`` tokens from ``buffer.x/x_sf/topk_*``; ``y``
+    written in place (and returned). ``shared_weights``: the transformed shared expert (third result of
+    ``transform_weights_for_gc_moe(..., shared_weights=...)``) when the buffer fuses shared experts. Collective: every rank of the group calls it."""
+    from gcmoe_runtime.graph import RoleNode, get_layer_graph
+    from gcmoe_runtime.heuristics import choose_shared_bm
+
+    if hasattr(shared_weights, "args"):  # transform_weights_for_gc_moe's SharedSM90Weights
+        shared_weights = shared_weights.args()
+    T = _check_call(y, w1, w2, buffer, activation, recipe, shared_weights)
+    gp = buffer.partition
+    bm, threads = select_tile(buffer, T)
+    kernels = layer_kernels(buffer, bm, threads, choose_shared_bm(max(T, 1), buffer.bm_candidates),
+                            float(activation_alpha), float(activation_clamp))
     vals = role_values(buffer.ws, ntok=T, err=buffer.trap.address, timeout_ns=buffer.timeout_ns,
                        y=y.data_ptr(), stats=expert_stats)
     vals.update({"w1_tiles": w1.tiles.data_ptr(), "w1_scales": w1.scales.data_ptr(),

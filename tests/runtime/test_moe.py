@@ -142,3 +142,28 @@ def test_forced_tile_replaces_the_heuristic():
     assert moe.select_tile(buf, 5) != (16, 384)
     buf.forced_tile = (16, 384)
     assert moe.select_tile(buf, 5) == moe.select_tile(buf, 256) == (16, 384)
+
+
+def test_layer_kernels_are_looked_up_once_per_variant_choice():
+    """Every call picks kernels by (BM, threads, shared BM, activation); the bundle is scanned once per choice."""
+    from types import SimpleNamespace
+
+    calls = []
+
+    class Loader:
+        def kernel(self, role, **variant):
+            calls.append((role, variant.get("bm")))
+            if variant.get("bm") == 64:
+                raise LookupError("no variant with bm=64")
+            return SimpleNamespace(role=role, record=SimpleNamespace(variant={"shared_experts": 1}))
+
+    buf = fake_buffer(shared=True)
+    buf.loader, buf.partition = Loader(), SimpleNamespace(dispatch_sms=4, compute_sms=128)
+    k1 = moe.layer_kernels(buf, 8, 256, 8, 1.0, 10.0)
+    assert sorted(k1) == ["role1", "role2", "role3", "role4"] and len(calls) == 4
+    assert moe.layer_kernels(buf, 8, 256, 8, 1.0, 10.0) is k1 and len(calls) == 4
+    moe.layer_kernels(buf, 16, 256, 8, 1.0, 10.0)
+    assert len(calls) == 8
+    with pytest.raises(moe.GcMoeError, match="cannot run this layer: no variant with bm=64"):
+        moe.layer_kernels(buf, 64, 384, 8, 1.0, 10.0)
+    assert (64, 384, 8, 1.0, 10.0) not in buf.kernel_cache
