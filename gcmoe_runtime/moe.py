@@ -296,6 +296,8 @@ def _check_call(y: Any, w1: Any, w2: Any, buffer: GcMoeBuffer, activation: str, 
     if buffer.shared_experts != (shared is not None):
         raise GcMoeError("gcmoe: shared-expert weights must be given exactly when the buffer was created with "
                          f"shared_experts=True (buffer: {buffer.shared_experts})")
+    if shared is not None:
+        _check_shared_layout(shared, buffer)
     if not _capturing() and T:
         idx = buffer.topk_idx[:T]
         bad = (idx < -1) | (idx >= buffer.num_experts)
@@ -305,6 +307,32 @@ def _check_call(y: Any, w1: Any, w2: Any, buffer: GcMoeBuffer, activation: str, 
         if not bool(torch.isfinite(buffer.topk_weights[:T]).all()):
             raise GcMoeError("gcmoe: topk_weights holds a non-finite value")
     return T
+
+
+def _check_shared_layout(shared: Sequence[Any], buffer: GcMoeBuffer) -> None:
+    """The four shared tensors must be role4's tiled layout (``transform_weights_for_gc_moe(...,
+    shared_weights=...)``): raw E4M3 weights and UE8M0 codes run without a fault and compute garbage (the
+    2026-11-30 benchmark passed them untransformed and got NaN / cosine 0.16)."""
+    from gcmoe_runtime.numerics.transforms_sm90_shared import CODE_TILE_BYTES, SCALE_TILE_BYTES
+
+    names = ("shared_w1", "shared_w1_scale", "shared_w2", "shared_w2_scale")
+    if len(shared) != 4:
+        raise GcMoeError(f"gcmoe: shared_weights must be {names}")
+    for t, n, last in zip(shared, names, (CODE_TILE_BYTES, SCALE_TILE_BYTES) * 2):
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.uint8 or t.dim() != 3 or t.shape[2] != last \
+                or not t.is_contiguous() or t.device != buffer.device:
+            raise GcMoeError(
+                f"gcmoe: {n} must be a contiguous uint8 [rows/64, K/128, {last}] tensor on {buffer.device} (the role4 "
+                f"layout: pass the third result of transform_weights_for_gc_moe(..., shared_weights=...)), got "
+                f"{getattr(t, 'dtype', type(t).__name__)} {list(getattr(t, 'shape', ()))}")
+    w1, s1, w2, s2 = shared
+    h, two_i = buffer.hidden, 2 * w2.shape[1] * 128
+    want = {"shared_w1": (two_i // 64, h // 128), "shared_w1_scale": (two_i // 64, h // 128),
+            "shared_w2": (h // 64, two_i // 2 // 128), "shared_w2_scale": (h // 64, two_i // 2 // 128)}
+    for t, n in zip(shared, names):
+        if tuple(t.shape[:2]) != want[n]:
+            raise GcMoeError(f"gcmoe: {n} has tiles {list(t.shape[:2])}, expected {list(want[n])} for hidden={h} "
+                             f"and shared intermediate {two_i // 2} (from shared_w2)")
 
 
 def select_tile(buffer: GcMoeBuffer, T: int) -> tuple[int, int]:
@@ -394,9 +422,7 @@ def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: 
                  "w2_scales": w2.scales.data_ptr(), "w2_factor": w2.expert_factor.data_ptr(),
                  "act_alpha": float(activation_alpha), "act_clamp": float(activation_clamp)})
     if shared_weights is not None:
-        names = ("shared_w1", "shared_w1_scale", "shared_w2", "shared_w2_scale")
-        if len(shared_weights) != 4:
-            raise GcMoeError(f"gcmoe: shared_weights must be {names}")
+        names = ("shared_w1", "shared_w1_scale", "shared_w2", "shared_w2_scale")  # _check_call checked them
         vals.update({n: t.data_ptr() for n, t in zip(names, shared_weights)})
     roles = {r: RoleNode(k, kernel_args(k, vals)) for r, k in kernels.items()}
     graph = get_layer_graph(roles, gp, tokens=T, serialize_roots=not buffer.overlap)

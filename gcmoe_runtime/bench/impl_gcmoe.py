@@ -291,15 +291,18 @@ class GcMoeBench:
         del w1
         q2 = _quant_routed(w2)
         del w2
-        t1, t2 = api.transform_weights_for_gc_moe(q1, q2)
-        del q1, q2
         sw = None
         if shared:
             recipe = (1, 128, 128) if shape.shared_k_group == 128 else (1, 1, 32)
             s1, s2 = draw(shape, 1, shape.shared_experts * shape.shared_inter, 5000 + ctx.seed + ctx.rank, ctx.device)
             a, sa = quantize_fp8_weight(s1[0], recipe, "shared w1")
             b, sb = quantize_fp8_weight(s2[0], recipe, "shared w2")
-            sw = (a, sa, b, sb)
+            # role4's tiled layout (the raw tensors computed NaN / garbage in the 2026-11-30 run)
+            t1, t2, sw = api.transform_weights_for_gc_moe(q1, q2, shared_weights=(a, sa, b, sb), shared_recipe=recipe)
+            del a, sa, b, sb
+        else:
+            t1, t2 = api.transform_weights_for_gc_moe(q1, q2)
+        del q1, q2
         _weights_cache[key] = (t1, t2, sw)
         return t1, t2, sw
 

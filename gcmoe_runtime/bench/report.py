@@ -121,6 +121,7 @@ def markdown(res: dict, subject: str) -> str:
                 row.append("–" if f is None else f"{f * 100:.1f}")
             L.append("| " + " | ".join(row) + " |")
         L.append("")
+        L += _agreement(m, names)
         reasons = _reasons(m)
         if reasons:
             L += ["Not measured:", ""] + [f"* {r}" for r in reasons] + [""]
@@ -142,6 +143,25 @@ def _partition_note(res: dict, name: str) -> str:
                     f"{'green contexts' if p['green_contexts'] else 'no green contexts (primary context)'}, "
                     f"overlap {'on' if d.get('overlap') else 'off'}; {p['workqueue']}")
     return ""
+
+
+AGREEMENT_MIN_COS = 0.95  # below it two implementations do not compute the same layer (FP4 vs FP8 weights: ~0.976)
+
+
+def _agreement(m: dict, names: list[str]) -> list[str]:
+    """Each implementation's output vs the first one's (same tokens, routing and seeded weights): the worst cosine
+    over points and ranks, flagged below AGREEMENT_MIN_COS (one of the two computes something else)."""
+    worst: dict[str, float] = {}
+    for pt in m["points"]:
+        for n in names[1:]:
+            for r in pt["impls"].get(n, {}).get("per_rank", []):
+                c = r.get("cos_vs_first")
+                if c is not None:
+                    worst[n] = min(worst.get(n, 1.0), c if c == c else -1.0)  # NaN counts as disagreement
+    if not worst:
+        return []
+    cells = [f"`{n}` {c:.4f}" + (" **DISAGREES**" if c < AGREEMENT_MIN_COS else "") for n, c in worst.items()]
+    return [f"Output agreement with `{names[0]}` (worst cosine over points and ranks): " + ", ".join(cells), ""]
 
 
 def _reasons(m: dict) -> list[str]:

@@ -251,6 +251,8 @@ def _rank_main(rank: int, cfg: SweepConfig, port: int, out_path: str | None) -> 
                         else:
                             outputs[T] = o.clone()
                         rec["output_finite"] = bool(torch.isfinite(o).all())
+                        if not rec["output_finite"]:  # a latency of wrong numbers is not a result
+                            rec.update(status="invalid", reason="non-finite output (NaN/Inf) after replay")
                     prep.close()
                     del graph, prep
                     prog.step(f"{shape.name} T={T} {impl.name}", f"{wt.median_us:9.2f} us (rank {rank})")

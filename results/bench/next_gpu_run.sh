@@ -35,8 +35,12 @@ ls -la build/bundles | tee "$R/bundles.txt"
 # 0. preflight: each gc-moe mode captured at P=1 (test-tiny) against the FP32 reference (skips name a missing bundle)
 #    (BENCH_PREFLIGHT=0 skips it when the same call already ran the accuracy suite through the API)
 if [ "${BENCH_PREFLIGHT:-1}" != 0 ]; then
-  timeout 60 python3 -m pytest -q -rs tests/runtime/bench/test_bench_gpu.py -k gcmoe > "$R/preflight.log" 2>&1
-  echo "[next] preflight rc $? after $(( $(date +%s) - T0 ))s" | tee -a "$R/steps.log"; tail -n 12 "$R/preflight.log"
+  timeout 90 python3 -m pytest -q -rs tests/runtime/bench/test_bench_gpu.py -k gcmoe > "$R/preflight.log" 2>&1
+  rc=$?
+  echo "[next] preflight rc $rc after $(( $(date +%s) - T0 ))s" | tee -a "$R/steps.log"; tail -n 12 "$R/preflight.log"
+  # a gc-moe mode that does not match the reference would only produce latencies of wrong numbers
+  # (2026-11-30: the shared path ran on untransformed weights and the preflight's failure went unnoticed)
+  if [ $rc != 0 ]; then echo "[next] preflight FAILED: no measurements" | tee -a "$R/steps.log"; exit 1; fi
 fi
 # 1. ceilings once for the whole call (streaming read on both GPUs, NVLink flag round trip)
 timeout 60 $B floor --world 2 --json "$R/floor.json" > "$R/floor.log" 2>&1; tail -n 2 "$R/floor.log"

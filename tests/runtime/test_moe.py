@@ -167,3 +167,38 @@ def test_layer_kernels_are_looked_up_once_per_variant_choice():
     with pytest.raises(moe.GcMoeError, match="cannot run this layer: no variant with bm=64"):
         moe.layer_kernels(buf, 64, 384, 8, 1.0, 10.0)
     assert (64, 384, 8, 1.0, 10.0) not in buf.kernel_cache
+
+
+@pytest.fixture(scope="module")
+def shared_weights():
+    """FP8 shared expert (Is = 256, recipe 1x128x128): raw (w1, codes, w2, codes) and its role4 layout."""
+    from gcmoe_runtime.numerics.quant import quantize_fp8_weight
+
+    g = torch.Generator().manual_seed(1)
+    a, sa = quantize_fp8_weight(torch.randn(2 * 256, H, generator=g))
+    b, sb = quantize_fp8_weight(torch.randn(H, 256, generator=g))
+    return (a, sa, b, sb), moe.transform_weights_for_gc_moe(*_l1l2(), shared_weights=(a, sa, b, sb))[2]
+
+
+def _l1l2():
+    g = torch.Generator().manual_seed(2)
+    return quantize_mxfp4(torch.randn(E, 2 * I, H, generator=g)), quantize_mxfp4(torch.randn(E, H, I, generator=g))
+
+
+def test_transformed_shared_weights_pass(weights, shared_weights):
+    (w1, w2), _ = weights
+    _, sh = shared_weights
+    assert check(torch.empty(5, H, dtype=torch.bfloat16), w1, w2, fake_buffer(shared=True), sh.args()) == 5
+
+
+@pytest.mark.parametrize("case,needle", [
+    ("raw", "shared_w1 must be a contiguous uint8"),  # the 2026-11-30 benchmark's mistake: NaN, no fault
+    ("scale_tiles_swapped", "shared_w1_scale must be a contiguous uint8 [rows/64, K/128, 256]"),
+    ("other_hidden", "shared_w1 has tiles [8, 1], expected [8, 2] for hidden=256")])
+def test_untransformed_shared_weights_are_refused(weights, shared_weights, case, needle):
+    (w1, w2), _ = weights
+    raw, sh = shared_weights
+    args = {"raw": raw, "scale_tiles_swapped": (sh.w1_tiles, sh.w1_tiles, sh.w2_tiles, sh.w2_scales),
+            "other_hidden": (sh.w1_tiles[:, :1].contiguous(), sh.w1_scales, sh.w2_tiles, sh.w2_scales)}[case]
+    with pytest.raises(moe.GcMoeError, match=needle.replace("[", r"\[").replace("]", r"\]")):
+        check(torch.empty(5, H, dtype=torch.bfloat16), w1, w2, fake_buffer(shared=True), args)

@@ -43,6 +43,7 @@ class FakeBuffer:
         self.num_experts, self.capacity, self.topk, self.hidden, self.intermediate = E, cap, k, H, I
         self.shared_experts, self.partition, self.overlap, self.bundle = shared, partition, overlap, bundle
         self.timeout_ns = timeout_ns
+        self.device = torch.device("cpu")
         self.x = torch.zeros(cap, H, dtype=torch.float8_e4m3fn)
         self.x_sf = torch.zeros(cap, H // 128, dtype=torch.float32)
         self.topk_idx = torch.full((cap, k), -1, dtype=torch.int32)
@@ -68,8 +69,8 @@ class FakeApi:
         FakeApi.buffers.append(b)
         return b
 
-    def transform_weights_for_gc_moe(self, l1, l2):
-        return moe.transform_weights_for_gc_moe(l1, l2)
+    def transform_weights_for_gc_moe(self, l1, l2, shared_weights=None, shared_recipe=(1, 128, 128)):
+        return moe.transform_weights_for_gc_moe(l1, l2, shared_weights=shared_weights, shared_recipe=shared_recipe)
 
     def fp8_fp4_gc_moe(self, y, w1, w2, buffer, *, shared_weights=None, activation_alpha=1.0,
                        activation_clamp=10.0, **_):
@@ -79,6 +80,8 @@ class FakeApi:
         assert (w1.experts, w1.rows, w1.k) == (e_loc, 2 * buffer.intermediate, buffer.hidden)
         assert (w2.experts, w2.rows, w2.k) == (e_loc, buffer.hidden, buffer.intermediate)
         assert (shared_weights is not None) == buffer.shared_experts
+        if shared_weights is not None:  # the real call's layout check: untransformed weights are refused
+            moe._check_shared_layout(shared_weights.args(), buffer)
         idx = buffer.topk_idx[:T]
         assert bool(((idx >= 0) & (idx < buffer.num_experts)).all()), "staged top-k ids out of range"
         assert torch.allclose(buffer.topk_weights[:T].sum(1), torch.ones(T))

@@ -26,3 +26,41 @@ def test_cpu_dry_run_one_rank_share(tmp_path):
     files = write_all(res, tmp_path)
     assert {f.name for f in files} == {"results.json", "results.md", "test-tiny.png"}
     assert json.loads((tmp_path / "results.json").read_text())["layout"]["emulated_share"] is True
+
+
+class _NanImpl:
+    """Writes NaN: its latency must be recorded as invalid, not as a result."""
+    name, precision = "nan-writer", "none"
+
+    def unsupported(self, shape, layout, shared):
+        return None
+
+    def load_model(self, shape, layout, ctx, shared):
+        pass
+
+    def prepare(self, point):
+        import torch
+
+        from gcmoe_runtime.bench.impl import Prepared
+
+        y = torch.empty(point.tokens_per_rank, TINY.hidden)
+        return Prepared(step=lambda: y.fill_(float("nan")), output=y)
+
+    def unload_model(self):
+        pass
+
+    def describe(self):
+        return {"name": self.name, "precision": self.precision}
+
+
+def test_non_finite_output_marks_the_point_invalid():
+    from gcmoe_runtime.bench.impl import register
+
+    register("nan-writer", _NanImpl)
+    cfg = SweepConfig(models=[TINY], impls=["torch-bf16", "nan-writer"], layout=Layout(1, 1), tokens=(2,),
+                      protocol=ProtocolConfig(replays_per_window=1, warmup_windows=0, measured_windows=1),
+                      device="cpu", command="test")
+    it = run_sweep(cfg)["models"][0]["points"][0]["impls"]
+    assert it["torch-bf16"]["status"] == "ok"
+    assert it["nan-writer"]["status"] == "invalid" and "non-finite" in it["nan-writer"]["reason"]
+    assert it["nan-writer"]["per_rank"][0]["cos_vs_first"] != it["nan-writer"]["per_rank"][0]["cos_vs_first"]  # NaN

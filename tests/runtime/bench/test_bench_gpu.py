@@ -58,7 +58,7 @@ def test_nvlink_roundtrip_is_plausible():
     assert 0.2 < r["round_trip_us"] < 50, r
 
 
-def quantized_reference(shape, pt, device):
+def quantized_reference(shape, pt, device, shared=True):
     """FP32 layer over exactly what gc-moe computes with: the seeded draw quantised to MXFP4 (routed) and FP8
     (shared, recipe 1x128x128), E4M3/FP32-K128 activations (P=1, rank 0, seed 0 of impl_gcmoe)."""
     from gcmoe_runtime.bench.baselines.torch_grouped import _weights, swiglu
@@ -75,6 +75,8 @@ def quantized_reference(shape, pt, device):
         for j in range(shape.top_k):
             e = int(pt.topk_ids[t, j])
             ref[t] += pt.topk_weights[t, j] * (w2[e] @ swiglu((w1[e] @ x[t])[None], shape.intermediate)[0])
+    if not shared:
+        return ref
     s1, s2 = _weights(shape, 1, shape.shared_experts * shape.shared_inter, 5000, dev)
     s1 = dequantize_fp8_weight(*quantize_fp8_weight(s1[0]))
     s2 = dequantize_fp8_weight(*quantize_fp8_weight(s2[0]))
@@ -84,16 +86,17 @@ def quantized_reference(shape, pt, device):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["gc-moe", "gc-moe-nooverlap", "gc-moe-serial", "gc-moe-streams"])
 @pytest.mark.parametrize("T", [1, 16])
-def test_captured_gcmoe_modes_match_reference(name, T):
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "routed"])
+def test_captured_gcmoe_modes_match_reference(name, T, shared):
     """Each gc-moe mode (bench/impl_gcmoe.py) captured like the harness does, P=1, against the FP32 reference of
     the same seeded weights; skipped with the reason when no bundle in GCMOE_BENCH_BUNDLES covers test-tiny."""
     dev = torch.device("cuda:0")
     lay = Layout(1, 1)
     impl = make(name)
-    why = impl.unsupported(TINY, lay, True)
+    why = impl.unsupported(TINY, lay, shared)
     if why:
         pytest.skip(why)
-    impl.load_model(TINY, lay, RankContext(0, 1, dev, None, 0), True)
+    impl.load_model(TINY, lay, RankContext(0, 1, dev, None, 0), shared)
     pt = build_point(TINY, T, lay, 0, seed=5)
     prep = impl.prepare(pt)
     g = capture_graph(prep.step)
@@ -105,8 +108,8 @@ def test_captured_gcmoe_modes_match_reference(name, T):
     out = prep.output.float()
     assert torch.isfinite(out).all()
     cos = torch.nn.functional.cosine_similarity
-    assert float(cos(out.flatten(), quantized_reference(TINY, pt, "cuda:0").flatten(), dim=0)) > 0.995
-    assert float(cos(out.flatten(), reference(TINY, [pt], shared=True, device="cuda:0").flatten(), dim=0)) > 0.97
+    assert float(cos(out.flatten(), quantized_reference(TINY, pt, "cuda:0", shared).flatten(), dim=0)) > 0.995
+    assert float(cos(out.flatten(), reference(TINY, [pt], shared=shared, device="cuda:0").flatten(), dim=0)) > 0.97
     d = impl.describe()
     assert d["partition"]["green_contexts"] == name in ("gc-moe", "gc-moe-nooverlap")
     impl.unload_model()

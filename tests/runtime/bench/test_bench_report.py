@@ -12,12 +12,12 @@ TINY = ModelShape("test-tiny", 512, 256, 16, 4, shared_experts=1, shared_k_group
 TS = (1, 2, 4)
 
 
-def _rank(lat_a, lat_b, counts):
+def _rank(lat_a, lat_b, counts, cos=(0.99, 0.98, 0.97)):
     pts = {}
-    for T, a, b in zip(TS, lat_a, lat_b):
+    for T, a, b, c in zip(TS, lat_a, lat_b, cos):
         pts[T] = {"counts": dict(counts, shared_tokens=0), "impls": {
             "subj": {"status": "ok", "measured_us": [a, a + 1, a - 1], "warmup_us": [a], "median_us": a},
-            "base": {"status": "ok", "measured_us": [b], "warmup_us": [], "median_us": b},
+            "base": {"status": "ok", "measured_us": [b], "warmup_us": [], "median_us": b, "cos_vs_first": c},
             "peer": {"status": "skipped", "reason": "wheel does not load"}}}
     return [{"model": TINY.name, "points": pts}]
 
@@ -58,3 +58,23 @@ def test_files(results, tmp_path):
     assert json.loads((tmp_path / "r.json").read_text())["report"]["subject"] == "subj"
     with pytest.raises(ValueError, match="subject"):
         write_all(results, tmp_path, subject="nope")
+
+
+def test_output_agreement_is_reported_and_disagreement_flagged(results, tmp_path):
+    write_all(results, tmp_path, subject="subj", stem="r")
+    assert "Output agreement with `subj` (worst cosine over points and ranks): `base` 0.9700" in \
+        (tmp_path / "r.md").read_text()
+    for rank in results["models"][0]["points"][1]["impls"]["base"]["per_rank"]:
+        rank["cos_vs_first"] = float("nan")  # the 2026-11-30 shared run: untransformed weights gave NaN
+    write_all(results, tmp_path, subject="subj", stem="r")
+    assert "`base` -1.0000 **DISAGREES**" in (tmp_path / "r.md").read_text()
+
+
+def test_non_finite_output_is_not_a_latency():
+    cfg = SweepConfig(models=[TINY], impls=["subj", "base"], layout=Layout(1, 1), tokens=(1,), command="t",
+                      impl_names=["subj", "base"])
+    rank = _rank([10.0], [12.0], {"assignments": 4, "active_experts": 4, "remote_sent": 0})
+    rank[0]["points"][1]["impls"]["subj"].update(status="invalid", reason="non-finite output (NaN/Inf) after replay")
+    res = assemble(cfg, [rank], {"gpu": "fake"}, None, None, {n: {"precision": n} for n in ("subj", "base")})
+    item = res["models"][0]["points"][0]["impls"]["subj"]
+    assert item["status"] == "invalid" and "latency_us" not in item and "non-finite" in item["reason"]
