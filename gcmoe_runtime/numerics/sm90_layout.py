@@ -14,10 +14,13 @@ elements ``a0..a15`` (four 32-bit registers of four bytes each) at
 **Tile.** 64 rows x 128 K of E2M1 codes = 4096 bytes, one K128 step of one warpgroup. Thread ``t = 32w + l``
 owns the 32 contiguous bytes ``[32t, 32t + 32)`` — two LDS.128 per K128 step (paper §4.4). Inside them, K32
 slice ``j`` (0..3) is bytes ``[8j, 8j + 8)`` = two 32-bit words; word ``h`` (0, 1) holds elements
-``a(8h) .. a(8h+7)`` with **byte b (0..3) = low nibble a(8h+b), high nibble a(8h+4+b)**. So one word decodes
-into the two A registers ``{a(8h)..a(8h+3)}`` and ``{a(8h+4)..a(8h+7)}`` with
-``lo = ((x << 4) & 0x80808080) | ((x << 2) & 0x1C1C1C1C)`` and the same on ``x >> 4`` (see
-``sm90_window.decoder_e4m3_byte``: byte value = fp4 / 64).
+``lo_b = a(8h+b)`` (row g) and ``hi_b = a(8h+4+b)`` (row g+8), b = 0..3, which decode into the two A registers
+``{a(8h)..a(8h+3)}`` and ``{a(8h+4)..a(8h+7)}``. **Bits of a word** (the exponent-folding decoder's order,
+``sm90_window.FOLD_LUT``): magnitude (code & 7) of ``lo_b`` in bits ``4b..4b+2``, of ``hi_b`` in bits
+``16+4b..16+4b+2``; sign of ``lo_b`` at bit ``8b+7``, of ``hi_b`` at bit ``8b+3``. So
+``lo = prmt(lut_g, x & 0x7777) | (x & 0x80808080)`` and ``hi = prmt(lut_g8, (x >> 16) & 0x7777) |
+((x << 4) & 0x80808080)``: four selector nibbles per register, signs already at each byte's bit 7.
+(:data:`WORD_MAG_SRC` / :data:`WORD_SIGN_SRC` give the word's nibbles from the fragment order.)
 
 **Tensor.** A weight matrix ``[E, N, K]`` (N multiple of 64, K multiple of 128) becomes
 ``uint8 [E, N/64, K/128, 4096]``: tiles of one 64-row slab are contiguous along K (one TMA/bulk copy per tile,
@@ -36,6 +39,23 @@ TILE_ROWS = 64
 TILE_K = 128
 TILE_BYTES = TILE_ROWS * TILE_K // 2
 THREADS = 128
+# Nibble k (0..7) of a word = magnitude of fragment nibble WORD_MAG_SRC[k] | sign of WORD_SIGN_SRC[k], where
+# fragment nibble 2b is lo_b and 2b+1 is hi_b (the word's elements in a(8h+b), a(8h+4+b) order).
+WORD_MAG_SRC = (0, 2, 4, 6, 1, 3, 5, 7)
+WORD_SIGN_SRC = (1, 0, 3, 2, 5, 4, 7, 6)
+
+
+def fold_word_nibbles(frag: torch.Tensor) -> torch.Tensor:
+    """``uint8 [..., 8]`` fragment-order codes of a word (lo_0, hi_0, lo_1, hi_1, ...) -> its 8 nibbles in bit order."""
+    return (frag[..., list(WORD_MAG_SRC)] & 7) | (frag[..., list(WORD_SIGN_SRC)] & 8)
+
+
+def unfold_word_nibbles(nib: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`fold_word_nibbles`."""
+    out = torch.empty_like(nib)
+    out[..., list(WORD_MAG_SRC)] = nib & 7
+    out[..., list(WORD_SIGN_SRC)] |= nib & 8
+    return out
 
 
 def a_fragment_coord(thread: int, i: int) -> tuple[int, int]:
@@ -86,6 +106,7 @@ def permute_tiles(codes: torch.Tensor) -> torch.Tensor:
     t = codes.reshape(e, n // TILE_ROWS, TILE_ROWS, k // TILE_K, TILE_K).permute(0, 1, 3, 2, 4)
     flat = t.reshape(e, n // TILE_ROWS, k // TILE_K, TILE_ROWS * TILE_K)
     nib = flat[..., tile_nibble_source(codes.device)].to(torch.uint8)
+    nib = fold_word_nibbles(nib.reshape(*nib.shape[:-1], -1, 8)).reshape(nib.shape)
     return nib[..., 0::2] | (nib[..., 1::2] << 4)
 
 
@@ -94,36 +115,50 @@ def unpermute_tiles(tiles: torch.Tensor) -> torch.Tensor:
     if tiles.dim() != 4 or tiles.shape[-1] != TILE_BYTES:
         raise ValueError(f"sm90 tiles: expected [E, N/64, K/128, {TILE_BYTES}], got {tuple(tiles.shape)}")
     e, nt, kt, _ = tiles.shape
-    nib = torch.stack([tiles & 15, tiles >> 4], dim=-1).reshape(e, nt, kt, 2 * TILE_BYTES)
+    nib = torch.stack([tiles & 15, tiles >> 4], dim=-1).reshape(e, nt, kt, 2 * TILE_BYTES // 8, 8)
+    nib = unfold_word_nibbles(nib).reshape(e, nt, kt, 2 * TILE_BYTES)
     flat = nib[..., tile_nibble_destination(tiles.device)]
     t = flat.reshape(e, nt, kt, TILE_ROWS, TILE_K).permute(0, 1, 3, 2, 4)
     return t.reshape(e, nt * TILE_ROWS, kt * TILE_K).contiguous()
 
 
+def _thread_words(tiles: torch.Tensor, thread: int, j: int) -> torch.Tensor:
+    """The two 32-bit words (int64 ``[..., 2]``) of K32 slice ``j`` of ``thread``, as the kernel loads them."""
+    chunk = tiles[..., 32 * thread + 8 * j: 32 * thread + 8 * j + 8].to(torch.int64)
+    return torch.stack([sum(chunk[..., 4 * h + b] << (8 * b) for b in range(4)) for h in range(2)], dim=-1)
+
+
 def thread_fragment_codes(tiles: torch.Tensor, thread: int, j: int) -> torch.Tensor:
     """What the kernel sees: the 16 codes a0..a15 of ``thread`` for K32 slice ``j`` of every tile, read back
     from the tile bytes the way the decoder does (``[..., 16]``). Used by tests to check the lane semantics."""
-    chunk = tiles[..., 32 * thread + 8 * j: 32 * thread + 8 * j + 8]
+    words = _thread_words(tiles, thread, j)
     out = []
-    for i in range(16):
-        h, rem = divmod(i, 8)
-        high, bb = divmod(rem, 4)
-        byte = chunk[..., 4 * h + bb]
-        out.append((byte >> 4) if high else (byte & 15))
+    for h in range(2):
+        x = words[..., h]
+        nib = torch.stack([(x >> (4 * k)) & 15 for k in range(8)], dim=-1).to(torch.uint8)
+        frag = unfold_word_nibbles(nib)  # lo_0, hi_0, lo_1, hi_1, ...
+        out += [frag[..., 2 * b] for b in range(4)] + [frag[..., 2 * b + 1] for b in range(4)]
     return torch.stack(out, dim=-1)
 
 
-def decode_thread_k32(tiles: torch.Tensor, thread: int, j: int) -> torch.Tensor:
-    """Simulate the kernel's decoder on the tile bytes: for each of the two 32-bit words of K32 slice ``j`` of
-    ``thread``, ``lo = ((x << 4) & 0x80808080) | ((x << 2) & 0x1C1C1C1C)`` and the same on ``x >> 4`` give the
-    E4M3 bytes of a(8h)..a(8h+3) and a(8h+4)..a(8h+7). Returns uint8 ``[..., 16]`` = A-register bytes a0..a15."""
-    chunk = tiles[..., 32 * thread + 8 * j: 32 * thread + 8 * j + 8].to(torch.int64)
+def decode_thread_k32(tiles: torch.Tensor, thread: int, j: int, r_g=0, r_g8=0) -> torch.Tensor:
+    """Simulate the kernel's folding decoder on the tile bytes: for each of the two 32-bit words ``x`` of K32 slice
+    ``j`` of ``thread``, ``lo = prmt(lut(r_g), x & 0x7777) | (x & 0x80808080)`` and ``hi = prmt(lut(r_g8),
+    (x >> 16) & 0x7777) | ((x << 4) & 0x80808080)`` (``r_g``, ``r_g8``: the relative exponents of the thread's rows
+    g and g+8 for this K32). Returns uint8 ``[..., 16]`` = A-register bytes a0..a15."""
+    from .sm90_window import fold_lut_words
+
+    words = _thread_words(tiles, thread, j)
+    luts = []
+    for r in (r_g, r_g8):
+        l0, l1 = fold_lut_words(int(r))
+        luts.append([(l0 >> (8 * i)) & 0xFF for i in range(4)] + [(l1 >> (8 * i)) & 0xFF for i in range(4)])
     out = []
     for h in range(2):
-        x = sum(chunk[..., 4 * h + b] << (8 * b) for b in range(4))
-        for word in (x, x >> 4):
-            d = ((word << 4) & 0x80808080) | ((word << 2) & 0x1C1C1C1C)
-            out += [(d >> (8 * b)) & 0xFF for b in range(4)]
+        x = words[..., h]
+        for lut, sel, sign in ((luts[0], x, x & 0x80808080), (luts[1], x >> 16, (x << 4) & 0x80808080)):
+            table = torch.tensor(lut, dtype=torch.int64, device=x.device)
+            out += [table[(sel >> (4 * b)) & 7] | ((sign >> (8 * b)) & 0xFF) for b in range(4)]
     return torch.stack(out, dim=-1).to(torch.uint8)
 
 

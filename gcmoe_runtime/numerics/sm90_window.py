@@ -2,10 +2,10 @@
 
 The contract with the SM90 role2 kernel (one place):
 
-* **Decoder.** The in-register decoder turns an E2M1 code ``s eem`` into the E4M3 byte ``s 0eem 00`` (a shift and
-  two masks). That byte's value is exactly ``fp4(code) / 64`` for all 16 codes (E2M1 subnormal 0.5 lands on the
-  E4M3 subnormal 2**-7): the decoded operand lives 2**6 below the FP4 value.
-* **×64 headroom.** Stored block scales therefore carry a factor 64 = 2**HEADROOM_LOG2.
+* **×64 headroom.** Stored block scales carry a factor 64 = 2**HEADROOM_LOG2 (the first decoder turned a code into
+  the E4M3 byte ``s 0eem 00`` = fp4/64 and FMA'd each K32 partial with the stored scale). The kernels now fold
+  the relative exponent into the decode (``FOLD_LUT`` below: fp4 * 2**(r - 5), times 2**5 with the token scale);
+  both read the same stored bytes and compute the same values.
 * **Window.** Per expert (per weight matrix), over the blocks that hold a non-zero code, ``s_max``/``s_min`` are
   the largest/smallest UE8M0 exponents; the window base is ``base = max(s_min, s_max - WINDOW_STEPS)``, so every
   stored relative exponent ``r = max(s, base) - base`` lies in ``[0, WINDOW_STEPS]`` (at most 11 exponent
@@ -32,12 +32,38 @@ from .formats import FP4_CODE_VALUES, UE8M0_BIAS, fp4_code_table, fp4_encode, fp
 
 WINDOW_STEPS = 11
 HEADROOM_LOG2 = 6
+#: the stored scale byte minus this is the block's relative exponent r (0..WINDOW_STEPS)
+STORED_BIAS = UE8M0_BIAS + HEADROOM_LOG2
+
+# ---- The exponent-folding decoder (what the SM90 role2 kernels run) --------------------------------------------
+# The kernels fold each K32 block's r into the decode instead of scaling a per-K32 partial: the magnitude code
+# c = (code & 7) of a block with relative exponent r becomes the E4M3 byte FOLD_LUT[c] + 8*r (c > 0; 0 stays 0),
+# i.e. the value fp4 * 2**(r - FOLD_LOG2), exactly: every entry is an E4M3 normal for r in [0, WINDOW_STEPS]
+# (smallest 0.5 * 2**-5 = 2**-6, the least normal; largest 6 * 2**6 = 384 <= 448, byte 0x7C, not NaN). Two
+# 32-bit words hold the 8-entry table for PRMT; one IMAD per word turns the r = 0 table into row r's. Then the
+# four K32 MMAs of a K128 step share one accumulator (one token scale per K128 for W1), and the kernel multiplies
+# by 2**FOLD_LOG2 with the token scale: value = fp4 * 2**(r - 5) * 2**5 = fp4 * 2**r — the same numbers as
+# decoded/64 * stored scale (the "x64 convention" below), with at most 11 steps of spread per expert.
+FOLD_LOG2 = 5
+FOLD_LUT = (0x00, 0x08, 0x10, 0x14, 0x18, 0x1C, 0x20, 0x24)
+FOLD_LUT_WORDS = (0x14100800, 0x24201C18)   # little-endian entries 0-3, 4-7 at r = 0
+FOLD_LUT_STEPS = (0x08080800, 0x08080808)   # + r * step: +8 (one exponent step) on every non-zero entry
 
 
-def decoder_e4m3_byte(codes: torch.Tensor) -> torch.Tensor:
-    """The decoder's bit mapping (uint8 E2M1 code -> uint8 E4M3 byte): ``(c & 8) << 4 | (c & 7) << 2``."""
-    c = codes.to(torch.uint8)
-    return ((c & 8) << 4) | ((c & 7) << 2)
+def fold_lut_words(r: int) -> tuple[int, int]:
+    """The two PRMT table words of a block with relative exponent ``r`` (what the kernel computes per row/K32)."""
+    if not 0 <= r <= WINDOW_STEPS:
+        raise ValueError(f"fold_lut_words: r={r} outside [0, {WINDOW_STEPS}] (the window contract)")
+    return tuple(b + r * st for b, st in zip(FOLD_LUT_WORDS, FOLD_LUT_STEPS))
+
+
+def decoder_fold_byte(codes: torch.Tensor, r: torch.Tensor | int) -> torch.Tensor:
+    """The folding decoder's mapping (uint8 E2M1 code, relative exponent r) -> uint8 E4M3 byte."""
+    c = codes.to(torch.int32)
+    lut = torch.tensor(FOLD_LUT, dtype=torch.int32, device=c.device)
+    mag = lut[(c & 7).long()]
+    mag = torch.where(mag > 0, mag + 8 * torch.as_tensor(r, dtype=torch.int32, device=c.device), mag)
+    return (((c & 8) << 4) | mag).to(torch.uint8)
 
 
 def shift_lut(d: int, device=None) -> torch.Tensor:

@@ -1,44 +1,54 @@
-"""In-register FP4 (E2M1) -> E4M3 decode for the SM90 register-A wgmma path.
+"""In-register FP4 (E2M1) -> E4M3 decode for the SM90 register-A wgmma path, with each K32 block's exponent folded in.
 
-Owns the bit trick and its contract with the host weight layout
-(``gcmoe_runtime/numerics/sm90_layout.py``, the single definition of the tile bytes):
+Owns the instruction sequence; the contract it implements lives on the host side, in one place each:
+the word's bit order in ``gcmoe_runtime/numerics/sm90_layout.py`` and the table in
+``gcmoe_runtime/numerics/sm90_window.py`` (``FOLD_LUT``, ``fold_lut_words``):
 
-* An E2M1 code ``s e1 e0 m`` placed at E4M3 bits ``7 | 4 3 2`` (sign | exponent low bits,
-  mantissa high bit) is an E4M3 byte whose value is exactly ``fp4 * 2**-6`` for all 16 codes
-  (normals: ``2**(e-7) (1+m/2)`` vs ``2**(e-1) (1+m/2)``; the subnormal 0.5 lands on the E4M3
-  subnormal ``2**-7``; +-0 stay +-0). No lookup table, no PRMT needed: two shifts and two
-  LOP3 per output register. The missing ``2**6`` is part of the per-expert factor the kernel
-  multiplies in the epilogue (the paper's "x64 convention").
-* One 32-bit word of packed codes carries 8 nibbles; byte ``j`` holds the code for output byte
-  ``j`` of register ``lo`` in its low nibble and for output byte ``j`` of register ``hi`` in its
-  high nibble. So one word decodes to two wgmma A registers (``lo``, ``hi``) and the host packs
-  the two A registers that share k columns (rows g and g+8) into one word.
+* A 32-bit word carries the 8 codes of two A registers: ``lo`` (row g, 4 k columns) and ``hi`` (row g+8, the same
+  columns). Magnitudes (``code & 7``) of ``lo`` are the low 16 bits' four nibbles, of ``hi`` the high 16 bits'; the
+  signs sit at bit 7 (``lo``) and bit 3 (``hi``) of each byte.
+* ``lo = prmt(lut_g0, lut_g1, x & 0x7777) | (x & 0x80808080)``, ``hi = prmt(lut_h0, lut_h1, (x >> 16) & 0x7777) |
+  ((x << 4) & 0x80808080)``: the PRMT picks each magnitude's E4M3 byte from an 8-entry table (two registers), the
+  masks put the signs on. The table of a row's K32 block with relative exponent ``r`` (stored scale byte - 133) is
+  ``FOLD_LUT_WORDS + r * FOLD_LUT_STEPS`` (one IMAD per register): every entry is fp4 * 2**(r - 5), exact.
+
+Because the block scale is now inside the operand, the four K32 MMAs of a K128 step can accumulate into one
+register set (the FP32 partial is promoted once per K128, as DeepGEMM's FP8 GEMMs do), and the per-K32 scale
+FMAs of the first decoder (E4M3 = fp4/64, then ``partial * 2**(r+6) * token scale``) are gone.
 """
 from __future__ import annotations
 
 from cutlass import Int32
-
-from .wgmma_rs import _asm, _v
 from cutlass.cutlass_dsl import dsl_user_op
 
+from gcmoe_runtime.numerics.sm90_window import FOLD_LUT_STEPS, FOLD_LUT_WORDS, STORED_BIAS
+
+from .wgmma_rs import _asm, _v
+
+# outputs are written last: every input is read before either result register is defined
 _DECODE_PTX = (
-    "{\n.reg .b32 t0, t1;\n"
-    "shl.b32 t0, $2, 4;\nand.b32 t0, t0, 0x80808080;\n"
-    "shl.b32 t1, $2, 2;\nand.b32 t1, t1, 0x1C1C1C1C;\nor.b32 $0, t0, t1;\n"
-    "and.b32 t0, $2, 0x80808080;\n"
-    "shr.b32 t1, $2, 2;\nand.b32 t1, t1, 0x1C1C1C1C;\nor.b32 $1, t0, t1;\n}"
+    "{\n.reg .b32 s, u, m, v;\n"
+    "and.b32 s, $2, 0x7777;\n"
+    "shr.b32 u, $2, 16;\nand.b32 u, u, 0x7777;\n"
+    "and.b32 m, $2, 0x80808080;\n"
+    "shl.b32 v, $2, 4;\nand.b32 v, v, 0x80808080;\n"
+    "prmt.b32 s, $3, $4, s;\n"
+    "prmt.b32 u, $5, $6, u;\n"
+    "or.b32 $0, s, m;\nor.b32 $1, u, v;\n}"
 )
 
 
 @dsl_user_op
-def decode_fp4x8_e4m3(word, *, loc=None, ip=None):
-    """8 packed E2M1 codes (Int32) -> (lo, hi): two registers of 4 E4M3 bytes each, value x 2**-6."""
-    lo, hi = _asm(_DECODE_PTX, "=r,=r,r", [_v(word)], 2, volatile=False)
+def decode_fp4x8_e4m3(word, lut_g, lut_h, *, loc=None, ip=None):
+    """8 packed E2M1 codes (Int32) -> (lo, hi): two A registers of 4 E4M3 bytes, row g's through ``lut_g``
+    (two Int32: table entries 0-3, 4-7) and row g+8's through ``lut_h``."""
+    lo, hi = _asm(_DECODE_PTX, "=r,=r,r,r,r,r,r",
+                  [_v(word), _v(lut_g[0]), _v(lut_g[1]), _v(lut_h[0]), _v(lut_h[1])], 2, volatile=False)
     return Int32(lo), Int32(hi)
 
 
-def decode_reference(code: int) -> int:
-    """Host mirror of the device decode for one 4-bit code: the E4M3 byte it becomes."""
-    if not 0 <= code <= 15:
-        raise ValueError(f"FP4 code must be in 0..15, got {code}")
-    return ((code & 0x8) << 4) | ((code & 0x7) << 2)
+def fold_lut(scale_byte):
+    """The two table registers of a K32 block from its stored UE8M0 scale byte (Int32 in 0..255)."""
+    r = scale_byte - STORED_BIAS
+    return (Int32(FOLD_LUT_WORDS[0]) + r * Int32(FOLD_LUT_STEPS[0]),
+            Int32(FOLD_LUT_WORDS[1]) + r * Int32(FOLD_LUT_STEPS[1]))

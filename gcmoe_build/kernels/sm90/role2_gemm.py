@@ -4,8 +4,8 @@ partials) over token-ring blocks, register-A wgmma with in-register FP4 decode.
 What is the issue's target already: packed FP4 weights are decoded to E4M3 in registers
 (:mod:`.fp4_decode`) and fed as the A operand of ``wgmma.mma_async m64nBMk32 .e4m3`` (operands
 swapped: weight rows = M, tokens = N = BM; SASS ``QGMMA ... R<a>, gdesc[..]``), the MXFP4 block
-scales are applied per K32 as FP32 FMAs outside the MMA, weight loads carry an L2 EVICT_FIRST
-policy. Two thread-count variants (paper §4.4): 256 threads, each consumer thread loading its
+scales are folded into the decode as exact E4M3 exponent offsets (so W1's four K32 MMAs of a K128
+step share one accumulator), weight loads carry an L2 EVICT_FIRST policy. Two thread-count variants (paper §4.4): 256 threads, each consumer thread loading its
 fragments straight from HBM into a two-stage register buffer; 384 threads ("pipelined"), a producer
 warpgroup streaming K128 stages with 1-D ``cp.async.bulk`` into up to 8 shared-memory stages on
 full/empty mbarriers (bounded waits: trap after ``timeout_ns``), ``setmaxnreg`` 40/232.
@@ -25,8 +25,8 @@ Kernel contract (one layer, one rank; byte addresses as Int64 params; layouts fr
 * ``w``: code tiles ``uint8 [E, N/64, K/128, 4096]`` (``sm90_layout.permute_tiles``; thread ``t``
   of a warpgroup reads bytes ``[32t, 32t+32)`` of its slab's tile per K128 step), ``ws``: scale tiles
   ``uint8 [E, N/64, K/128, 256]`` (``sm90_layout.permute_scales`` of the transform's stored UE8M0
-  scales), ``ef``: FP32 ``[E]`` expert factor. Weight value = decoded E4M3 (= fp4/64) x
-  ``2**(stored-127)`` x ``ef`` (the transform's x64 convention). W1 rows are gate/up interleaved in
+  scales), ``ef``: FP32 ``[E]`` expert factor. Weight value = decoded E4M3 (= fp4 x 2**(stored-133-5)) x
+  2**5 x ``ef`` = fp4/64 x ``2**(stored-127)`` x ``ef`` (the transform's x64 convention). W1 rows are gate/up interleaved in
   8-row groups (``gate_up``): accumulator row halves 0/1 of a thread are gate/up of one I-column.
 * Ring block ``b`` (``grid.y``): ``bexp[b]`` expert, ``bntok[b]`` valid tokens (<= BM), activations
   ``act[b][BM][K]`` E4M3; scales W1: FP32 ``[b][BM][H/128]``, W2: UE8M0 ``[b][BM][I/32]``. Padded
@@ -36,9 +36,10 @@ Kernel contract (one layer, one rank; byte addresses as Int64 params; layouts fr
   ``bf16`` round, clamp, ``gate*sigmoid(alpha*gate)*up*rw``, scale ``2**ceil(log2(amax_32/448))``,
   1 for an all-zero group). W2 out: ``out[rowidx[b][t]][H]`` BF16 for valid tokens.
 
-Per K32 step each warpgroup: decode 2 x 4 A registers, ``wgmma.fence``, 2 wgmma into a fresh
-partial, commit; then wait for the *previous* step's partials (``wait_group 1``) and FMA them with
-``ws[row] * asc[token]``: the MMA of step s overlaps the scale FMAs of step s-1.
+Per K32 step each warpgroup decodes 2 x 4 A registers (the row's K32 exponent through the table) and
+issues 2 wgmma. W1 (one FP32 token scale per K128): the 4 K32 steps chain on one partial, one wait and
+one FMA ``acc += partial * 32 * asc[token]`` per K128. W2 (UE8M0 token scale per K32): a fresh partial
+per K32, FMA'd with ``32 * asc[token]`` while the next step's MMAs run (``lag``).
 """
 from __future__ import annotations
 
@@ -48,7 +49,9 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
-from .fp4_decode import decode_fp4x8_e4m3
+from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2
+
+from .fp4_decode import decode_fp4x8_e4m3, fold_lut
 from .ptx_mem import (bar_sync, bulk_copy_g2s, evict_first_policy, ld_global_f32, ld_global_s32, ld_global_v4,
                       ld_global_u8, ld_global_v2_stream, ld_global_v4_stream, ld_shared_f32,
                       ld_shared_v2, ld_shared_v4, st_global_u8, mbar_arrive, mbar_arrive_expect_tx,
@@ -66,6 +69,7 @@ SUPPORTED_BM = (8, 16, 32, 64)
 SMEM_LIMIT = 227 * 1024  # sm_90 opt-in dynamic shared memory per block
 STAGE_BYTES = 16384 + 1024  # one K128 step: packed codes of 256 rows + their UE8M0 scales
 MAX_STAGES = 8
+FOLD_SCALE = float(2 ** FOLD_LOG2)  # decoded operands are fp4 x 2**(r - 5): the partials carry 2**-5
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg split: 128*40 + 256*232 <= 65536
 
 
@@ -192,29 +196,64 @@ class TokenScales:
 
 
 def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None, scale_word: int = 16):
-    """One K128 step of one consumer warpgroup: 4 x (decode 2 x 4 A registers, 2 wgmma), each step's
-    partials FMA'd with row x token scales while the next step's MMAs run.
+    """One K128 step of one consumer warpgroup: 4 x (2 x 4 A registers, 2 wgmma) into ``acc``.
 
     ``words``: 20 Int32 = slab 0 codes (8 words: K32 q in words 2q, 2q+1), slab 1 codes, slab 0 scales
     (2 words: K32 q, row half hh in byte 2q+hh), slab 1 scales. ``ascl[q]``: the token scales of the
-    thread's BM/4 tokens for K32 ``q``. Other weight formats (role4's FP8) pass ``a_regs(q)``: the 8 A
-    registers of K32 ``q`` (slab 0's 4, then slab 1's; no decode), and ``scale_word``: the index of slab
-    0's first scale word in ``words``."""
+    thread's BM/4 tokens for K32 ``q`` (the same list for all q when the activation scale is per K128).
+
+    FP4 weights (``a_regs=None``): each K32 block's exponent is folded into the decode (:mod:`.fp4_decode`), so
+    no weight scale is applied here. With one token scale per K128 (W1) the four K32 MMAs chain on one
+    accumulator and the partial is FMA'd once, ``acc += partial * 2**FOLD_LOG2 * token scale``; with a token
+    scale per K32 (W2's UE8M0 intermediate) each K32 gets a fresh partial, ``lag`` of them in flight while an
+    earlier one is FMA'd. Other weight formats (role4's FP8) pass ``a_regs(q)``: the 8 A registers of K32 ``q``
+    (slab 0's 4, then slab 1's; no decode), and ``scale_word``: the index of slab 0's first scale word in
+    ``words``; their UE8M0 block scale multiplies each K32 partial with the token scale."""
     nd = bm // 2
-    # ``lag`` K32 steps of MMAs stay in flight while a step's partials are scaled (lag + 1 partial
+    per_k128 = a_regs is None and ascl.group == 128
+
+    def regs(q):
+        if a_regs is not None:
+            return a_regs(q)
+        a = []
+        for sl in range(2):
+            sw = words[16 + sl * 2 + q // 2]
+            luts = [fold_lut((sw >> (8 * ((q % 2) * 2 + hh))) & 0xFF) for hh in range(2)]
+            for r in range(2):
+                lo, hi = decode_fp4x8_e4m3(words[sl * 8 + 2 * q + r], luts[0], luts[1])
+                a.append(lo)
+                a.append(hi)
+        return a
+
+    def scaled_tokens(p):
+        return [v * FOLD_SCALE for v in ascl[p]]
+
+    def fma(pa, pb, tsc, rs=None):
+        for i in range(nd):
+            ts = tsc[(i >> 2) * 2 + (i & 1)]
+            hrow = (i >> 1) & 1
+            sa, sb = (ts, ts) if rs is None else (rs[hrow] * ts, rs[2 + hrow] * ts)
+            acc[i] = acc[i] + fence_f32(pa[i]) * sa
+            acc[nd + i] = acc[nd + i] + fence_f32(pb[i]) * sb
+
+    if per_k128:
+        pa = pb = None
+        for q in range(4):
+            a = regs(q)
+            desc = smem_desc(act_smem + (kl128 * 8 + q * 2) * bm * 16, bm * 16, 128)
+            wgmma_fence()
+            pa = wgmma_rs_e4m3(bm, a[0:4], desc, pa)
+            pb = wgmma_rs_e4m3(bm, a[4:8], desc, pb)
+        wgmma_commit()
+        wgmma_wait(0)
+        fma(pa, pb, scaled_tokens(0))
+        return
+    # ``lag`` K32 steps of MMAs stay in flight while a step's partial is scaled (lag + 1 partial
     # sets live): the MMAs of K32 q overlap the scale FMAs of q - lag. See Role2GemmConfig.mma_lag.
     parts = [None] * 4
     for q in range(4 + lag):
         if q < 4:
-            if a_regs is not None:
-                a = a_regs(q)
-            else:
-                a = []
-                for sl in range(2):
-                    for r in range(2):
-                        lo, hi = decode_fp4x8_e4m3(words[sl * 8 + 2 * q + r])
-                        a.append(lo)
-                        a.append(hi)
+            a = regs(q)
             desc = smem_desc(act_smem + (kl128 * 8 + q * 2) * bm * 16, bm * 16, 128)
             wgmma_fence()
             pa = wgmma_rs_e4m3(bm, a[0:4], desc)
@@ -225,16 +264,15 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
             p = q - lag
             wgmma_wait(min(q, 3) - p)  # groups newer than p that may stay pending
             pa, pb = parts[p]
-            rs = []
-            for sl in range(2):
-                sw = words[scale_word + sl * 2 + p // 2]
-                for hh in range(2):
-                    rs.append(ue8m0_to_f32((sw >> (8 * ((p % 2) * 2 + hh))) & 0xFF))
-            for i in range(nd):
-                tsc = ascl[p][(i >> 2) * 2 + (i & 1)]
-                hrow = (i >> 1) & 1
-                acc[i] = acc[i] + fence_f32(pa[i]) * (rs[hrow] * tsc)
-                acc[nd + i] = acc[nd + i] + fence_f32(pb[i]) * (rs[2 + hrow] * tsc)
+            if a_regs is None:
+                fma(pa, pb, scaled_tokens(p))
+            else:
+                rs = []
+                for sl in range(2):
+                    sw = words[scale_word + sl * 2 + p // 2]
+                    for hh in range(2):
+                        rs.append(ue8m0_to_f32((sw >> (8 * ((p % 2) * 2 + hh))) & 0xFF))
+                fma(pa, pb, ascl[p], rs)
 
 
 def _consumer_lane(ctid):

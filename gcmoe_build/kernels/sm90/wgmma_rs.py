@@ -17,8 +17,10 @@ tiled-MMA/TMA abstractions, and the facts about them other kernel authors need:
   ``a0`` = row ``16w+g``, k ``4t..4t+3``; ``a1`` = row ``16w+g+8``, same k; ``a2`` = row ``16w+g``,
   k ``16+4t..``; ``a3`` = row ``16w+g+8``, k ``16+4t..`` (byte ``j`` of a register is k ``+j``).
   Accumulator ``d[i]``: row ``16w + g + 8*((i>>1)&1)``, column ``8*(i>>2) + 2t + (i&1)``.
-  We always issue with ``p = false`` (D := A*B, a fresh per-K32 partial) because the MXFP4 block
-  scale must be applied per K32 *outside* the MMA; the partial is FMA'd into the FP32 accumulator.
+  ``p = false`` (D := A*B) starts a partial; ``p = true`` with D tied to an earlier wgmma's outputs continues it.
+  role2 chains the four K32 MMAs of a K128 step (the block scale is folded into the decoded operand,
+  ``fp4_decode``) and FMAs the partial into the FP32 accumulator once per K128; role4 (FP8 weights, per-K32
+  block scales) starts a fresh partial per K32.
 * **Async hazards.** A wgmma writes its D registers asynchronously. LLVM sees them as defined at
   the asm statement, so every consumer must come after ``wait_group`` *and* read the value through
   :func:`fence_f32` (an empty volatile asm with a tied operand): volatile asms are never reordered
@@ -79,22 +81,29 @@ def fence_f32(x, *, loc=None, ip=None) -> Float32:
 
 
 @dsl_user_op
-def wgmma_rs_e4m3(n: int, a, bdesc, *, loc=None, ip=None):
+def wgmma_rs_e4m3(n: int, a, bdesc, d=None, *, loc=None, ip=None):
     """Issue ``wgmma.mma_async m64n{n}k32 f32.e4m3.e4m3`` with A = 4 registers (``a``: 4 Int32),
-    B = shared-memory descriptor ``bdesc`` (Int64), D := A*B (scale-d false). Returns the
-    ``n // 2`` FP32 outputs as raw values; read them only via :func:`fence_f32` after a wait."""
+    B = shared-memory descriptor ``bdesc`` (Int64). ``d=None``: D := A*B (scale-d false, a fresh partial);
+    ``d`` = the ``n // 2`` raw outputs of an earlier wgmma of this warpgroup: D := A*B + d (scale-d true, tied
+    registers; no wait needed between wgmmas chained on one accumulator). Returns the ``n // 2`` FP32 outputs as
+    raw values; read them only via :func:`fence_f32` after a wait."""
     if n % 8 or not 8 <= n <= 256:
         raise ValueError(f"wgmma N must be a multiple of 8 in [8, 256], got {n}")
     nd = n // 2
+    if d is not None and len(d) != nd:
+        raise ValueError(f"wgmma m64n{n}: an accumulator of {nd} registers, got {len(d)}")
     dregs = ", ".join(f"${i}" for i in range(nd))
     aregs = ", ".join(f"${nd + i}" for i in range(4))
     ptx = (
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+        f"{{\n.reg .pred p;\nsetp.ne.b32 p, {0 if d is None else 1}, 0;\n"
         f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {{{dregs}}}, {{{aregs}}}, ${nd + 4}, p, 1, 1;\n}}"
     )
-    cons = ",".join(["=f"] * nd + ["r"] * 4 + ["l"])
+    cons = ["=f"] * nd + ["r"] * 4 + ["l"]
     ops = [_v(x) for x in a] + [_v(bdesc, Int64)]
-    return _asm(ptx, cons, ops, nd, T.f32())
+    if d is not None:  # inputs tied to the outputs: the same registers carry the running sum
+        cons += [str(i) for i in range(nd)]
+        ops += list(d)
+    return _asm(ptx, ",".join(cons), ops, nd, T.f32())
 
 
 def smem_desc(addr_bytes, lbo_bytes: int, sbo_bytes: int):

@@ -11,8 +11,10 @@ from gcmoe_runtime.numerics.formats import FP4_CODE_VALUES, fp4_code_table, fp4_
 from gcmoe_runtime.numerics.gate_up import deinterleave_gate_up, gate_up_row_order, interleave_gate_up
 from gcmoe_runtime.numerics.quant import dequantize_mxfp4, quantize_mxfp4
 from gcmoe_runtime.numerics.reference import RoutedWeights
+from gcmoe_runtime.numerics.formats import ue8m0_to_float
 from gcmoe_runtime.numerics.sm90_window import (
-    HEADROOM_LOG2, WINDOW_STEPS, decoder_e4m3_byte, shift_lut, window_change_report, window_repack,
+    FOLD_LOG2, HEADROOM_LOG2, STORED_BIAS, WINDOW_STEPS, decoder_fold_byte, fold_lut_words, shift_lut,
+    window_change_report, window_repack,
 )
 from gcmoe_runtime.numerics.transforms_sm90 import inverse_transform_sm90, transform_weights_sm90
 
@@ -30,9 +32,25 @@ def _bits(x):
     return x.contiguous().view(torch.int32)
 
 
-def test_decoder_byte_is_fp4_over_64_for_all_codes():
-    e4m3 = decoder_e4m3_byte(torch.arange(16, dtype=torch.uint8)).view(torch.float8_e4m3fn).float()
-    assert torch.equal(e4m3 * 2.0 ** HEADROOM_LOG2, torch.tensor(FP4_CODE_VALUES))
+@pytest.mark.parametrize("r", range(WINDOW_STEPS + 1))
+def test_folding_decoder_is_exact_for_every_code_and_relative_exponent(r):
+    """fp4 * 2**(r - 5) as an E4M3 normal (never NaN), so decoded * 2**5 = fp4 * 2**r = fp4/64 * stored scale."""
+    codes = torch.arange(16, dtype=torch.uint8)
+    b = decoder_fold_byte(codes, r)
+    assert int((b & 0x7F).max()) <= 0x7C  # 0x7F / 0xFF are E4M3 NaN
+    v = b.view(torch.float8_e4m3fn).float()
+    assert torch.equal(v * 2.0 ** FOLD_LOG2, torch.tensor(FP4_CODE_VALUES) * 2.0 ** r)
+    stored = torch.tensor([STORED_BIAS + r], dtype=torch.uint8)
+    assert torch.equal(v * 2.0 ** FOLD_LOG2, torch.tensor(FP4_CODE_VALUES) / 2.0 ** HEADROOM_LOG2
+                       * ue8m0_to_float(stored))
+    l0, l1 = fold_lut_words(r)  # the kernel's two PRMT words: entries 0-3 and 4-7, little-endian
+    assert [(w >> (8 * i)) & 0xFF for w in (l0, l1) for i in range(4)] == b[:8].tolist()
+    assert l1 < 2 ** 31  # the kernel's Int32 IMAD never overflows
+
+
+def test_fold_lut_refuses_r_outside_the_window():
+    with pytest.raises(ValueError, match=r"r=12 outside \[0, 11\]"):
+        fold_lut_words(WINDOW_STEPS + 1)
 
 
 def test_shift_lut_is_exact_power_of_two_then_rne():
@@ -137,8 +155,10 @@ def test_tile_lane_semantics_match_wgmma_a_fragment():
             frag = L.thread_fragment_codes(tiles, t, j)[0, 0, 0]
             want = [int(codes[0, r, 32 * j + c]) for r, c in (L.a_fragment_coord(t, i) for i in range(16))]
             assert frag.tolist() == want
-            dec = L.decode_thread_k32(tiles, t, j)[0, 0, 0]
-            assert torch.equal(dec, decoder_e4m3_byte(torch.tensor(want, dtype=torch.uint8)))
+            r_g, r_g8 = (t * 7 + j * 3) % 12, (t * 5 + j) % 12  # every relative exponent 0..11 appears
+            dec = L.decode_thread_k32(tiles, t, j, r_g, r_g8)[0, 0, 0]
+            rows_r = torch.tensor([r_g8 if (i // 4) % 2 else r_g for i in range(16)], dtype=torch.int32)
+            assert torch.equal(dec, decoder_fold_byte(torch.tensor(want, dtype=torch.uint8), rows_r))
     # one thread's K128 data is 32 contiguous bytes (two LDS.128)
     assert L.TILE_BYTES // L.THREADS == 32
 

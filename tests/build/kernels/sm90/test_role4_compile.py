@@ -53,9 +53,8 @@ def test_register_a_e4m3_wgmma_with_bm_tokens(role4_arts):
         assert len(mmas) == 32 and all(int(m) == bm for m in mmas), (bm, len(mmas))
         assert "wgmma.fence.sync.aligned" in art.ptx and "wgmma.commit_group.sync.aligned" in art.ptx
         assert "fence.proxy.async.shared::cta" in art.ptx
-        # FP8 weights: read-only 16-byte loads, no FP4 decode (the role2 decoder's 0x1C1C1C1C mask)
-        assert "ld.global.nc.L1::no_allocate.v4.u32" in art.ptx and "0x1C1C1C1C" not in art.ptx.upper().replace(
-            "0X", "0x")
+        # FP8 weights: read-only 16-byte loads, no FP4 decode (the role2 decoder's prmt tables)
+        assert "ld.global.nc.L1::no_allocate.v4.u32" in art.ptx and "prmt.b32" not in art.ptx
 
 
 def test_bounded_waits_and_protocol(role4_arts):
