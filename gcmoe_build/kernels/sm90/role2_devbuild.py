@@ -22,8 +22,10 @@ BMS = (8, 16, 32, 64)
 VARIANTS = ("", "_p", "_pp")
 
 
-#: experiment variants (``--experiments``): deeper MMA overlap (Role2GemmConfig.mma_lag) for BM <= 32
+#: experiment variants (``--experiments``): deeper MMA overlap (Role2GemmConfig.mma_lag) for BM <= 32, and the
+#: 256-thread kernel built for two CTAs per SM (Role2GemmConfig.ctas_per_sm) at BM <= 16
 LAG_EXPERIMENTS = {"_p_lag2": 2, "_p_lag3": 3, "_pp_lag3": 3}
+OCC_EXPERIMENTS = {"_o2": 2}
 
 
 def configs(shapes, experiments: bool = False):
@@ -38,6 +40,12 @@ def configs(shapes, experiments: bool = False):
                            Role2GemmConfig(mode="w1", k=h, rows=2 * i, bm=bm, pipelined=True, mma_lag=lag))
                     yield (f"role2_w2_{sh}_bm{bm}{sfx}",
                            Role2GemmConfig(mode="w2", k=i, rows=h, bm=bm, pipelined=True, mma_lag=lag))
+            for bm in (8, 16):
+                for sfx, occ in OCC_EXPERIMENTS.items():
+                    yield (f"role2_w1_{sh}_bm{bm}{sfx}",
+                           Role2GemmConfig(mode="w1", k=h, rows=2 * i, bm=bm, ctas_per_sm=occ))
+                    yield (f"role2_w2_{sh}_bm{bm}{sfx}",
+                           Role2GemmConfig(mode="w2", k=i, rows=h, bm=bm, ctas_per_sm=occ))
         return
     for sh in shapes:
         h, i = SHAPES[sh]
@@ -93,7 +101,7 @@ def main(argv=None):
         index[name] = {"entry": entry, "mode": cfg.mode, "k": cfg.k, "rows": cfg.rows, "bm": cfg.bm,
                        "alpha": cfg.alpha, "clamp": cfg.clamp, "smem": cfg.smem_bytes, "threads": cfg.threads,
                        "pipelined": cfg.pipelined, "stages": cfg.stages, "kc": cfg.kc,
-                       "persistent": "_pp" in name, "mma_lag": cfg.lag,
+                       "persistent": "_pp" in name, "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
                        "row_tiles": cfg.row_tiles}
         print(f"{name}: {len(cubin)} B cubin, {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     tmp = out / ".index.json.tmp"

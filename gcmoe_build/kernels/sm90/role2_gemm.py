@@ -95,6 +95,9 @@ class Role2GemmConfig:
     #: K32 MMA steps kept in flight while earlier partials are scaled (None: 1 for BM <= 32, 0 for BM 64,
     #: whose partial set alone is 64 registers). 2-3 is a measured-next-session experiment for BM <= 16.
     mma_lag: int | None = None
+    #: CTAs the 256-thread variant is built to fit per SM (``.minnctapersm``: <= 128 registers, activation chunk
+    #: <= 48 KB). 2 is the measured-next experiment: one CTA leaves the SM's schedulers two consumer warps each.
+    ctas_per_sm: int = 1
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -109,6 +112,9 @@ class Role2GemmConfig:
             raise ValueError(f"role2 w1: I={self.rows // 2} must be a multiple of 128")
         if self.mma_lag is not None and not 0 <= self.mma_lag <= 3:
             raise ValueError(f"role2 mma_lag={self.mma_lag} must be in 0..3")
+        if self.ctas_per_sm not in (1, 2) or (self.ctas_per_sm == 2 and self.pipelined):
+            raise ValueError(f"role2 ctas_per_sm={self.ctas_per_sm}: 1, or 2 for the 256-thread variant only "
+                             "(the pipelined one holds the whole register file)")
 
     @property
     def lag(self) -> int:
@@ -122,6 +128,8 @@ class Role2GemmConfig:
 
     @property
     def act_budget(self) -> int:
+        if self.ctas_per_sm == 2:
+            return 48 * 1024
         return 64 * 1024 if self.pipelined else 96 * 1024
 
     @property
@@ -570,6 +578,9 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                         aux: Int64, out: Int64, outs: Int64, nblocks: Int32):
         role2_gemm_kernel(w, ws, ef, act, asc, bexp, bntok, aux, out, outs).launch(
             grid=[NT, nblocks, 1], block=[cfg.threads, 1, 1], smem=cfg.smem_bytes,
-            min_blocks_per_mp=1 if PIPE else 0)  # register cap at entry: setmaxnreg needs it
+            # register cap at entry: setmaxnreg needs it; ctas_per_sm=2 caps at 128 registers (2 x 256 threads)
+            min_blocks_per_mp=1 if PIPE else (2 if cfg.ctas_per_sm == 2 else 0),
+            # with 2 CTAs/SM the DSL otherwise asks the (absent) driver for the SM's shared memory
+            preferred_smem_carveout=100 if cfg.ctas_per_sm == 2 else None)
 
     return role2_gemm_host, role2_gemm_kernel

@@ -16,10 +16,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
 from tests.build.kernels.sm90.role2_harness import RingSignals, Role2Kernels, e4m3_random  # noqa: E402
+from gcmoe_runtime.numerics.sm90_window import STORED_BIAS, WINDOW_STEPS  # noqa: E402
 
 SHAPES = {"glm52": (6144, 2048, 256 // 8), "dsv41flash": (5120, 2304, 384 // 8)}
 POINTS = [(1, 8), (8, 8), (16, 16), (32, 32), (64, 64)]  # (tokens per expert, BM)
 VARIANTS = ("", "_p", "_pp")  # 256-thread register-prefetch, 384-thread bulk-copy pipelined, + persistent
+# experiments (role2_devbuild --experiments): _p_lag2/_p_lag3/_pp_lag3 (MMA lag), _o2 (256 threads, 2 CTAs per SM)
 
 
 def stream_read_bw(torch):
@@ -65,11 +67,13 @@ def main():
     rows = []
     gen = torch.Generator(device="cuda").manual_seed(7)
     for shape, (h, i, e) in SHAPES.items():
-        # random bytes are valid packed codes; scales from a narrow exponent range
+        # random bytes are valid packed codes; stored scales inside the window the transform guarantees
+        # (sm90_window: byte STORED_BIAS + r, r in 0..WINDOW_STEPS; the folding decoder assumes it)
+        lo, hi = STORED_BIAS, STORED_BIAS + WINDOW_STEPS + 1
         w1 = torch.randint(0, 256, (e * 2 * i * h // 2,), dtype=torch.uint8, device="cuda", generator=gen)
-        s1 = torch.randint(120, 128, (e * 2 * i * h // 32,), dtype=torch.uint8, device="cuda", generator=gen)
+        s1 = torch.randint(lo, hi, (e * 2 * i * h // 32,), dtype=torch.uint8, device="cuda", generator=gen)
         w2 = torch.randint(0, 256, (e * h * i // 2,), dtype=torch.uint8, device="cuda", generator=gen)
-        s2 = torch.randint(120, 128, (e * h * i // 32,), dtype=torch.uint8, device="cuda", generator=gen)
+        s2 = torch.randint(lo, hi, (e * h * i // 32,), dtype=torch.uint8, device="cuda", generator=gen)
         ef = torch.full((e,), 64.0, device="cuda")
         bexp = torch.arange(e, dtype=torch.int32, device="cuda")
         for (m, bm), var in [(pt, v) for pt in POINTS for v in variants]:

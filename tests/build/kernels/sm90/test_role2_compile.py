@@ -95,3 +95,36 @@ def test_persistent_variant_has_the_ring_handshake(mode):
         from gcmoe_build.kernels.sm90.role2_persistent import build_role2_persistent
 
         build_role2_persistent(Role2GemmConfig(mode=mode, k=k, rows=rows, bm=16))
+
+
+def test_two_ctas_per_sm_experiment():
+    """The 256-thread kernel built for two CTAs per SM (the measured-next occupancy experiment): ``.minnctapersm 2``
+    in the PTX, at most 128 registers and a <= 48 KB activation chunk, so two fit an SM; refused for the pipelined
+    variant (it owns the register file) and for other counts."""
+    import subprocess
+    import tempfile
+
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.role2_devbuild import compile_one, configs
+    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
+    from gcmoe_build.toolchain.ptxas import locate_ptxas
+
+    with pytest.raises(ValueError, match="ctas_per_sm=2: 1, or 2 for the 256-thread variant only"):
+        Role2GemmConfig(mode="w1", k=1024, rows=1024, bm=8, pipelined=True, ctas_per_sm=2)
+    with pytest.raises(ValueError, match="ctas_per_sm=3"):
+        Role2GemmConfig(mode="w1", k=1024, rows=1024, bm=8, ctas_per_sm=3)
+    names = [n for n, _ in configs(["glm52"], experiments=True) if n.endswith("_o2")]
+    assert names == [f"role2_{m}_glm52_bm{bm}_o2" for bm in (8, 16) for m in ("w1", "w2")]
+    cfg = Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=8, ctas_per_sm=2)
+    assert cfg.smem_bytes <= 113 * 1024 and cfg.kc * cfg.bm <= 48 * 1024
+    ptx, cubin, _ = compile_one("role2_w1_glm52_bm8_o2", cfg)
+    assert ".minnctapersm 2" in ptx and cubin[:4] == b"\x7fELF"
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+        f.write(ptx)
+        f.flush()
+        out = subprocess.run([locate_ptxas().path, "-arch=sm_90a", "-O3", "-v", f.name, "-o", "/dev/null"],
+                             capture_output=True, text=True, check=True)
+    regs = int(re.search(r"Used (\d+) registers", out.stderr).group(1))
+    assert regs <= 128 and "0 bytes spill stores" in out.stderr
