@@ -104,3 +104,36 @@ def test_w1_epilogue_columns_follow_the_gate_up_interleave():
                     col = ntile * 128 + slab * 32 + 8 * warp + g  # role2_gemm W1 epilogue
                     assert int(src[row]) == col  # gate of column col
                     assert int(src[row + 8]) == two_i // 2 + col  # its up row is the row-half 1 partner
+
+
+def _run_decode_ptx(word: int, lut_g, lut_h) -> tuple[int, int]:
+    """Interpret fp4_decode's inline PTX text itself (and/shr/shl/prmt/or on b32), so the host mirror above
+    cannot drift from the instructions the kernel really issues."""
+    from gcmoe_build.kernels.sm90.fp4_decode import _DECODE_PTX
+
+    regs = {"$2": word, "$3": lut_g[0], "$4": lut_g[1], "$5": lut_h[0], "$6": lut_h[1]}
+
+    def val(tok: str) -> int:
+        return int(tok, 0) if tok[0].isdigit() else regs[tok]
+
+    ops = {"and.b32": lambda a, b: a & b, "or.b32": lambda a, b: a | b, "shr.b32": lambda a, b: a >> b,
+           "shl.b32": lambda a, b: (a << b) & 0xFFFFFFFF}
+    for line in _DECODE_PTX.replace("{", "").replace("}", "").split(";"):
+        line = line.strip()
+        if not line or line.startswith(".reg"):
+            continue
+        op, args = line.split(None, 1)
+        dst, *src = [a.strip() for a in args.split(",")]
+        if op == "prmt.b32":
+            regs[dst] = _prmt(val(src[0]), val(src[1]), val(src[2]))
+        else:
+            regs[dst] = ops[op](*(val(a) for a in src))
+    return regs["$0"], regs["$1"]
+
+
+def test_decode_ptx_text_matches_the_host_mirror():
+    gen = torch.Generator().manual_seed(3)
+    words = torch.randint(0, 2**32, (200,), generator=gen, dtype=torch.int64).tolist()
+    for n, w in enumerate(words):
+        lut_g, lut_h = lut_words(STORED_BIAS + n % 12), lut_words(STORED_BIAS + (n * 5) % 12)
+        assert _run_decode_ptx(w, lut_g, lut_h) == decode_word(w, lut_g, lut_h)
