@@ -26,6 +26,8 @@ VARIANTS = ("", "_p", "_pp")
 #: 256-thread kernel built for two CTAs per SM (Role2GemmConfig.ctas_per_sm) at BM <= 16
 LAG_EXPERIMENTS = {"_p_lag2": 2, "_p_lag3": 3, "_pp_lag3": 3}
 OCC_EXPERIMENTS = {"_o2": 2}
+#: ... and the A/B of the exponent-folding decoder: the pipelined kernel with per-K32 scale FMAs instead (BM <= 32)
+NOFOLD_EXPERIMENTS = ("_p_nofold",)
 
 
 def configs(shapes, experiments: bool = False):
@@ -40,6 +42,11 @@ def configs(shapes, experiments: bool = False):
                            Role2GemmConfig(mode="w1", k=h, rows=2 * i, bm=bm, pipelined=True, mma_lag=lag))
                     yield (f"role2_w2_{sh}_bm{bm}{sfx}",
                            Role2GemmConfig(mode="w2", k=i, rows=h, bm=bm, pipelined=True, mma_lag=lag))
+                for sfx in NOFOLD_EXPERIMENTS:
+                    yield (f"role2_w1_{sh}_bm{bm}{sfx}",
+                           Role2GemmConfig(mode="w1", k=h, rows=2 * i, bm=bm, pipelined=True, fold_scales=False))
+                    yield (f"role2_w2_{sh}_bm{bm}{sfx}",
+                           Role2GemmConfig(mode="w2", k=i, rows=h, bm=bm, pipelined=True, fold_scales=False))
             for bm in (8, 16):
                 for sfx, occ in OCC_EXPERIMENTS.items():
                     yield (f"role2_w1_{sh}_bm{bm}{sfx}",
@@ -102,6 +109,7 @@ def main(argv=None):
                        "alpha": cfg.alpha, "clamp": cfg.clamp, "smem": cfg.smem_bytes, "threads": cfg.threads,
                        "pipelined": cfg.pipelined, "stages": cfg.stages, "kc": cfg.kc,
                        "persistent": "_pp" in name, "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
+                       "fold_scales": cfg.fold_scales,
                        "row_tiles": cfg.row_tiles}
         print(f"{name}: {len(cubin)} B cubin, {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     tmp = out / ".index.json.tmp"

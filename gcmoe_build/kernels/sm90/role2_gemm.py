@@ -49,7 +49,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
-from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2
+from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2, FOLD_LUT_WORDS
 
 from .fp4_decode import decode_fp4x8_e4m3, fold_lut
 from .ptx_mem import (bar_sync, bulk_copy_g2s, evict_first_policy, ld_global_f32, ld_global_s32, ld_global_v4,
@@ -98,6 +98,9 @@ class Role2GemmConfig:
     #: CTAs the 256-thread variant is built to fit per SM (``.minnctapersm``: <= 128 registers, activation chunk
     #: <= 48 KB). 2 is the measured-next experiment: one CTA leaves the SM's schedulers two consumer warps each.
     ctas_per_sm: int = 1
+    #: True: the block exponent is folded into the decode (the shipped kernels). False (an A/B experiment of the
+    #: dev harness): decode through the r = 0 table and multiply each K32 partial by 2**(r+5) x token scale.
+    fold_scales: bool = True
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -203,7 +206,8 @@ class TokenScales:
         return self._cache[kk]
 
 
-def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None, scale_word: int = 16):
+def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None, scale_word: int = 16,
+              fold: bool = True):
     """One K128 step of one consumer warpgroup: 4 x (2 x 4 A registers, 2 wgmma) into ``acc``.
 
     ``words``: 20 Int32 = slab 0 codes (8 words: K32 q in words 2q, 2q+1), slab 1 codes, slab 0 scales
@@ -216,9 +220,11 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
     scale per K32 (W2's UE8M0 intermediate) each K32 gets a fresh partial, ``lag`` of them in flight while an
     earlier one is FMA'd. Other weight formats (role4's FP8) pass ``a_regs(q)``: the 8 A registers of K32 ``q``
     (slab 0's 4, then slab 1's; no decode), and ``scale_word``: the index of slab 0's first scale word in
-    ``words``; their UE8M0 block scale multiplies each K32 partial with the token scale."""
+    ``words``; their UE8M0 block scale multiplies each K32 partial with the token scale. ``fold=False`` (FP4, an
+    experiment): the r = 0 table for every block and a per-K32 partial multiplied by ``2**(r+5)`` x token scale."""
     nd = bm // 2
-    per_k128 = a_regs is None and ascl.group == 128
+    per_k128 = a_regs is None and fold and ascl.group == 128
+    r0 = (Int32(FOLD_LUT_WORDS[0]), Int32(FOLD_LUT_WORDS[1]))
 
     def regs(q):
         if a_regs is not None:
@@ -226,7 +232,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
         a = []
         for sl in range(2):
             sw = words[16 + sl * 2 + q // 2]
-            luts = [fold_lut((sw >> (8 * ((q % 2) * 2 + hh))) & 0xFF) for hh in range(2)]
+            luts = [fold_lut((sw >> (8 * ((q % 2) * 2 + hh))) & 0xFF) if fold else r0 for hh in range(2)]
             for r in range(2):
                 lo, hi = decode_fp4x8_e4m3(words[sl * 8 + 2 * q + r], luts[0], luts[1])
                 a.append(lo)
@@ -272,14 +278,15 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
             p = q - lag
             wgmma_wait(min(q, 3) - p)  # groups newer than p that may stay pending
             pa, pb = parts[p]
-            if a_regs is None:
+            if a_regs is None and fold:
                 fma(pa, pb, scaled_tokens(p))
-            else:
+            else:  # the stored byte 133 + r is 2**(r+6): role4's FP8 wants that, the r = 0 FP4 table 2**(r+5)
                 rs = []
                 for sl in range(2):
                     sw = words[scale_word + sl * 2 + p // 2]
                     for hh in range(2):
-                        rs.append(ue8m0_to_f32((sw >> (8 * ((p % 2) * 2 + hh))) & 0xFF))
+                        b = (sw >> (8 * ((p % 2) * 2 + hh))) & 0xFF
+                        rs.append(ue8m0_to_f32(b if a_regs is not None else b - 1))
                 fma(pa, pb, ascl[p], rs)
 
 
@@ -560,7 +567,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                             words = [wbuf[h * 20 + r] for r in range(20)]
                         # activation scales of this thread's tokens for this K128
                         ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
-                        _k128_mma(words, ascl, acc, smem + ACT_OFF, kl128, BM, cfg.lag)
+                        _k128_mma(words, ascl, acc, smem + ACT_OFF, kl128, BM, cfg.lag, fold=cfg.fold_scales)
 
             # ---------------- epilogues ----------------
             if const_expr(W1):

@@ -129,7 +129,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                             words = _consume_k128(smem, BAR_OFF, STAGE_OFF, NS, li * NK128 + kc * (KC // 128) + kl128,
                                                   lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), wg, tw, warp, g)
                             ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
-                            _k128_mma(words, ascl, acc, smem + ACT_OFF, kl128, BM, cfg.lag)
+                            _k128_mma(words, ascl, acc, smem + ACT_OFF, kl128, BM, cfg.lag, fold=cfg.fold_scales)
 
                 if const_expr(W1):
                     _w1_epilogue(acc, smem, AMAX_OFF, efac, ntok, ntile, wg, warp, g, t,

@@ -21,8 +21,9 @@ E = 4
 NBLK = 6
 NCTA = 132  # persistent grid: at most one CTA per SM
 CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16, 32, 64) for v in ("", "_p", "_pp")]
-         + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32)  # mma_lag experiments (skip if
-            for v in ("_p_lag2", "_p_lag3", "_pp_lag3")])                      # not built: --experiments)
+         + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32)  # experiments (skip if not
+            for v in ("_p_lag2", "_p_lag3", "_pp_lag3", "_p_nofold")]          # built: --experiments): MMA lag,
+         + [(sh, bm, "_o2") for sh in ("glm52", "dsv41flash") for bm in (8, 16)])  # no fold, 2 CTAs per SM
 
 
 @pytest.fixture(scope="module")
