@@ -10,7 +10,7 @@ The contract with the SM90 role2 kernel (one place):
   the largest/smallest UE8M0 exponents; the window base is ``base = max(s_min, s_max - WINDOW_STEPS)``, so every
   stored relative exponent ``r = max(s, base) - base`` lies in ``[0, WINDOW_STEPS]`` (at most 11 exponent
   steps). The stored scale byte is UE8M0 ``127 + r + 6`` (value ``2**(r + 6)``, the ×64 included): a fixed,
-  checkpoint-independent range ``[2**6, 2**17]`` for the kernel's per-K32 scale FMA.
+  checkpoint-independent range ``[2**6, 2**17]``, i.e. r in 0..11: the folding decoder's table (below) needs it.
 * **Shift.** A block with ``s < base`` keeps scale exponent ``base``; its codes are re-encoded through the
   lookup table ``shift_lut(d)[code] = E2M1-round(fp4(code) * 2**-d)`` with ``d = base - s`` (an exact
   power-of-two shift followed by round-to-nearest-even onto the E2M1 grid — lossy for d >= 1).

@@ -3,8 +3,8 @@ ring role1 fills (paper §4.3 "Token ring", "Producer-consumer handshake", "Dire
 §4.4 Hopper path; Algorithm 1 lines 4-9), W1 and W2 in one task stream.
 
 Arithmetic = the GPU-verified :mod:`.role2_gemm` / :mod:`.role2_persistent` kernels (shared helpers:
-register-A ``wgmma m64nBMk32`` e4m3 with in-register FP4 decode and per-K32 scale FMAs
-(``_k128_mma``), ``TokenScales``, the register weight stream ``_load_k128`` of the 256-thread
+register-A ``wgmma m64nBMk32`` e4m3 with in-register FP4 decode, each K32 block's exponent folded into the
+decode table (``_k128_mma``, :mod:`.fp4_decode`), ``TokenScales``, the register weight stream ``_load_k128`` of the 256-thread
 variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring contract
 (``gcmoe_runtime.operator.ring``, ``gcmoe_runtime.workspace.layout``):
 
