@@ -7,7 +7,8 @@ bundle is ``results/operator/bundles/<manifest>-sm90a.gcmoe`` unless GCMOE_OPERA
 OUTDIR/<preset>-s<SHARED>-P<P>-rank<r>.json (merge with gcmoe_runtime.accuracy.report.merge_results).
 Bundles with the registered role2: results/operator/bundles/*.gcmoe (set GCMOE_OPERATOR_BUNDLE; see
 results/operator/NEXT.md). GCMOE_TIMEOUT_S bounds every device wait (default here 20 s). Weights are generated on
-the GPU. GPU results: results/operator/2026-11-30-h200-x2-layer/.
+the GPU. Each document names the bundle's top hash (which cubins ran); ``python -m gcmoe_runtime.accuracy.coverage
+OUTDIR`` tables them. GPU results: results/operator/2026-11-30-h200-x2-session3/.
 """
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ def main(preset: str, shared: int, outdir: str) -> None:
     graph = GcMoeImplementation(buf, layer, graph=True, activation_alpha=cfg.alpha, activation_clamp=cfg.clamp)
     res = run_suite(cfg, eager, impl_name="gc-moe", layer=layer, ranks=[rank], device=f"cuda:{rank}",
                     graph_impl=graph, repeat=True, log=print)
-    doc = result_document(res, {"bundle": Path(bundle).name, "partition": [buf.partition.dispatch_sms,
+    doc = result_document(res, {"bundle": Path(bundle).name, "bundle_top_hash": buf.loader.bundle.top_hash,
+                                "partition": [buf.partition.dispatch_sms,
                                                                             buf.partition.compute_sms],
                                 "forced_tile": list(tile) if tile else None})
     suffix = f"-bm{tile[0]}t{tile[1]}" if tile else ""
