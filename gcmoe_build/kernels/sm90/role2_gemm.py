@@ -174,6 +174,20 @@ class Role2GemmConfig:
         return self.rows // ROWS_PER_CTA
 
 
+def task_smem_offsets(w1: "Role2GemmConfig", w2: "Role2GemmConfig") -> dict:
+    """Byte offsets of the per-task shared-memory areas of a W1+W2 task-stream kernel (role2's ring consumer,
+    role4): the activation chunk ``act`` (also W2's BF16 staging ``[BM][256]``), the token scales ``asc``, the
+    W1 epilogue's amax partials ``amax`` (4 slabs x 4 warps per token), a 16-byte ``info`` word; ``misc`` = the end."""
+    bm = w1.bm
+    act = max(bm * w1.kc, bm * w2.kc, bm * 512)
+    asc = max(4 * bm * (w1.kc // w1.act_scale_group), 4 * bm * (w2.kc // w2.act_scale_group))
+    o = dict(act=0, asc=act)
+    o["amax"] = o["asc"] + asc
+    o["info"] = o["amax"] + 4 * bm * 16
+    o["misc"] = o["info"] + 16
+    return o
+
+
 def _load_k128(wbuf, stage: int, kb, wbases, sbases, policy):
     """Issue the loads of one K128 step into register stage ``stage`` (of 2): for each of the thread's
     two slabs, its 32 bytes of the 4096-byte code tile (two 16-byte EVICT_FIRST loads) and its 8 bytes

@@ -150,15 +150,11 @@ class Role2RingConfig:
         return self.w2.row_tiles
 
     def smem_offsets(self):
-        from .role2_gemm import MAX_STAGES, SMEM_LIMIT, STAGE_BYTES
+        from .role2_gemm import MAX_STAGES, SMEM_LIMIT, STAGE_BYTES, task_smem_offsets
 
         bm = self.bm
-        act = max(bm * self.w1.kc, bm * self.w2.kc, bm * 512)  # W2's BF16 staging [BM][256] reuses it
-        asc = max(4 * bm * (self.w1.kc // 128), 4 * bm * (self.w2.kc // 32))
-        o = dict(act=0, asc=act)
-        o["amax"] = o["asc"] + asc
-        o["info"] = o["amax"] + 4 * bm * 16
-        misc = o["info"] + 16
+        o = task_smem_offsets(self.w1, self.w2)
+        misc = o.pop("misc")
         if not self.pipelined:
             o.update(stage=misc, bar=misc, stages=0, total=misc)
             return o

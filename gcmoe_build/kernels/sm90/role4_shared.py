@@ -114,15 +114,11 @@ class Role4Config:
         return self.w2.row_tiles
 
     def smem_offsets(self):
-        from .role2_gemm import SMEM_LIMIT
+        from .role2_gemm import SMEM_LIMIT, task_smem_offsets
 
         bm = self.bm
-        act = max(bm * self.w1.kc, bm * self.w2.kc, bm * 512)  # W2's BF16 staging [BM][256] reuses it
-        asc = max(4 * bm * (self.w1.kc // 128), 4 * bm * (self.w2.kc // 32))
-        o = dict(act=0, asc=act)
-        o["amax"] = o["asc"] + asc
-        o["info"] = o["amax"] + 4 * bm * 16
-        o["total"] = o["info"] + 16
+        o = task_smem_offsets(self.w1, self.w2)
+        o["total"] = o.pop("misc")
         if o["total"] > SMEM_LIMIT:
             raise ValueError(f"role4: BM={bm} H={self.hidden} I={self.inter} needs {o['total']} B of shared memory "
                              f"> {SMEM_LIMIT}")
