@@ -16,8 +16,8 @@ deadline=$(( $(date +%s) + ${GCMOE_SESSION_DEADLINE_S:-560} ))
 summary=()
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv; git rev-parse HEAD 2>/dev/null; } > "$WORK/logs/00-env.log" 2>&1
 while IFS='|' read -r name tmo cmd; do
-  name=$(echo "$name" | xargs); [[ -z "$name" || "$name" == \#* ]] && continue
-  tmo=$(echo "$tmo" | xargs)
+  name=$(echo "$name" | sed "s/^[[:space:]]*//;s/[[:space:]]*$//"); [[ -z "$name" || "$name" == \#* ]] && continue
+  tmo=$(echo "$tmo" | tr -d "[:space:]")
   left=$(( deadline - $(date +%s) ))
   if (( left < 20 )); then summary+=("| $name | skipped (deadline) | - |"); continue; fi
   (( tmo > left )) && tmo=$left

@@ -9,7 +9,8 @@ role1 pulls the tokens role2 needs (role4 reads the local activations in place),
 blocks. role3 (compute context) depends on every other node. Each node is a kernel node whose ``kern`` is the library ``CUkernel`` and
 whose ``ctx`` is ``cuCtxFromGreenCtx`` of its partition; block, cluster dimensions and dynamic
 shared memory come from the artifact's launch facts; the grid from the partition
-(``dispatch_sms`` / ``compute_sms`` / ``finalize_sms`` / ``fixed:<n>``). Parameters are copied by
+(``dispatch_sms`` / ``compute_sms`` / ``compute_sms*<n>`` / ``finalize_sms`` / ``fixed:<n>``; a ``*<n>`` rule
+is checked against the driver's occupancy first: its CTAs must all be resident). Parameters are copied by
 value into the nodes, so replays need no host work and no host reset: all state the kernels keep
 is device-persistent.
 
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from gcmoe_runtime import driver
-from gcmoe_runtime.loader import LoadedKernel, configure_kernel
+from gcmoe_runtime.loader import LoadedKernel, configure_kernel, max_active_ctas_per_sm
 from gcmoe_runtime.params import KernelArgs
 
 ROLE_PARTITION = {"role1": "dispatch", "role2": "compute", "role3": "compute", "role4": "compute"}
@@ -53,11 +54,22 @@ def finalize_sms(compute_sms: int, tokens: int | None) -> int:
     return min(compute_sms, 64)
 
 
+def ctas_per_sm(rule: str) -> int:
+    """``N`` of a ``compute_sms*N`` rule (a persistent kernel whose CTAs must all be co-resident, N per compute
+    SM), else 1."""
+    if not rule.startswith("compute_sms*"):
+        return 1
+    n = rule.split("*", 1)[1]
+    if not n.isdigit() or int(n) < 1:
+        raise GraphError(f"launch grid rule {rule!r}: 'compute_sms*N' needs an integer N >= 1")
+    return int(n)
+
+
 def resolve_grid(rule: str, partition: Any, tokens: int | None = None) -> int:
     if rule == "dispatch_sms":
         return partition.dispatch_sms
-    if rule == "compute_sms":
-        return partition.compute_sms
+    if rule == "compute_sms" or rule.startswith("compute_sms*"):
+        return partition.compute_sms * ctas_per_sm(rule)
     if rule == "finalize_sms":
         return finalize_sms(partition.compute_sms, tokens)
     if rule.startswith("fixed:"):
@@ -66,6 +78,16 @@ def resolve_grid(rule: str, partition: Any, tokens: int | None = None) -> int:
             raise GraphError(f"launch grid rule {rule!r}: grid must be >= 1")
         return n
     raise GraphError(f"unknown launch grid rule {rule!r}")
+
+
+def _check_co_resident(drv: Any, lk: LoadedKernel, need: int, role: str) -> None:
+    """A persistent kernel launched ``need`` CTAs per SM waits on work of its own other CTAs: every CTA must be
+    resident at once, or the kernel would spin until its timeout trap. Refuse to build the node otherwise."""
+    got = max_active_ctas_per_sm(drv, lk)
+    if got < need:
+        lf = lk.record.launch
+        raise GraphError(f"{role} ({lk.name}): grid rule {lf.grid!r} needs {need} co-resident CTAs per SM, the "
+                         f"driver fits {got} ({lf.block[0]} threads, {lf.dynamic_smem} B dynamic shared memory)")
 
 
 def _edges(roles: Mapping[str, RoleNode], serialize_roots: bool) -> dict[str, list[str]]:
@@ -113,6 +135,8 @@ class LayerGraph:
             configure_kernel(self.drv, rn.kernel, partition.device)
             ctx = partition.dispatch_ctx if ROLE_PARTITION[role] == "dispatch" else partition.compute_ctx
             grid = rn.grid if rn.grid is not None else resolve_grid(lf.grid, partition, tokens)
+            if rn.grid is None and ctas_per_sm(lf.grid) > 1:
+                _check_co_resident(self.drv, rn.kernel, ctas_per_sm(lf.grid), role)
             p = cu.CUgraphNodeParams()
             p.type = cu.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
             k = p.kernel

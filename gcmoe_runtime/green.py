@@ -211,12 +211,12 @@ def create_partition(device: int, requested: int | None = None, balanced_workque
     # (device, split, workqueue choice) and reuse them for every later pair.
     dkey = (id(drv), device, q.want.compute_sms, wq is not None)
     cached = _desc_cache.get(dkey)
-    if cached is None:
+    if cached is None or cached[2] is not drv:  # id() of a driver object that is gone may be reused (fakes)
         remaining, compute_res, got = _split_sms(drv, q)
         descs = [drv.call("cuDevResourceGenerateDesc", [res, wq] if wq is not None else [res],
                           2 if wq is not None else 1) for res in (remaining, compute_res)]
-        cached = _desc_cache[dkey] = (got, descs)
-    got, descs = cached
+        cached = _desc_cache[dkey] = (got, descs, drv)
+    got, descs, _ = cached
 
     made: list[tuple[str, Any]] = []
     try:

@@ -81,6 +81,15 @@ def configure_kernel(drv: Any, lk: LoadedKernel, device: int) -> None:
     lk._devices_configured.add(device)
 
 
+def max_active_ctas_per_sm(drv: Any, lk: LoadedKernel) -> int:
+    """CTAs of ``lk`` one SM holds at once with its recorded block size and dynamic shared memory (driver
+    occupancy calculator, in the current context; the kernel's shared-memory opt-in must be set first)."""
+    lf = lk.record.launch
+    fn = drv.call("cuKernelGetFunction", lk.kernel)
+    return int(drv.call("cuOccupancyMaxActiveBlocksPerMultiprocessor", fn, lf.block[0] * lf.block[1] * lf.block[2],
+                        int(lf.dynamic_smem)))
+
+
 class KernelLoader:
     """Load and cache kernels from one verified bundle."""
 

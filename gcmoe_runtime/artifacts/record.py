@@ -66,7 +66,8 @@ class LaunchFacts:
     block: tuple[int, int, int]
     cluster: tuple[int, int, int] = (1, 1, 1)
     dynamic_smem: int = 0
-    #: how the grid is sized at run time: "dispatch_sms", "compute_sms", "finalize_sms" or "fixed:<n>"
+    #: how the grid is sized at run time: "dispatch_sms", "compute_sms", "compute_sms*<n>" (n co-resident CTAs
+    #: per compute SM), "finalize_sms" or "fixed:<n>"
     grid: str = "fixed:1"
 
 

@@ -147,6 +147,17 @@ class FakeDriver:
             raise CudaDriverError("cuKernelGetParamInfo", int(e), e.name)
         return info[i]
 
+    def cuKernelGetFunction(self, k):
+        return cu.CUfunction(int(k))
+
+    def cuOccupancyMaxActiveBlocksPerMultiprocessor(self, fn, threads, smem):
+        """An H100/H200-like SM: 2048 threads, 64 K registers at the kernel's ``regs`` (default 128), 227 KB
+        of shared memory; ``occupancy`` (kernel name -> n) overrides."""
+        name = self.kernel_names[int(fn)]
+        if name in getattr(self, "occupancy", {}):
+            return self.occupancy[name]
+        return min(2048 // threads, 65536 // (threads * 128), (227 * 1024) // max(smem, 1))
+
     def cuKernelSetAttribute(self, attr, value, k, dev):
         self.kernel_attrs = getattr(self, "kernel_attrs", [])
         self.kernel_attrs.append((attr, value, self.kernel_names[int(k)], dev))

@@ -96,6 +96,32 @@ def test_bad_graphs_refused(env):
         G.resolve_grid("everything", gp)
 
 
+def test_grid_rule_with_ctas_per_sm_needs_them_all_resident(tmp_path):
+    two = record("role2", launch=LaunchFacts(block=(256, 1, 1), dynamic_smem=40_000, grid="compute_sms*2"))
+    one = record("role1", launch=LaunchFacts(block=(256, 1, 1), grid="dispatch_sms"))
+    d = FakeDriver(param_info={r.kernel_name: [(p.offset, p.size) for p in PARAMS] for r, _ in (one, two)})
+    ld = KernelLoader.open(str(make_bundle(tmp_path, [one, two])), drv=d)
+    gp = green.create_partition(0, 4, drv=d)
+    try:
+        roles = {r: G.RoleNode(ld.kernel(r, bm=16), ld.kernel(r, bm=16).args(VALS)) for r in ("role1", "role2")}
+        assert G.ctas_per_sm("compute_sms*2") == 2 and G.ctas_per_sm("compute_sms") == 1
+        assert G.resolve_grid("compute_sms*2", gp) == 2 * gp.compute_sms
+        lg = G.LayerGraph(roles, gp, drv=d)
+        assert nodes_by_kernel(d, lg)["role2"][1]["grid"] == (2 * gp.compute_sms, 1, 1)
+        assert "cuOccupancyMaxActiveBlocksPerMultiprocessor" in d.calls
+        lg.destroy()
+        # the driver fits only one such CTA per SM: the graph is refused, not built to spin until a timeout trap
+        d.occupancy = {two[0].kernel_name: 1}
+        with pytest.raises(G.GraphError, match=r"needs 2 co-resident CTAs per SM, the driver fits 1 \(256 threads, "
+                                                r"40000 B"):
+            G.LayerGraph(roles, gp, drv=d)
+        with pytest.raises(G.GraphError, match="integer N >= 1"):
+            G.resolve_grid("compute_sms*two", gp)
+    finally:
+        G.clear_cache()
+        gp.destroy()
+
+
 def test_attach_adds_child_after_capture_deps_and_moves_the_stream(env):
     d, gp, roles = env
     cu = d.cu

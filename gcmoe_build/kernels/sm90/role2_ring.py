@@ -16,8 +16,9 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
 * **Tasks, static split, generation-phased** (:mod:`.role2_schedule`): per ring generation (``ring_blocks``
   consecutive pool blocks), the ``NT1 = 2I/256`` W1 tasks of every block, then the ``NT2 = H/256`` W2 tasks of
   every block (256 weight rows each); CTA ``c`` of ``G`` takes tasks ``c, c+G, ...``. Every task depends only
-  on tasks earlier in this order, and all CTAs are co-resident (grid = compute partition, 1 CTA/SM), so the
-  smallest unfinished task can always run: no deadlock. (The first, block-major order put a block's W2 tasks in
+  on tasks earlier in this order, and all CTAs are co-resident (grid = compute partition x CTAs per SM), so the
+  smallest unfinished task can always run: no deadlock. With two CTAs per SM (below) "co-resident" is
+  the graph's occupancy check. (The first, block-major order put a block's W2 tasks in
   the same round as the W1 tasks they wait for: 2.7-4.5x the byte floor on the H200.)
   Next step: the paper's scheduler warp (§4.3 "Scheduler": L1 waves pre-published, one-in-one-out
   L2 claims, shared-expert tasks interleaved) instead of this static split.
@@ -46,11 +47,18 @@ with ``cp.async.bulk`` (EVICT_FIRST) across task boundaries + two consumer warpg
 consumer warpgroups load their weight fragments straight from HBM (EVICT_FIRST) into registers.
 Intra-CTA stage waits (mbarriers) are bounded by the same ``timeout_ns`` (trap code 13).
 
+Occupancy: the 256-thread variant at BM <= ``SM90_TWO_CTAS_MAX_BM`` is built for two CTAs per SM
+(``.minnctapersm 2``: <= 128 registers; activation chunk <= 48 KB) and launched on twice the compute SMs
+(grid rule ``compute_sms*2``): four consumer warps per SM scheduler instead of two hide the decode's
+latency (kernel-alone -8..-10 % at BM 8 on the H200, ``results/operator/2026-11-30-h200-x2-session4``).
+
 Not yet (say so, never fake): W1 stores are byte stores (W2's are 16-byte); activations are plain
 loads by the consumers (no TMA); ``act_fast_math`` does not change the code (the exponent is always
 ``ex2.approx``, the reciprocal IEEE); no role4 wait (shared experts are role4's own node).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
+
+from gcmoe_runtime.heuristics import SM90_TWO_CTAS_MAX_BM
 
 from .role_common import int_param, peer_abi_plan
 
@@ -128,10 +136,13 @@ class Role2RingConfig:
         self.clamp = float(p.get("act_clamp", 10.0))
         self.fast_math = bool(p.get("act_fast_math", False))
         pipe = self.threads == 384
+        #: CTAs per SM: the 256-thread variant at small BM is built for two (module docstring, "Occupancy")
+        self.ctas_per_sm = 2 if not pipe and self.bm <= SM90_TWO_CTAS_MAX_BM else 1
         # the two GEMMs' checked shapes (K multiple of 256, rows multiple of 256, BM in {8,16,32,64})
         self.w1 = Role2GemmConfig(mode="w1", k=self.hidden, rows=2 * self.inter, bm=self.bm, alpha=self.alpha,
-                                  clamp=self.clamp, pipelined=pipe)
-        self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=pipe)
+                                  clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm)
+        self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=pipe,
+                                  ctas_per_sm=self.ctas_per_sm)
 
     @property
     def pipelined(self):
@@ -177,6 +188,12 @@ def abi_plan():
     return peer_abi_plan(OFFSET_PARAMS, WEIGHT_PARAMS + SCALAR_PARAMS_U64, SCALAR_PARAMS_S32, REQUIRED_PTX)
 
 
+def grid_rule(ctas_per_sm):
+    """Launch grid rule: every CTA co-resident, ``ctas_per_sm`` on each compute SM (the graph checks the
+    occupancy before it builds the node)."""
+    return "compute_sms" if ctas_per_sm == 1 else f"compute_sms*{ctas_per_sm}"
+
+
 def build(variant):
     from gcmoe_build.frontend.dsl import import_dsl
     from gcmoe_build.kernels import KernelBuild
@@ -191,8 +208,9 @@ def build(variant):
     return KernelBuild(
         host=host, kernel=kernel, args=fake, name_prefix=NAME_PREFIX, abi=abi_plan(),
         launch=LaunchFacts(block=(cfg.threads, 1, 1), cluster=(1, 1, 1), dynamic_smem=cfg.smem_bytes,
-                           grid="compute_sms"),
-        extra={"role": ROLE, "bm": cfg.bm, "threads": cfg.threads, "stages": so["stages"], "kc_w1": cfg.w1.kc,
+                           grid=grid_rule(cfg.ctas_per_sm)),
+        extra={"role": ROLE, "bm": cfg.bm, "threads": cfg.threads, "ctas_per_sm": cfg.ctas_per_sm,
+               "stages": so["stages"], "kc_w1": cfg.w1.kc,
                "kc_w2": cfg.w2.kc, "tasks_per_block": cfg.nt1 + cfg.nt2, "offset_params": list(OFFSET_PARAMS)},
     )
 
@@ -461,7 +479,11 @@ def _trace_parts(cfg):
                o_l1_empty_count, o_l2_full_mask, o_l2_empty_count, o_recv_count, o_recv_parity, o_combine,
                w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales, w2_factor, err, timeout_ns, ring_blocks,
                bm_stride, sf_stride).launch(grid=(1, 1, 1), block=(THREADS, 1, 1), smem=cfg.smem_bytes,
-                                            min_blocks_per_mp=1 if PIPE else 0)
+                                            # .minnctapersm: setmaxnreg needs the cap (384); two CTAs cap at 128
+                                            min_blocks_per_mp=1 if PIPE else (2 if cfg.ctas_per_sm == 2 else 0),
+                                            # with 2 CTAs/SM the DSL otherwise asks the (absent) driver for
+                                            # the SM's shared memory
+                                            preferred_smem_carveout=100 if cfg.ctas_per_sm == 2 else None)
 
     fake = (fake_peer_desc(),) + tuple(Int64(0) for _ in OFFSET_PARAMS + WEIGHT_PARAMS + SCALAR_PARAMS_U64) + tuple(
         Int32(1) for _ in SCALAR_PARAMS_S32)

@@ -46,9 +46,16 @@ def test_every_test_tiny_variant_compiles(role2_arts):
         rec = art.record
         assert art.cubin[:4] == b"\x7fELF"
         assert rec.role == "role2" and rec.kernel_name == "gcmoe_sm90_role2_ring_0"
-        assert rec.launch.block == (th, 1, 1) and rec.launch.grid == "compute_sms"
+        # the 256-thread variant at BM <= 16 runs two CTAs per SM: twice the grid, <= 114 KB each, a
+        # .minnctapersm 2 register cap (ptxas: <= 128 registers)
+        two = th == 256 and bm <= 16
+        assert rec.launch.block == (th, 1, 1)
+        assert rec.launch.grid == ("compute_sms*2" if two else "compute_sms")
         assert rec.launch.dynamic_smem == Role2RingConfig(rec.variant).smem_bytes
         assert rec.extra["kernel"]["bm"] == bm and rec.extra["kernel"]["threads"] == th
+        assert rec.extra["kernel"]["ctas_per_sm"] == (2 if two else 1)
+        if two:
+            assert ".minnctapersm 2" in art.ptx and 2 * rec.launch.dynamic_smem <= 227 * 1024
         assert ".local" not in art.ptx  # no local arrays in the PTX (ptxas spills are reported separately)
 
 
@@ -206,6 +213,7 @@ def test_smem_layout_fits_production_shapes():
                 o = c.smem_offsets()
                 assert o["asc"] >= bm * 512 and o["total"] <= SMEM_LIMIT
                 assert th == 256 or o["stages"] >= 2
+                assert c.ctas_per_sm == 1 or 2 * o["total"] <= SMEM_LIMIT  # two CTAs per SM fit
 
 
 def test_committed_bundle_serves_every_call_moe_makes():
