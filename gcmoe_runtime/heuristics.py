@@ -41,10 +41,6 @@ SM90_THREADS_NONPIPELINED = 256
 #: <= 48 KB) up to this BM; above it the accumulators need more registers and it runs one CTA per SM. The role2
 #: build reads this (one fact), the launch facts carry the grid (``compute_sms*2``).
 SM90_TWO_CTAS_MAX_BM = 16
-#: Up to this BM the heuristic picks the 256-thread variant whatever the load: two of its CTAs per SM hide more
-#: decode latency than one 384-thread CTA (kernel-alone on H200, session 4: W1+W2 -10 % GLM-5.2, -8 % DSV-4.1-Flash
-#: at BM 8; equal at BM 16, where the verified pipelined variant stays).
-SM90_PREFER_TWO_CTAS_MAX_BM = 8
 #: SM100 role2 is always 384 threads in a (2,1,1) cluster (paper Table 1).
 SM100_ROLE2_THREADS = 384
 
@@ -253,15 +249,15 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
     hand-offs only add latency, and the 256-thread variant (the two warpgroups issue their own TMA loads;
     smaller register and SMEM footprint, so two CTAs can share an SM) keeps more loads in flight per SM.
     From SM90_PIPELINE_STAGES steps per SM on, the ring reaches steady state and loads overlap decode+MMA.
-    Except at BM <= SM90_PREFER_TWO_CTAS_MAX_BM (8): there the 256-thread variant runs two CTAs per SM, four
-    consumer warps per scheduler instead of two, and measured faster than the pipelined one on both production
-    shapes (kernel-alone, H200, session 4). So production shapes (GLM-5.2, DeepSeek-V4.1-Flash; ~1500 steps per
-    active expert) take 256 threads at BM 8 and the pipelined variant from BM 16; small models and sparse calls
-    stay non-pipelined. The stage count is a calibration constant.
+    Production shapes (GLM-5.2, DeepSeek-V4.1-Flash) have ~1500 steps per active expert, so they pipeline
+    from T = 1; the non-pipelined variant serves small models and sparse calls. Measured (H200, session 4):
+    the 256-thread variant at two CTAs per SM is 8-10 % faster kernel-alone at BM 8 with every expert busy,
+    but as the layer's BM 8 tile it was no faster at T = 2-64 and 13-30 us slower at T = 1 (few tasks, each
+    streamed with only two K128 register stages in flight), so production stays pipelined (docs/PERFORMANCE.md).
+    The stage count is a calibration constant.
 
     Monotone in T: the active-expert count, the coverage and the block count never decrease with T, so
-    BM never decreases and, once pipelined, larger T stays pipelined (the BM 8 exception sits below every
-    larger BM). T = 0 (an empty rank that still
+    BM never decreases and, once pipelined, larger T stays pipelined. T = 0 (an empty rank that still
     serves other ranks' tokens) is treated as T = 1 so it maps onto a compiled variant. Only IEEE basic
     operations and sqrt (both correctly rounded) are used, so every machine makes the same choice.
     """
@@ -276,8 +272,7 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
     local_experts = experts // ranks
     active_experts = local_experts * (1.0 - _powi(1.0 - p, t * ranks))
     steps_per_sm = active_experts * blocks * sm90_weight_steps_per_block(hidden, intermediate) / compute_sms
-    pipelined = steps_per_sm >= SM90_PIPELINE_STAGES and bm > SM90_PREFER_TWO_CTAS_MAX_BM
-    threads = SM90_THREADS_PIPELINED if pipelined else SM90_THREADS_NONPIPELINED
+    threads = SM90_THREADS_PIPELINED if steps_per_sm >= SM90_PIPELINE_STAGES else SM90_THREADS_NONPIPELINED
     return TileChoice(bm=bm, threads=threads, blocks_per_expert=blocks, expected_tokens=m_hat, coverage=coverage)
 
 

@@ -121,15 +121,10 @@ def test_sm90_bm_covers_mean_plus_binomial_sigma():
 
 
 def test_sm90_threads_token_bound():
-    # Production shapes stream ~1500 K128 weight steps per active expert: pipelined from T = 1, except at BM 8,
-    # where the 256-thread variant runs two CTAs per SM (measured faster there).
+    # Production shapes stream ~1500 K128 weight steps per active expert: pipelined from T = 1.
     for name in ("glm-5.2", "deepseek-v4.1-flash"):
         for P in (1, 2, 8):
-            assert choose_sm90_tile(1, **shape(name, P)).threads == 256
-            for t in range(1, 257):
-                c = choose_sm90_tile(t, **shape(name, P))
-                assert c.threads == (256 if c.bm <= h.SM90_PREFER_TWO_CTAS_MAX_BM else 384), (name, P, t)
-    assert choose_sm90_tile(256, **shape("glm-5.2", 2)).threads == 384
+            assert choose_sm90_tile(1, **shape(name, P)).threads == 384
     # test-tiny (24 steps per block) is non-pipelined until an SM has >= SM90_PIPELINE_STAGES steps:
     # check the documented rule against an independent evaluation of it, for every T.
     tiny = shape("test-tiny", 1)
@@ -139,11 +134,9 @@ def test_sm90_threads_token_bound():
         c = choose_sm90_tile(t, **tiny)
         active = 16 * (1 - (1 - 4 / 16) ** t)
         steps_per_sm = active * c.blocks_per_expert * (4 * 4 + 4 * 2) / 128
-        assert c.threads == (384 if steps_per_sm >= h.SM90_PIPELINE_STAGES and c.bm > 8 else 256), t
+        assert c.threads == (384 if steps_per_sm >= h.SM90_PIPELINE_STAGES else 256), t
         seen.add(c.threads)
     assert seen == {256, 384}
-    # the preference never reaches a BM the 256-thread variant is not built two-per-SM for
-    assert h.SM90_PREFER_TWO_CTAS_MAX_BM <= h.SM90_TWO_CTAS_MAX_BM
     # more compute SMs share the same work: never *more* pipelined
     for t in (1, 64, 256, 1024):
         assert choose_sm90_tile(t, **shape("test-tiny", 1, 64)).threads >= choose_sm90_tile(t, **tiny).threads
