@@ -330,6 +330,35 @@ def choose_shared_bm(tokens: int, candidates: Sequence[int] = SM90_BM_CANDIDATES
     return _pick_bm(float(max(tokens, 1)), cands)[0]
 
 
+#: SM90 role4 split-K: W1 / W2 tasks per token block the split aims for (about the compute SMs of an H200 partition;
+#: without a split a block has only 2I/256 W1 and H/256 W2 tasks, 16-24 for the production shapes).
+SHARED_SPLIT_TASKS = 128
+#: Token rows (blocks x BM) whose split-K partials the workspace holds; a call with more tokens runs unsplit (it has
+#: several token blocks, so enough tasks, and its partials would cost more scratch traffic than they save).
+SHARED_SPLIT_ROWS = 64
+
+
+def _shared_split(k128: int, tiles: int) -> int:
+    """The largest split d of ``k128`` K128 steps into equal parts of an even number of steps (the K loop takes
+    two K128 steps per iteration) with ``tiles * d <= SHARED_SPLIT_TASKS``."""
+    best = 1
+    for d in range(1, k128 + 1):
+        if k128 % d == 0 and (k128 // d) % 2 == 0 and tiles * d <= SHARED_SPLIT_TASKS:
+            best = d
+    return best
+
+
+def shared_split_k(hidden: int, intermediate: int) -> tuple[int, int]:
+    """SM90 role4 split-K factors ``(s1, s2)`` of the shared expert's W1 (K = H, 2I/256 row tiles) and W2 (K = I,
+    H/256 row tiles): each (token block, row tile) becomes ``s`` tasks over K ranges whose FP32 partials the last
+    finisher sums in split order (deterministic) before the epilogue. One fact for the kernel (task count, K
+    range) and the workspace (partials region size)."""
+    for name, v, m in (("hidden", hidden, 256), ("intermediate", intermediate, 128)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < m or v % m:
+            raise ValueError(f"shared split: {name}={v!r} must be a positive multiple of {m}")
+    return _shared_split(hidden // 128, 2 * intermediate // 256), _shared_split(intermediate // 128, hidden // 256)
+
+
 def reachable_tiles(arch: str, capacity: int, **shape) -> list[TileChoice]:
     """Every distinct (bm, threads) the heuristic picks for T in [1, capacity], in order of first use.
 

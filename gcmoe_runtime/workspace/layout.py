@@ -47,6 +47,10 @@ shared experts (role4, SM90; present only when ``spec.shared_experts``, appended
   shared_l2_sf  [capacity, I/32] u8     its UE8M0 scales per 32 along I (numerics reference step 4)
   shared_sync   [2 + ceil(capacity / min BM)] u32   word 0 task ticket, word 1 exit count, then one W1-done
                 count per token block; role4's last CTA zeroes them before it exits (persistent otherwise)
+  shared_split_count [SHARED_SPLIT_ROWS / min BM, 2I/256 + H/256] u32   split-K arrivals per (token block, tile);
+                the last of a tile's splits zeroes its word (persistent otherwise)
+  shared_partials [SHARED_SPLIT_ROWS * 256 * (2I/256 * s1 + H/256 * s2)] f32   split-K FP32 partials
+                (``shared_partial_slot``; s1, s2 = ``heuristics.shared_split_k``)
 
 Ring capacity (paper §4.3): max routed assignments A = capacity * P * min(k, E_local); the pool of
 logical blocks is ceil(A / BM) + E_local; the live ring holds min(pool, live_model) blocks where
@@ -63,9 +67,9 @@ from typing import Any
 
 from gcmoe_runtime.abi import PEER_MAX_RANKS
 from gcmoe_runtime.artifacts.record import canonical_json, sha256_hex
-from gcmoe_runtime.heuristics import ring_capacity  # the pool model lives there, once
+from gcmoe_runtime.heuristics import SHARED_SPLIT_ROWS, ring_capacity, shared_split_k  # models live there, once
 
-LAYOUT_VERSION = 2  # 2: Hopper l2_sf is UE8M0 per 32 (u8 [rb, bm_max, I/32]); offsets unchanged
+LAYOUT_VERSION = 3  # 2: Hopper l2_sf is UE8M0 per 32 (u8 [rb, bm_max, I/32]); 3: role4 split-K regions appended
 REGION_ALIGN = 256
 
 DTYPE_BYTES = {"u8": 1, "i32": 4, "u32": 4, "f32": 4, "u64": 8, "bf16": 2}
@@ -85,6 +89,30 @@ SELFTEST_FINALIZE_GEN = 3  # finalize's persistent replay count
 SELFTEST_ERRORS = 4  # payload mismatches seen by the consumer
 SELFTEST_PAYLOAD = 8  # producer writes payload words [8, 8 + SELFTEST_PAYLOAD_WORDS)
 SELFTEST_PAYLOAD_WORDS = 32
+
+
+def shared_split_blocks(spec: "LayoutSpec") -> int:
+    """Token blocks whose role4 tiles run split (``SHARED_SPLIT_ROWS`` rows at the smallest BM)."""
+    return max(1, SHARED_SPLIT_ROWS // min(spec.bm_candidates))
+
+
+def shared_partial_slot(w2: bool, block: int, tile: int, split: int, bm: int, hidden: int, intermediate: int) -> int:
+    """First float of role4's split-K partial of (token block, row tile, split) in ``shared_partials``: W1 slots
+    ``[SHARED_SPLIT_ROWS/BM][2I/256][s1]``, then W2 slots ``[SHARED_SPLIT_ROWS/BM][H/256][s2]``, each ``BM x 256``
+    floats (thread-major: float ``i`` of consumer thread ``c`` at ``256 i + c``). The kernel evaluates this same
+    function on its DSL integers."""
+    s1, s2 = shared_split_k(hidden, intermediate)
+    nt1, nt2 = 2 * intermediate // 256, hidden // 256
+    slot = bm * 256
+    if not w2:
+        return ((block * nt1 + tile) * s1 + split) * slot
+    return SHARED_SPLIT_ROWS * 256 * nt1 * s1 + ((block * nt2 + tile) * s2 + split) * slot
+
+
+def shared_partial_floats(hidden: int, intermediate: int) -> int:
+    """Size of ``shared_partials``: every split slot of ``SHARED_SPLIT_ROWS`` token rows (the same at every BM)."""
+    s1, s2 = shared_split_k(hidden, intermediate)
+    return SHARED_SPLIT_ROWS * 256 * (2 * intermediate // 256 * s1 + hidden // 256 * s2)
 
 
 class LayoutError(ValueError):
@@ -260,6 +288,11 @@ class WorkspaceLayout:
                 ("shared_l2_sf", "u8", (T, I // 32), False, "role4 intermediate scales, UE8M0 per 32 along I"),
                 ("shared_sync", "u32", (SHARED_SYNC_BLOCKS + nsb,), True,
                  "role4: task ticket, exit count, per-token-block W1-done counts (role4 resets them itself)"),
+                # appended (session 4, role4 split-K): nothing above moves
+                ("shared_split_count", "u32", (shared_split_blocks(spec), 2 * I // 256 + H // 256), True,
+                 "role4 split-K arrivals per (token block, W1 tile | W2 tile); the last arrival zeroes its word"),
+                ("shared_partials", "f32", (shared_partial_floats(H, I),), False,
+                 "role4 split-K FP32 partials (W1 slots, then W2 slots), summed by each tile's last arrival"),
             ]
         regions: dict[str, Region] = {}
         off = 0

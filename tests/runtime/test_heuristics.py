@@ -225,6 +225,21 @@ def test_reachable_tiles_match_exhaustive_scan():
             assert got == want
 
 
+def test_shared_split_k():
+    """role4 split-K: GLM-5.2 W1 (48 K128 steps, 16 tiles) in 8 -> 128 tasks, W2 (16 steps, 24 tiles) in 4 -> 96;
+    DSV-4.1-Flash W1 (40 steps, 18 tiles) in 5 -> 90 (8 would leave 5 steps, odd), W2 (18 steps, 20 tiles) in 3;
+    the test model W1 in 2, W2 (2 steps) unsplit. Every split leaves an even number of K128 steps per task."""
+    assert h.shared_split_k(6144, 2048) == (8, 4)
+    assert h.shared_split_k(5120, 2304) == (5, 3)
+    assert h.shared_split_k(512, 256) == (2, 1)
+    for H, I in ((6144, 2048), (5120, 2304), (512, 256), (7168, 2048), (4096, 1536)):
+        s1, s2 = h.shared_split_k(H, I)
+        for k128, tiles, s in ((H // 128, 2 * I // 256, s1), (I // 128, H // 256, s2)):
+            assert k128 % s == 0 and (k128 // s) % 2 == 0 and tiles * s <= h.SHARED_SPLIT_TASKS
+    with pytest.raises(ValueError, match="hidden=500"):
+        h.shared_split_k(500, 256)
+
+
 def test_shared_bm():
     assert [choose_shared_bm(t) for t in (0, 1, 8, 9, 16, 17, 33, 64, 65, 256)] == [8, 8, 8, 16, 16, 32, 64, 64, 64, 64]
     assert choose_shared_bm(20, (16, 64)) == 64

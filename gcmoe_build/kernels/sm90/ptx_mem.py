@@ -43,6 +43,12 @@ def ld_global_f32(addr, *, loc=None, ip=None) -> Float32:
 
 
 @dsl_user_op
+def ld_global_cg_f32(addr, *, loc=None, ip=None) -> Float32:
+    """FP32 load cached in L2 only (``.cg``): data another CTA wrote during this kernel, read after an acquire."""
+    return Float32(_asm("ld.global.cg.f32 $0, [$1];", "=f,l", [_v(addr, Int64)], 1, T.f32())[0])
+
+
+@dsl_user_op
 def ld_global_s32(addr, *, loc=None, ip=None) -> Int32:
     return Int32(_asm("ld.global.s32 $0, [$1];", "=r,l", [_v(addr, Int64)], 1)[0])
 

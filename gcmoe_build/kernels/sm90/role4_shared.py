@@ -20,21 +20,30 @@ W2 of the shared expert in one task stream, numerics exactly those of ``gcmoe_ru
   ``red.release.gpu.add shared_sync[2 + block] += 1``.
 * **W1 -> W2 dependency.** A W2 task of token block ``b`` waits (``ld.acquire``, bounded: trap code 14)
   until ``shared_sync[2 + b] == NT1``, all W1 tiles of its block.
-* **Tasks.** Per replay ``nblk = ceil(ntok / BM)``; tasks ``[0, nblk*NT1)`` are W1 (block-major), then
-  ``nblk*NT2`` W2 tasks. CTAs claim tasks from an atomic ticket (``shared_sync[0]``), so a W2 task is only
-  ever claimed after all W1 tasks were claimed by CTAs already running: progress needs no co-residency of
-  role4's own CTAs (role4 shares the compute context with role2, which may hold every SM).
+* **Tasks.** Per replay ``nblk = ceil(ntok / BM)``; the W1 tasks (block-major), then the W2 tasks. CTAs claim
+  tasks from an atomic ticket (``shared_sync[0]``), so a W2 task is only ever claimed after all W1 tasks were
+  claimed by CTAs already running: progress needs no co-residency of role4's own CTAs.
+* **Split-K.** A token block has only ``NT1 = 2I/256`` W1 and ``NT2 = H/256`` W2 row tiles (16-24 for the
+  production shapes) for ~128 compute SMs, so each (block, tile) runs as ``s1`` / ``s2`` tasks over equal K ranges
+  (``heuristics.shared_split_k``: GLM-5.2 8 / 4, DSV-4.1-Flash 5 / 3), split index fastest. A split task stores its
+  FP32 partial (``BM x 256``) to ``shared_partials`` (``layout.shared_partial_slot``) and counts itself in
+  ``shared_split_count[block][tile]``; the last arrival sums every split's partial in split order (the same bits
+  whichever CTA is last), zeroes the count and runs the epilogue below. Calls with more than
+  ``SHARED_SPLIT_ROWS`` token rows run unsplit (several blocks give enough tasks; the scratch holds 64 rows).
 * **W2 epilogue.** BF16 partials staged through shared memory, then 16-byte ``st.global.v4`` into lane
   ``k`` of the LOCAL combine buffer, ``combine[k][t][H]``, so role3 reduces the shared partial like any
   routed slot (no special case).
 * **Self-reset.** Each CTA adds to ``shared_sync[1]`` when it has no task left; the last one zeroes the
-  ticket, the exit count and the block counts, so the next replay finds them at zero (role4 of replay N+1
+  ticket, the exit count and the block counts (each split count was zeroed by its tile's last arrival), so the
+  next replay finds them at zero (role4 of replay N+1
   starts after replay N's graph completed). Nothing else resets them; the workspace starts zeroed.
 
 Not yet (say so, never fake): W1 intermediate stores are byte stores; weights are loaded by the consumer
 threads (no producer warpgroup / bulk-copy pipeline); role2 does not wait on role4 (role3 does, graph edge).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
+
+from gcmoe_runtime.heuristics import SHARED_SPLIT_ROWS, shared_split_k
 
 from .role_common import int_param, peer_abi_plan
 
@@ -47,7 +56,8 @@ THREADS = 256  # two consumer warpgroups
 CODE_SHARED_W1 = 14
 
 #: by-value u64 region offsets, in parameter order (layout regions with an ``o_`` prefix)
-OFFSET_PARAMS = ("x", "x_sf", "combine", "shared_l2_x", "shared_l2_sf", "shared_sync")
+OFFSET_PARAMS = ("x", "x_sf", "combine", "shared_l2_x", "shared_l2_sf", "shared_sync", "shared_split_count",
+                 "shared_partials")
 #: transformed shared weights (``transforms_sm90_shared.SharedSM90Weights.args()``, what moe.py packs)
 WEIGHT_PARAMS = ("shared_w1", "shared_w1_scale", "shared_w2", "shared_w2_scale")
 SCALAR_PARAMS_U64 = ("err", "timeout_ns")
@@ -100,10 +110,17 @@ class Role4Config:
             raise ValueError(f"role4: intermediate={self.inter} must be a multiple of 256 (W2 K chunks)")
         self.alpha = float(p.get("act_alpha", 1.0))
         self.clamp = float(p.get("act_clamp", 10.0))
-        # role2's checked GEMM shapes give the K chunking and the MMA lag (256-thread register weight stream)
+        # role2's checked GEMM shapes give the MMA lag (256-thread register weight stream); the K chunk staged in
+        # shared memory is that of one split's K range (it divides the whole K too)
         self.w1 = Role2GemmConfig(mode="w1", k=self.hidden, rows=2 * self.inter, bm=self.bm, alpha=self.alpha,
                                   clamp=self.clamp, pipelined=False)
         self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=False)
+        self.s1, self.s2 = shared_split_k(self.hidden, self.inter)
+        self.w1s = Role2GemmConfig(mode="w1", k=self.hidden // self.s1, rows=2 * self.inter, bm=self.bm,
+                                   alpha=self.alpha, clamp=self.clamp, pipelined=False)
+        self.w2s = Role2GemmConfig(mode="w2", k=self.inter // self.s2, rows=self.hidden, bm=self.bm, pipelined=False)
+        #: token blocks that run split (the workspace holds SHARED_SPLIT_ROWS rows of partials)
+        self.split_blocks = max(1, SHARED_SPLIT_ROWS // self.bm)
 
     @property
     def nt1(self):
@@ -117,7 +134,7 @@ class Role4Config:
         from .role2_gemm import SMEM_LIMIT, task_smem_offsets
 
         bm = self.bm
-        o = task_smem_offsets(self.w1, self.w2)
+        o = task_smem_offsets(self.w1s, self.w2s)
         o["total"] = o.pop("misc")
         if o["total"] > SMEM_LIMIT:
             raise ValueError(f"role4: BM={bm} H={self.hidden} I={self.inter} needs {o['total']} B of shared memory "
@@ -146,8 +163,9 @@ def build(variant):
     return KernelBuild(
         host=host, kernel=kernel, args=fake, name_prefix=NAME_PREFIX, abi=abi_plan(),
         launch=LaunchFacts(block=(THREADS, 1, 1), cluster=(1, 1, 1), dynamic_smem=cfg.smem_bytes, grid="compute_sms"),
-        extra={"role": ROLE, "bm": cfg.bm, "threads": THREADS, "kc_w1": cfg.w1.kc, "kc_w2": cfg.w2.kc,
-               "nt1": cfg.nt1, "nt2": cfg.nt2, "recipe_shared": list(cfg.recipe),
+        extra={"role": ROLE, "bm": cfg.bm, "threads": THREADS, "kc_w1": cfg.w1s.kc, "kc_w2": cfg.w2s.kc,
+               "nt1": cfg.nt1, "nt2": cfg.nt2, "split_w1": cfg.s1, "split_w2": cfg.s2,
+               "split_blocks": cfg.split_blocks, "recipe_shared": list(cfg.recipe),
                "offset_params": list(OFFSET_PARAMS)},
     )
 
@@ -158,10 +176,11 @@ def _trace_parts(cfg):
     from cutlass import Float32, Int32, Int64, Uint8, const_expr
 
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
-    from gcmoe_runtime.workspace.layout import SHARED_SYNC_BLOCKS, SHARED_SYNC_EXIT, SHARED_SYNC_TICKET
+    from gcmoe_runtime.workspace.layout import (SHARED_SYNC_BLOCKS, SHARED_SYNC_EXIT, SHARED_SYNC_TICKET,
+                                                shared_partial_slot)
 
-    from .ptx_mem import (bar_sync, fence_acq_rel_gpu, ld_global_f32, ld_global_u8, ld_shared_v4,
-                          red_release_add_u32, st_global_v4)
+    from .ptx_mem import (bar_sync, fence_acq_rel_gpu, ld_global_cg_f32, ld_global_f32, ld_global_u8, ld_shared_v4,
+                          red_release_add_u32, st_global_f32, st_global_v4)
     from .ring_sync import atom_add_acqrel_gpu_u32, ld_shared_b32, st_shared_b32, st_shared_u16, wait_geq_u32_rt
     from .role2_gemm import ROWS_PER_CTA, TokenScales, _consumer_lane, _stage_chunk, _w1_epilogue
     from .role2_math import to_bf16_bits, ue8m0_to_f32
@@ -171,6 +190,9 @@ def _trace_parts(cfg):
     CT = THREADS
     ND = BM // 2
     NT1, NT2 = cfg.nt1, cfg.nt2
+    S1, S2, NB_SPLIT = cfg.s1, cfg.s2, cfg.split_blocks
+    CH1, CH2 = H // cfg.w1s.kc, I // cfg.w2s.kc  # K chunks of the whole K
+    SLOT = BM * 256  # floats of one split partial
     NKB = H // 128  # FP32 activation scales per token (x_sf row)
     NI32 = I // 32  # UE8M0 intermediate scales per token
     so = cfg.smem_offsets()
@@ -191,12 +213,14 @@ def _trace_parts(cfg):
 
     @cute.jit
     def mainloop(mode: cutlass.Constexpr, smem: Int32, ctid: Int32, acc: cute.Tensor, wbuf: cute.Tensor,
-                 tile: Int32, t0: Int32, nt: Int32, ws: Int64, o_act: Int64, o_asc: Int64, w: Int64, wsc: Int64):
-        """K loop of one 256-row task over the token block ``[t0, t0 + nt)``: activations + scales staged per
-        K chunk into shared memory (padded tokens zeroed), FP8 weight fragments streamed into a two-stage
-        register buffer one K128 ahead, ``k128_mma_fp8`` per K128."""
+                 tile: Int32, t0: Int32, nt: Int32, c0: Int32, nch: Int32, ws: Int64, o_act: Int64, o_asc: Int64,
+                 w: Int64, wsc: Int64):
+        """K loop of one 256-row task over the token block ``[t0, t0 + nt)`` and the K chunks ``[c0, c0 + nch)``
+        (a split's K range, or all of K): activations + scales staged per K chunk into shared memory (padded
+        tokens zeroed), FP8 weight fragments streamed into a two-stage register buffer one K128 ahead,
+        ``k128_mma_fp8`` per K128."""
         mc = cfg.w1 if const_expr(mode == "w1") else cfg.w2
-        K, KC = mc.k, mc.kc
+        K, KC = mc.k, (cfg.w1s if const_expr(mode == "w1") else cfg.w2s).kc
         NK = K // 128
         GS = mc.act_scale_group
         NGS = KC // GS
@@ -206,8 +230,10 @@ def _trace_parts(cfg):
         slabs = [Int64(tile) * 4 + Int64(wg * 2 + sl) for sl in range(2)]
         wbases = [w + slabs[sl] * NK * 8192 + Int64(tw) * 64 for sl in range(2)]
         sbases = [wsc + slabs[sl] * NK * 256 + Int64(warp * 8 + g) * 8 for sl in range(2)]
-        load_k128_fp8(wbuf, 0, Int32(0), wbases, sbases)
-        for kc in cutlass.range(K // KC, unroll=1):
+        kend = (c0 + nch) * (KC // 128)  # even: the register stage of K128 step kb is kb % 2
+        load_k128_fp8(wbuf, 0, c0 * (KC // 128), wbases, sbases)
+        for ci in cutlass.range(nch, unroll=1):
+            kc = c0 + ci
             _stage_chunk(smem, ACT_OFF, ASC_OFF, lambda tok: ws + o_act + token_row(t0, nt, tok) * K,
                          lambda tok, kk: act_scale(mode, ws + o_asc, token_row(t0, nt, tok), kc * NGS + kk),
                          ctid, kc, nt, BM, KC, NGS)
@@ -215,11 +241,45 @@ def _trace_parts(cfg):
                 for h in cutlass.range_constexpr(2):
                     kl128 = k2 * 2 + h
                     kb = kc * (KC // 128) + kl128
-                    nxt = kb + 1 - Int32(kb + 1 >= NK)  # last K128: harmless reload of itself
+                    nxt = kb + 1 - Int32(kb + 1 >= kend)  # last K128 of the range: harmless reload of itself
                     load_k128_fp8(wbuf, 1 - h, nxt, wbases, sbases)
                     words = [wbuf[h * WORDS_PER_STAGE + r] for r in range(WORDS_PER_STAGE)]
                     ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
                     k128_mma_fp8(words, ascl, acc, smem + ACT_OFF, kl128, BM, mc.lag)
+
+    @cute.jit
+    def split_reduce(max_split: cutlass.Constexpr, smem: Int32, ctid: Int32, acc: cute.Tensor, nsplit: Int32,
+                     split: Int32, slot0: Int64, count: Int64) -> Int32:
+        """Split-K: with ``nsplit > 1`` store this task's FP32 partial to its slot (``slot0 + split``), count it in
+        and return 1 only in the task that arrives last, with ``acc`` = the sum of every split's partial in split
+        order (the same bits whichever CTA is last); that task zeroes the count for the next replay. Returns 1 at
+        once for an unsplit task (no code at all when the shape never splits, ``max_split == 1``). Release: the CTA's stores, barrier, fence + acq_rel add by thread 0; acquire:
+        the last task's thread 0 add, fence, barrier, then L1-bypassing loads (cooperative-groups grid-sync
+        pattern)."""
+        last = Int32(1)
+        if const_expr(max_split > 1) and nsplit > 1:
+            mine = slot0 + Int64(split) * SLOT * 4
+            for i in cutlass.range_constexpr(2 * ND):
+                st_global_f32(mine + Int64(i * 256 + ctid) * 4, acc[i])
+            bar_sync(1, CT)
+            if ctid == 0:
+                fence_acq_rel_gpu()
+                old = atom_add_acqrel_gpu_u32(count, Int32(1))
+                fence_acq_rel_gpu()
+                st_shared_b32(smem + INFO_OFF, old)
+            bar_sync(1, CT)
+            last = Int32(ld_shared_b32(smem + INFO_OFF) == nsplit - 1)
+            bar_sync(1, CT)  # every thread has read INFO before the next claim() rewrites it
+            if last != 0:
+                if ctid == 0:
+                    st_relaxed_gpu_u32(count, Int32(0))
+                for i in cutlass.range_constexpr(2 * ND):
+                    acc[i] = Float32(0.0)
+                for sp in cutlass.range(nsplit, unroll=1):
+                    src = slot0 + Int64(sp) * SLOT * 4
+                    for i in cutlass.range_constexpr(2 * ND):
+                        acc[i] = acc[i] + ld_global_cg_f32(src + Int64(i * 256 + ctid) * 4)
+        return last
 
     @cute.jit
     def claim(smem: Int32, ctid: Int32, ws: Int64, o_sync: Int64) -> Int32:
@@ -231,10 +291,37 @@ def _trace_parts(cfg):
         bar_sync(1, CT)  # every thread has read it before thread 0 may claim again
         return task
 
+    @cute.jit
+    def w2_epilogue(smem: Int32, ctid: Int32, acc: cute.Tensor, t0: Int32, nt: Int32, tile: Int32, ws: Int64,
+                    o_combine: Int64):
+        """BF16 of one W2 tile's ``[BM][256]`` outputs, staged through shared memory, then 16-byte stores into
+        lane k of the LOCAL combine buffer, ``combine[k][t0 + n]``."""
+        wg, warp, g, t, _ = _consumer_lane(ctid)
+        bar_sync(1, CT)  # every warpgroup's last wgmma has read the activation chunk
+        # stage BF16 [BM][256 rows] (512 B per token) over the activation region
+        for i in cutlass.range_constexpr(ND):
+            n = 8 * (i >> 2) + 2 * t + (i & 1)
+            hr = 16 * warp + g + 8 * ((i >> 1) & 1)
+            for s2 in cutlass.range_constexpr(2):
+                row = wg * 128 + s2 * 64 + hr
+                st_shared_u16(smem + ACT_OFF + n * 512 + row * 2, to_bf16_bits(acc[s2 * ND + i]))
+        bar_sync(1, CT)
+        UNITS = BM * 32
+        for it in cutlass.range_constexpr((UNITS + CT - 1) // CT):
+            u = ctid + it * CT
+            if u < UNITS:
+                n = u >> 5
+                c = u & 31
+                if n < nt:
+                    cell = combine_element(Int64(K_SLOT), CAP, H, Int64(t0 + n), Int64(tile * ROWS_PER_CTA + 8 * c))
+                    v = ld_shared_v4(smem + ACT_OFF + n * 512 + c * 16)
+                    st_global_v4(ws + o_combine + cell * 2, v[0], v[1], v[2], v[3])
+
     @cute.kernel
     def kernel(peer: cute.Pointer, o_x: Int64, o_x_sf: Int64, o_combine: Int64, o_shared_l2_x: Int64,
-               o_shared_l2_sf: Int64, o_shared_sync: Int64, shared_w1: Int64, shared_w1_scale: Int64,
-               shared_w2: Int64, shared_w2_scale: Int64, err: Int64, timeout_ns: Int64, ntok: Int32):
+               o_shared_l2_sf: Int64, o_shared_sync: Int64, o_shared_split_count: Int64, o_shared_partials: Int64,
+               shared_w1: Int64, shared_w1_scale: Int64, shared_w2: Int64, shared_w2_scale: Int64, err: Int64,
+               timeout_ns: Int64, ntok: Int32):
         tid, _, _ = cute.arch.thread_idx()
         ncta, _, _ = cute.arch.grid_dim()
         ctid = Int32(tid)
@@ -243,62 +330,61 @@ def _trace_parts(cfg):
         ws = PeerDesc(peer).base()
         wg, warp, g, t, _ = _consumer_lane(ctid)
         nblk = (ntok + (BM - 1)) // BM
-        nw1 = nblk * NT1
-        ntasks = nblk * (NT1 + NT2)
+        # split-K while the partials fit the workspace (NB_SPLIT token blocks), else one task per tile
+        fits = Int32(nblk <= NB_SPLIT)
+        s1 = 1 + fits * (S1 - 1)
+        s2 = 1 + fits * (S2 - 1)
+        nch1 = CH1 + fits * (CH1 // S1 - CH1)  # K chunks per task
+        nch2 = CH2 + fits * (CH2 // S2 - CH2)
+        nw1 = nblk * NT1 * s1
+        ntasks = nw1 + nblk * NT2 * s2
         acc = cute.make_rmem_tensor((2 * ND,), Float32)
         wbuf = cute.make_rmem_tensor((2 * WORDS_PER_STAGE,), Int32)  # 2 K128 register stages
         task = claim(smem, ctid, ws, o_shared_sync)
         while task < ntasks:
             if task < nw1:
                 # ================= shared W1: x x W1s -> SwiGLU -> FP8 shared_l2_x =================
-                b = task // NT1
-                tile = task - b * NT1
+                # task = (block, tile, split), split fastest: a tile's splits are claimed together
+                bt = task // s1
+                sp = task - bt * s1
+                b = bt // NT1
+                tile = bt - b * NT1
                 t0 = b * BM
                 nt = cutlass.min(ntok - t0, BM)
-                mainloop("w1", smem, ctid, acc, wbuf, tile, t0, nt, ws, o_x, o_x_sf, shared_w1, shared_w1_scale)
-                # role2's W1 epilogue without expert factor or routing weight (shared expert)
-                _w1_epilogue(acc, smem, AMAX_OFF, None, nt, tile, wg, warp, g, t, None,
-                             lambda n, col: ws + o_shared_l2_x + Int64(t0 + n) * I + Int64(col),
-                             lambda n, slab: ws + o_shared_l2_sf + Int64(t0 + n) * NI32 + Int64(tile * 4 + slab),
-                             BM, alpha, clamp)
-                # publish: every thread's stores, then one count for this W1 tile of block b
-                bar_sync(1, CT)
-                if ctid == 0:
-                    fence_acq_rel_gpu()
-                    red_release_add_u32(ws + o_shared_sync + SYNC_B + Int64(b) * 4, Int32(1))
+                mainloop("w1", smem, ctid, acc, wbuf, tile, t0, nt, sp * nch1, nch1, ws, o_x, o_x_sf, shared_w1,
+                         shared_w1_scale)
+                if split_reduce(S1, smem, ctid, acc, s1, sp,
+                                ws + o_shared_partials + Int64(shared_partial_slot(False, b, tile, 0, BM, H, I)) * 4,
+                                ws + o_shared_split_count + Int64(b * (NT1 + NT2) + tile) * 4) != 0:
+                    # role2's W1 epilogue without expert factor or routing weight (shared expert)
+                    _w1_epilogue(acc, smem, AMAX_OFF, None, nt, tile, wg, warp, g, t, None,
+                                 lambda n, col: ws + o_shared_l2_x + Int64(t0 + n) * I + Int64(col),
+                                 lambda n, slab: (ws + o_shared_l2_sf + Int64(t0 + n) * NI32
+                                                  + Int64(tile * 4 + slab)),
+                                 BM, alpha, clamp)
+                    # publish: every thread's stores, then one count for this W1 tile of block b
+                    bar_sync(1, CT)
+                    if ctid == 0:
+                        fence_acq_rel_gpu()
+                        red_release_add_u32(ws + o_shared_sync + SYNC_B + Int64(b) * 4, Int32(1))
             else:
                 # ================= shared W2: intermediate x W2s -> BF16 -> combine lane k =================
                 j = task - nw1
-                b = j // NT2
-                tile = j - b * NT2
+                bt = j // s2
+                sp = j - bt * s2
+                b = bt // NT2
+                tile = bt - b * NT2
                 t0 = b * BM
                 nt = cutlass.min(ntok - t0, BM)
                 # every W1 tile of this token block has published its intermediate columns
                 wait_geq_u32_rt(ws + o_shared_sync + SYNC_B + Int64(b) * 4, Int32(NT1), err, CODE_SHARED_W1,
                                 timeout_ns)
-                mainloop("w2", smem, ctid, acc, wbuf, tile, t0, nt, ws, o_shared_l2_x, o_shared_l2_sf, shared_w2,
-                         shared_w2_scale)
-                bar_sync(1, CT)  # every warpgroup's last wgmma has read the activation chunk
-                # stage BF16 [BM][256 rows] (512 B per token) over the activation region
-                for i in cutlass.range_constexpr(ND):
-                    n = 8 * (i >> 2) + 2 * t + (i & 1)
-                    hr = 16 * warp + g + 8 * ((i >> 1) & 1)
-                    for s2 in cutlass.range_constexpr(2):
-                        row = wg * 128 + s2 * 64 + hr
-                        st_shared_u16(smem + ACT_OFF + n * 512 + row * 2, to_bf16_bits(acc[s2 * ND + i]))
-                bar_sync(1, CT)
-                # 16-byte stores: token t0 + n, 8 consecutive output columns, into combine[k][t0 + n] (local)
-                UNITS = BM * 32
-                for it in cutlass.range_constexpr((UNITS + CT - 1) // CT):
-                    u = ctid + it * CT
-                    if u < UNITS:
-                        n = u >> 5
-                        c = u & 31
-                        if n < nt:
-                            cell = combine_element(Int64(K_SLOT), CAP, H, Int64(t0 + n),
-                                                   Int64(tile * ROWS_PER_CTA + 8 * c))
-                            v = ld_shared_v4(smem + ACT_OFF + n * 512 + c * 16)
-                            st_global_v4(ws + o_combine + cell * 2, v[0], v[1], v[2], v[3])
+                mainloop("w2", smem, ctid, acc, wbuf, tile, t0, nt, sp * nch2, nch2, ws, o_shared_l2_x, o_shared_l2_sf,
+                         shared_w2, shared_w2_scale)
+                if split_reduce(S2, smem, ctid, acc, s2, sp,
+                                ws + o_shared_partials + Int64(shared_partial_slot(True, b, tile, 0, BM, H, I)) * 4,
+                                ws + o_shared_split_count + Int64(b * (NT1 + NT2) + NT1 + tile) * 4) != 0:
+                    w2_epilogue(smem, ctid, acc, t0, nt, tile, ws, o_combine)
             task = claim(smem, ctid, ws, o_shared_sync)
 
         # no task left: count this CTA out; the last one resets the ticket, the exit count and the block counts
@@ -313,10 +399,12 @@ def _trace_parts(cfg):
 
     @cute.jit
     def host(peer: cute.Pointer, o_x: Int64, o_x_sf: Int64, o_combine: Int64, o_shared_l2_x: Int64,
-             o_shared_l2_sf: Int64, o_shared_sync: Int64, shared_w1: Int64, shared_w1_scale: Int64,
-             shared_w2: Int64, shared_w2_scale: Int64, err: Int64, timeout_ns: Int64, ntok: Int32):
-        kernel(peer, o_x, o_x_sf, o_combine, o_shared_l2_x, o_shared_l2_sf, o_shared_sync, shared_w1,
-               shared_w1_scale, shared_w2, shared_w2_scale, err, timeout_ns, ntok).launch(
+             o_shared_l2_sf: Int64, o_shared_sync: Int64, o_shared_split_count: Int64, o_shared_partials: Int64,
+             shared_w1: Int64, shared_w1_scale: Int64, shared_w2: Int64, shared_w2_scale: Int64, err: Int64,
+             timeout_ns: Int64, ntok: Int32):
+        kernel(peer, o_x, o_x_sf, o_combine, o_shared_l2_x, o_shared_l2_sf, o_shared_sync, o_shared_split_count,
+               o_shared_partials, shared_w1, shared_w1_scale, shared_w2, shared_w2_scale, err, timeout_ns,
+               ntok).launch(
             grid=(1, 1, 1), block=(THREADS, 1, 1), smem=cfg.smem_bytes)
 
     fake = (fake_peer_desc(),) + tuple(Int64(0) for _ in OFFSET_PARAMS + WEIGHT_PARAMS + SCALAR_PARAMS_U64) + tuple(

@@ -132,7 +132,8 @@ def test_shared_expert_regions_are_appended_only_with_shared_experts():
     before = [n for n in shared.regions if not n.startswith("shared_")]
     assert before == list(plain.regions)
     assert all(shared.offset(n) == plain.offset(n) for n in before)
-    assert list(shared.regions)[-3:] == ["shared_l2_x", "shared_l2_sf", "shared_sync"]
+    assert list(shared.regions)[-5:] == ["shared_l2_x", "shared_l2_sf", "shared_sync", "shared_split_count",
+                                         "shared_partials"]
     assert shared.region("shared_l2_x").offset >= plain.region("dispatch_grid").end
     assert shared.region("shared_l2_x").shape == (64, 512) and shared.region("shared_l2_x").dtype == "u8"
     assert shared.region("shared_l2_sf").shape == (64, 512 // 32)
@@ -141,6 +142,26 @@ def test_shared_expert_regions_are_appended_only_with_shared_experts():
     assert shared.region("shared_sync").shape == (SHARED_SYNC_BLOCKS + 64 // 8,)
     assert shared.region("shared_sync").persistent
     assert shared.total_bytes > plain.total_bytes
+
+
+@pytest.mark.parametrize("hidden,inter", [(512, 256), (6144, 2048), (5120, 2304)])
+def test_shared_split_partial_slots_tile_the_region_exactly(hidden, inter):
+    """role4 split-K: every (W1|W2, token block < SHARED_SPLIT_ROWS/BM, tile, split) slot of BM x 256 floats lies in
+    shared_partials, no two overlap, together they fill it at every BM; one arrival word per (block, tile)."""
+    from gcmoe_runtime.heuristics import SHARED_SPLIT_ROWS, shared_split_k
+    from gcmoe_runtime.workspace.layout import WorkspaceLayout, shared_partial_slot
+
+    lay = WorkspaceLayout.build(spec(hidden=hidden, intermediate=inter, shared_experts=True))
+    floats = lay.region("shared_partials").shape[0]
+    s1, s2 = shared_split_k(hidden, inter)
+    nt1, nt2 = 2 * inter // 256, hidden // 256
+    assert lay.region("shared_split_count").shape == (SHARED_SPLIT_ROWS // 8, nt1 + nt2)
+    assert lay.region("shared_split_count").persistent and not lay.region("shared_partials").persistent
+    for bm in (8, 16, 32, 64):
+        starts = sorted(shared_partial_slot(w2, b, tile, sp, bm, hidden, inter)
+                        for w2, nt, s in ((False, nt1, s1), (True, nt2, s2))
+                        for b in range(SHARED_SPLIT_ROWS // bm) for tile in range(nt) for sp in range(s))
+        assert starts == list(range(0, floats, bm * 256)), bm  # contiguous, disjoint, exactly the region
 
 
 def test_whole_pool_ring_never_reuses_a_block():

@@ -72,7 +72,7 @@ def test_bounded_waits_and_protocol(role4_arts):
         i_fence = ptx.find("fence.acq_rel.gpu")
         i_pub = ptx.find("red.release.gpu.global.add.u32")
         assert 0 <= i_fence < i_pub
-        assert ptx.count("atom.acq_rel.gpu.global.add.u32") >= 2  # ticket claims + exit count
+        assert ptx.count("atom.acq_rel.gpu.global.add.u32") >= 3  # ticket claims + exit count + split arrivals
         assert "st.relaxed.gpu.global.u32" in ptx
         assert "mbarrier" not in ptx  # no intra-CTA async pipeline in this kernel: nothing unbounded there
 
@@ -88,8 +88,12 @@ def test_sixteen_byte_stores_into_lane_k(role4_arts):
     for bm, art in role4_arts.items():
         ptx = art.ptx
         assert ptx.count("st.global.v4.u32") == max(1, bm * 32 // 256), bm
-        assert "st.global.u16" not in ptx and "st.global.b16" not in ptx and "st.global.f32" not in ptx
+        assert "st.global.u16" not in ptx and "st.global.b16" not in ptx
         assert "st.global.u8" in ptx
+        # split-K (test-tiny: W1 in 2, W2 unsplit): FP32 partial stores of the BM accumulators of a W1 task, and
+        # the last arrival's L2-only loads of them
+        assert art.record.extra["kernel"]["split_w1"] == 2 and art.record.extra["kernel"]["split_w2"] == 1
+        assert ptx.count("st.global.f32") == bm and ptx.count("ld.global.cg.f32") == bm, bm
     lay = WorkspaceLayout.build(LayoutSpec(arch="sm_90a", world_size=1, num_experts=16, topk=4, hidden=512,
                                            intermediate=256, capacity=256, bm_candidates=(8, 16, 32, 64),
                                            compute_sms=128, shared_experts=True))

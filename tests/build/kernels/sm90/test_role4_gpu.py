@@ -1,4 +1,4 @@
-"""GPU (next session): role4, the SM90 fused shared expert, from a gcmoe-build bundle through the runtime only
+"""GPU: role4, the SM90 fused shared expert, from a gcmoe-build bundle through the runtime only
 (loader, green partition, single-rank workspace), against the numerics reference's shared-expert partial.
 
 1. ``test_role4_alone``: for both shared recipes (1x128x128 and 1x1x32: same cubin, the host transform differs),
@@ -6,7 +6,9 @@
    NaN) before every launch; afterwards lane k rows < T hold the shared partial (rel. L2 < 1e-2 against
    ``reference_moe_forward(..., shared=...)[1][:, k]``), every other lane and every row >= T is still poison,
    the intermediate ``shared_l2_x/_sf`` matches reference steps 3-4 (E4M3 bytes / UE8M0 codes, < 2% / < 1%
-   mismatching), ``shared_sync`` is back to zero (self-reset), and for T in {37, 256} ten launches are bit-identical.
+   mismatching), ``shared_sync`` and the split-K counts are back to zero (self-reset), and for T in {37, 256} ten
+   launches are bit-identical. T <= 64 runs split-K (W1 in 2 for this shape; the partials are poisoned with NaN
+   before every launch), larger T unsplit.
 2. ``test_layer_shared_p1`` / ``_p2``: the layer role1 -> role2 -> role3 + role4 through the public API with
    SHARED=1 (tests/runtime/operator/gpu_accuracy.py: eager, graph, repeats).
 
@@ -96,7 +98,9 @@ def test_role4_alone(setup, recipe):
     none = FloatExperts(torch.zeros(1, 2, 2, device="cuda"), torch.zeros(1, 2, 1, device="cuda"))
     comb = s.ws.view("combine").view(torch.int16)
     l2x, l2sf, sync = s.ws.view("shared_l2_x"), s.ws.view("shared_l2_sf"), s.ws.view("shared_sync")
+    counts, partials = s.ws.view("shared_split_count"), s.ws.view("shared_partials")
     assert int(sync.abs().sum()) == 0, "shared_sync must start at zero (fresh workspace)"
+    assert int(counts.abs().sum()) == 0, "shared_split_count must start at zero (fresh workspace)"
     gen = torch.Generator(device="cuda").manual_seed(7)
     report = []
     for bm in s.bms:
@@ -111,10 +115,12 @@ def test_role4_alone(setup, recipe):
                 comb.fill_(-1)  # 0xFFFF: BF16 NaN everywhere
                 l2x.fill_(0x7F)
                 l2sf.fill_(0xFF)
+                partials.fill_(float("nan"))  # a partial read before it was written this launch shows as NaN
                 _launch(s, lk, T, sw)
                 torch.cuda.synchronize()
                 s.trap.check()
                 assert int(sync.abs().sum()) == 0, f"BM={bm} T={T}: shared_sync not reset: {sync.tolist()}"
+                assert int(counts.abs().sum()) == 0, f"BM={bm} T={T}: split-K counts not reset: {counts.tolist()}"
                 outs.append(comb.clone())
             for o in outs[1:]:
                 assert torch.equal(o, outs[0]), f"BM={bm} T={T}: repeats not bit-identical"
