@@ -305,9 +305,11 @@ def _spawn_entry(rank: int, cfg: SweepConfig, port: int, out_dir: str) -> None:
     _rank_main(rank, cfg, port, out_dir)
 
 
-def _run_ranks(cfg: SweepConfig, out_dir: str, teardown_grace_s: float = 30.0) -> list:
+def _run_ranks(cfg: SweepConfig, out_dir: str, teardown_grace_s: float = 5.0) -> list:
     """Spawn one process per rank; once every rank's file exists, give teardown `teardown_grace_s`, then end
-    the (our own) rank processes that are still alive, by their process objects."""
+    the (our own) rank processes that are still alive, by their process objects. (Their results are on disk
+    already; on the H200s the NCCL / symmetric-memory teardown sometimes never finishes, and the 30 s this grace
+    used to be cost a paper-protocol step its timeout in session 4's call E.)"""
     import time
 
     import torch.multiprocessing as mp
