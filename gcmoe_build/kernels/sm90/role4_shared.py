@@ -67,13 +67,18 @@ REQUIRED_PTX = ("wgmma.mma_async.sync.aligned", "ld.acquire.gpu.global.u32", "re
                 "atom.acq_rel.gpu.global.add.u32", "st.global.v4.u32", "trap")
 
 
-def task_coords(task, nblk, nt1, nt2):
-    """Host mirror of the kernel's task order: task -> (W1 task?, token block, 256-row tile)."""
-    if task < nblk * nt1:
-        b, tile = divmod(task, nt1)
-        return True, b, tile
-    b, tile = divmod(task - nblk * nt1, nt2)
-    return False, b, tile
+def task_coords(task, nblk, nt1, nt2, s1=1, s2=1):
+    """Host mirror of the kernel's task order: task -> (W1 task?, token block, 256-row tile, split). All W1 tasks
+    (block-major, then tile, the ``s1`` splits of a tile consecutive), then the W2 tasks likewise; ``s1``/``s2``
+    are the splits this call runs (``Role4Config.splits``)."""
+    n1 = nblk * nt1 * s1
+    if task < n1:
+        bt, sp = divmod(task, s1)
+        b, tile = divmod(bt, nt1)
+        return True, b, tile, sp
+    bt, sp = divmod(task - n1, s2)
+    b, tile = divmod(bt, nt2)
+    return False, b, tile, sp
 
 
 def combine_element(slot, capacity, hidden, token, col):
@@ -121,6 +126,12 @@ class Role4Config:
         self.w2s = Role2GemmConfig(mode="w2", k=self.inter // self.s2, rows=self.hidden, bm=self.bm, pipelined=False)
         #: token blocks that run split (the workspace holds SHARED_SPLIT_ROWS rows of partials)
         self.split_blocks = max(1, SHARED_SPLIT_ROWS // self.bm)
+
+    def splits(self, ntok):
+        """Host mirror of the kernel's per-call split rule: ``(s1, s2)`` while the token blocks fit the partials
+        region (``split_blocks``), else ``(1, 1)``."""
+        nblk = -(-ntok // self.bm)
+        return (self.s1, self.s2) if nblk <= self.split_blocks else (1, 1)
 
     @property
     def nt1(self):

@@ -159,11 +159,27 @@ def test_task_order_and_bad_params():
     from gcmoe_build.kernels.sm90.role4_shared import Role4Config, task_coords
 
     assert [task_coords(t, 2, 2, 2) for t in range(8)] == [
-        (True, 0, 0), (True, 0, 1), (True, 1, 0), (True, 1, 1), (False, 0, 0), (False, 0, 1), (False, 1, 0),
-        (False, 1, 1)]
+        (True, 0, 0, 0), (True, 0, 1, 0), (True, 1, 0, 0), (True, 1, 1, 0), (False, 0, 0, 0), (False, 0, 1, 0),
+        (False, 1, 0, 0), (False, 1, 1, 0)]
     base = dict(hidden=512, intermediate=256, top_k=4, capacity=256, bm=16, shared_experts=1,
                 recipe_shared="1x128x128")
     assert Role4Config(base).nt1 == 2 and Role4Config(base).nt2 == 2
+    # split-K: every (W1|W2, block, tile, split) exactly once, W1 before W2, a tile's splits consecutive; the
+    # split runs while the blocks fit the 64-row partials region
+    glm = Role4Config({**base, "hidden": 6144, "intermediate": 2048, "bm": 8})
+    assert (glm.s1, glm.s2, glm.split_blocks) == (8, 4, 8)
+    assert glm.splits(64) == (8, 4) and glm.splits(65) == (1, 1)
+    for ntok in (1, 8, 37, 64, 65, 256):
+        nblk = -(-ntok // glm.bm)
+        s1, s2 = glm.splits(ntok)
+        n = nblk * (glm.nt1 * s1 + glm.nt2 * s2)
+        coords = [task_coords(t, nblk, glm.nt1, glm.nt2, s1, s2) for t in range(n)]
+        want = {(True, b, j, sp) for b in range(nblk) for j in range(glm.nt1) for sp in range(s1)}
+        want |= {(False, b, j, sp) for b in range(nblk) for j in range(glm.nt2) for sp in range(s2)}
+        assert len(coords) == len(set(coords)) and set(coords) == want, ntok
+        first_w2 = next(i for i, c in enumerate(coords) if not c[0])
+        assert all(c[0] for c in coords[:first_w2]) and not any(c[0] for c in coords[first_w2:])
+        assert all(coords[i][3] == i % s1 for i in range(first_w2))
     for bad, msg in (({"recipe_shared": "1x64x64"}, "recipe_shared"), ({"shared_experts": 2}, "shared_experts"),
                      ({"bm": 12}, "BM"), ({"intermediate": 384}, "intermediate"), ({"activation": "gelu"}, "activation")):
         with pytest.raises(ValueError, match=msg):
