@@ -131,15 +131,24 @@ def pipeline_source_hash() -> str:
     return _hash_files(source_closure(files))
 
 
+def _installation_specific(f) -> bool:
+    """Files of an installed distribution that differ between two installs of the same wheel: byte code, pip's
+    bookkeeping (RECORD, INSTALLER, REQUESTED: whether it was asked for by name, direct_url.json) and anything
+    outside the package directories (console scripts in ``bin/``, whose shebang names the interpreter's path)."""
+    return (f.suffix == ".pyc" or "__pycache__" in f.parts or f.parts[0] == ".."
+            or f.name in ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json"))
+
+
 @lru_cache(maxsize=1)
 def dsl_frontend_hash() -> str:
-    """Hash of the installed DSL: Python sources by content, other files by their RECORD sha256."""
+    """Hash of the installed DSL: Python sources by content, other files by their RECORD sha256; files that
+    depend on the installation rather than the wheel are left out, so every checkout and venv path agrees."""
     h = hashlib.sha256()
     for name in DSL_DISTS:
         dist = metadata.distribution(name)
         h.update(f"{name}=={dist.version}\n".encode())
         for f in sorted(dist.files or (), key=lambda f: str(f)):
-            if f.suffix == ".pyc" or "__pycache__" in f.parts or f.name in ("RECORD", "INSTALLER", "direct_url.json"):
+            if _installation_specific(f):
                 continue
             if f.suffix == ".py":
                 digest = hashlib.sha256(Path(str(dist.locate_file(f))).read_bytes()).hexdigest()

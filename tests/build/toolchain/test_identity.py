@@ -83,3 +83,18 @@ def test_source_hash_changes_with_imported_module_only(tmp_path, monkeypatch):
     # a new kernel file: the hash changes again
     (tmp_path / "gcmoe_build" / "kernels" / "selftest" / "new_kernel.py").write_text("X = 1\n")
     assert ident.kernel_source_hash() != after
+
+
+def test_frontend_hash_ignores_installation_specific_files():
+    """Two installs of the same DSL wheel (different venv paths, installed by name or as a dependency) must give
+    the same identity: console scripts (their shebang holds the venv's interpreter path) and pip's bookkeeping are
+    not part of the hash."""
+    from pathlib import PurePosixPath
+
+    from gcmoe_build.toolchain.identity import _installation_specific
+
+    for p in ("../../../bin/run-iket", "nvidia_cutlass_dsl-4.8.1.dist-info/REQUESTED",
+              "nvidia_cutlass_dsl-4.8.1.dist-info/RECORD", "cutlass/__pycache__/x.cpython-311.pyc"):
+        assert _installation_specific(PurePosixPath(p)), p
+    for p in ("cutlass/cute/__init__.py", "nvidia_cutlass_dsl-4.8.1.dist-info/METADATA", "cutlass/_mlir/lib.so"):
+        assert not _installation_specific(PurePosixPath(p)), p
