@@ -40,7 +40,8 @@ PIPELINE_PATHS = ("gcmoe_build/frontend", "gcmoe_build/abi", "gcmoe_build/toolch
 #: Distributions that make up the CuTe DSL (the frontend hash covers their files).
 DSL_DISTS = ("nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base", "nvidia-cutlass-dsl-libs-core",
              "nvidia-cutlass-dsl-libs-cu13")
-#: Fields left out of the digest because they name host paths.
+#: Fields left out of the digest because they name host paths (records written before session 4 carry
+#: ``ptxas.path``; new ones hold no host path at all).
 HOST_FIELDS = (("ptxas", "path"),)
 
 
@@ -177,8 +178,9 @@ def compiler_identity(arch: str) -> CompilerIdentity:
     record = {
         "format_version": IDENTITY_FORMAT_VERSION,
         "arch": arch,
-        "ptxas": {"path": binary.path, "size": binary.size, "version": binary.version,
-                  "sha256": binary.sha256, "package": binary.package},
+        # no host path: the record is stored in bundles, which must be byte-identical wherever they are built
+        "ptxas": {"size": binary.size, "version": binary.version, "sha256": binary.sha256,
+                  "package": binary.package},
         "dsl": {"version": DSL_VERSION, "flavor": DSL_FLAVOR, "frontend_hash": dsl_frontend_hash(),
                 "cuda_version": _nvvm_version(), "settings": dsl_settings(dsl, arch),
                 "compile_options": list(dsl_compile_options(arch))},
