@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One batched GPU-machine call: run named steps, each under its own timeout, log each to $WORK/logs/<step>.log,
-# print a summary table last, and pack the logs + JSON (kept under $WORK, default /tmp/gpu_session) into
+# print a summary table last (also kept as logs/summary.md), and pack the logs + JSON (kept under $WORK, default /tmp/gpu_session) into
 # $OUT/session.tar.gz: the device returns at most 8 files.
 #
 #   bash ci/gpu_session.sh STEP_FILE        # STEP_FILE: lines "name | timeout_s | command" ('#' comments)
@@ -14,7 +14,10 @@ OUT=${OUT:-/tmp/gpu_session_out}; export WORK=${WORK:-/tmp/gpu_session}
 mkdir -p "$OUT" "$WORK/logs" "$WORK/json"
 deadline=$(( $(date +%s) + ${GCMOE_SESSION_DEADLINE_S:-560} ))
 summary=()
-{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv; git rev-parse HEAD 2>/dev/null; } > "$WORK/logs/00-env.log" 2>&1
+# the device copy's .git may be older than its working tree: GCMOE_GIT_COMMIT (the caller's committed sha) is the tree
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv
+  echo "tree (GCMOE_GIT_COMMIT): ${GCMOE_GIT_COMMIT:-unset}"; echo "device .git HEAD: $(git rev-parse HEAD 2>/dev/null)"
+  echo "steps: $1"; } > "$WORK/logs/00-env.log" 2>&1
 while IFS='|' read -r name tmo cmd; do
   name=$(echo "$name" | sed "s/^[[:space:]]*//;s/[[:space:]]*$//"); [[ -z "$name" || "$name" == \#* ]] && continue
   tmo=$(echo "$tmo" | tr -d "[:space:]")
@@ -30,5 +33,6 @@ while IFS='|' read -r name tmo cmd; do
   summary+=("| $name | $verdict | ${dt}s |")
   tail -n 4 "$WORK/logs/$name.log" | cut -c1-300
 done < "$1"
+{ echo "| step | result | wall |"; echo "|---|---|---|"; printf '%s\n' "${summary[@]}"; } > "$WORK/logs/summary.md"
 tar -czf "$OUT/session.tar.gz" -C "$WORK" .
-echo; echo "| step | result | wall |"; echo "|---|---|---|"; printf '%s\n' "${summary[@]}"
+echo; cat "$WORK/logs/summary.md"
