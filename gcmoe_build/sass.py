@@ -1,0 +1,171 @@
+"""SASS inspection of built cubins, on the build machine (no GPU): what ``ptxas`` made of a kernel.
+
+``nvdisasm`` comes from the ``nvidia-cuda-nvdisasm`` wheel (the build extra). Used for the checks the performance
+log quotes: the MMAs are ``QGMMA`` with the A operand in registers (register-A wgmma, paper §4.4), where the spill
+traffic (``STL``/``LDL``) sits relative to the MMA loops, and how many instructions a mainloop iteration issues
+(the SM90 role2 mainloop is latency-bound: every extra instruction in it costs).
+
+    python -m gcmoe_build.sass BUNDLE [--role role2] [--where bm=8,threads=384,ranks=2]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+NVDISASM_PACKAGE = "nvidia-cuda-nvdisasm"
+
+_INSN = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)(\S*)\s*(.*?)\s*;")
+_LABEL = re.compile(r"^\s*(\.L_x_\d+):")
+_BRANCH = re.compile(r"\bBRA\S*\s+`\((\.L_x_\d+)\)")
+
+
+class SassError(RuntimeError):
+    pass
+
+
+def locate_nvdisasm() -> Path:
+    """The ``nvdisasm`` binary of the installed ``nvidia-cuda-nvdisasm`` wheel (SassError with the fix if absent)."""
+    try:
+        dist = metadata.distribution(NVDISASM_PACKAGE)
+    except metadata.PackageNotFoundError:
+        raise SassError(f"{NVDISASM_PACKAGE} is not installed: pip install -e '.[build]' (or pip install "
+                        f"{NVDISASM_PACKAGE})") from None
+    hits = [f for f in (dist.files or ()) if f.name == "nvdisasm" and f.parent.name == "bin"]
+    if len(hits) != 1:
+        raise SassError(f"{NVDISASM_PACKAGE}=={dist.version}: expected one bin/nvdisasm, found {hits}")
+    return Path(str(dist.locate_file(hits[0]))).resolve()
+
+
+def disassemble(cubin: bytes) -> str:
+    """The cubin's SASS as ``nvdisasm -c`` prints it (code sections only)."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        r = subprocess.run([str(locate_nvdisasm()), "-c", f.name], capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        raise SassError(f"nvdisasm failed ({r.returncode}): {r.stderr.strip()[:500]}")
+    return r.stdout
+
+
+@dataclass(frozen=True)
+class Insn:
+    line: int
+    opcode: str  # without modifiers, e.g. "QGMMA", "LDL"
+    modifiers: str
+    operands: str
+
+
+@dataclass
+class Loop:
+    """A backward branch's body: instructions from its target label to the branch."""
+
+    start: int
+    end: int
+    insns: list[Insn] = field(default_factory=list)
+
+    @property
+    def histogram(self) -> collections.Counter:
+        return collections.Counter(i.opcode for i in self.insns)
+
+    def count(self, *opcodes: str) -> int:
+        return sum(1 for i in self.insns if i.opcode in opcodes)
+
+
+def parse(sass: str) -> tuple[list[Insn], dict[str, int]]:
+    """Instructions (with their line number) and label lines of ``nvdisasm -c`` output."""
+    insns, labels = [], {}
+    for n, text in enumerate(sass.splitlines()):
+        m = _LABEL.match(text)
+        if m:
+            labels[m.group(1)] = n
+            continue
+        m = _INSN.match(text)
+        if m:
+            insns.append(Insn(n, m.group(2), m.group(3), m.group(4)))
+    return insns, labels
+
+
+def innermost_mma_loops(sass: str) -> list[Loop]:
+    """The mainloop bodies: for every QGMMA, the smallest backward-branch range that holds it; in code order."""
+    insns, labels = parse(sass)
+    lines = sass.splitlines()
+    spans = []
+    for i in insns:
+        if i.opcode == "BRA":
+            m = _BRANCH.search(lines[i.line])
+            if m and labels.get(m.group(1), i.line + 1) < i.line:
+                spans.append((labels[m.group(1)], i.line))
+    chosen = set()
+    for q in (i for i in insns if i.opcode == "QGMMA"):
+        holding = [sp for sp in spans if sp[0] <= q.line <= sp[1]]
+        if holding:
+            chosen.add(min(holding, key=lambda sp: sp[1] - sp[0]))
+    return [Loop(a, e, [x for x in insns if a <= x.line <= e]) for a, e in sorted(chosen)]
+
+
+def qgmma_register_a(sass: str) -> tuple[int, int]:
+    """(QGMMA count, how many take A from registers): register-A form ``QGMMA... R<d>, R<a>, gdesc[...]``."""
+    insns, _ = parse(sass)
+    q = [i for i in insns if i.opcode == "QGMMA"]
+    reg_a = sum(1 for i in q if re.match(r"R\d+, R\d+, gdesc\[", i.operands))
+    return len(q), reg_a
+
+
+@dataclass(frozen=True)
+class SassSummary:
+    qgmma: int
+    qgmma_register_a: int
+    spill_ops: int  # STL + LDL anywhere
+    spill_ops_in_mma_loops: int
+    mma_loops: tuple[tuple[int, int], ...]  # (instructions, QGMMA) per innermost MMA loop
+
+    @property
+    def insns_per_qgmma(self) -> tuple[float, ...]:
+        return tuple(n / q for n, q in self.mma_loops)
+
+
+def summarize(cubin: bytes) -> SassSummary:
+    sass = disassemble(cubin)
+    insns, _ = parse(sass)
+    loops = innermost_mma_loops(sass)
+    q, ra = qgmma_register_a(sass)
+    return SassSummary(
+        qgmma=q, qgmma_register_a=ra, spill_ops=sum(1 for i in insns if i.opcode in ("STL", "LDL")),
+        spill_ops_in_mma_loops=sum(lp.count("STL", "LDL") for lp in loops),
+        mma_loops=tuple((len(lp.insns), lp.count("QGMMA")) for lp in loops))
+
+
+def _matches(variant: dict, where: dict[str, str]) -> bool:
+    return all(str(variant.get(k)) == v for k, v in where.items())
+
+
+def main(argv: list[str] | None = None) -> int:
+    from gcmoe_runtime.artifacts.bundle import open_bundle
+
+    ap = argparse.ArgumentParser(prog="python -m gcmoe_build.sass", description=__doc__.split("\n\n")[0])
+    ap.add_argument("bundle")
+    ap.add_argument("--role", default="role2")
+    ap.add_argument("--where", default="", help="comma-separated variant filters, e.g. bm=8,threads=384,ranks=2")
+    a = ap.parse_args(argv)
+    where = dict(kv.split("=", 1) for kv in a.where.split(",") if kv)
+    b = open_bundle(a.bundle)
+    print("| variant | QGMMA (register A) | STL+LDL (in MMA loops) | MMA loops: instructions / QGMMA |")
+    print("|---|---|---|---|")
+    for r in sorted(b.records, key=lambda r: sorted(r.variant.items())):
+        if r.role != a.role or not _matches(r.variant, where):
+            continue
+        s = summarize(b.cubin(r.key))
+        label = " ".join(f"{k}={r.variant[k]}" for k in ("hidden", "ranks", "bm", "threads") if k in r.variant)
+        loops = ", ".join(f"{n}/{q}" for n, q in s.mma_loops)
+        print(f"| {label} | {s.qgmma} ({s.qgmma_register_a}) | {s.spill_ops} ({s.spill_ops_in_mma_loops}) | {loops} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,52 @@
+"""CPU: the SASS of the shipped role2 / role4 cubins (gcmoe_build.sass, nvdisasm from the build extra): every MMA is
+register-A QGMMA (FP8 operands, weights from registers: issue 5's SASS check); for the production shapes the parser
+finds the two mainloops (W1, W2) of each kernel and no spill traffic inside them."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUNDLES = ROOT / "results" / "operator" / "bundles"
+
+
+@pytest.fixture(scope="module")
+def summaries():
+    from gcmoe_build.sass import summarize
+    from gcmoe_runtime.artifacts.bundle import open_bundle
+
+    out = {}
+    for name in ("test-tiny", "glm-5.2", "deepseek-v4.1-flash"):
+        b = open_bundle(BUNDLES / f"{name}-sm90a.gcmoe")
+        for r in b.records:
+            if r.role in ("role2", "role4") and r.variant.get("ranks", 2) == 2:
+                out[(name, r.role, r.variant["bm"], r.variant.get("threads"))] = summarize(b.cubin(r.key))
+    return out
+
+
+def test_every_mma_is_register_a_qgmma_and_mainloops_do_not_spill(summaries):
+    assert {k[1] for k in summaries} == {"role2", "role4"} and len(summaries) >= 10
+    for key, s in summaries.items():
+        assert s.qgmma == 32 and s.qgmma_register_a == 32, key  # W1 + W2: 2 K128 x 2 slabs x 4 K32 each
+        if key[0] != "test-tiny":  # production K: one K256 loop per GEMM, no spill traffic in it (the test
+            # model's K is 2-4 K128 steps: its K loops are unrolled into the task loop, which may spill)
+            assert len(s.mma_loops) == 2 and all(q == 16 for _, q in s.mma_loops), key
+            assert s.spill_ops_in_mma_loops == 0, key
+
+
+def test_parser_on_a_handmade_listing():
+    from gcmoe_build.sass import innermost_mma_loops, qgmma_register_a
+
+    sass = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+.L_x_1:
+        /*0010*/                   QGMMA.64x8x32.F32.E4M3.E4M3 R24, R88, gdesc[UR4], R24, gsb0 ;
+        /*0020*/                   STL [R1], R0 ;
+        /*0030*/               @P0 BRA `(.L_x_1) ;
+        /*0040*/                   QGMMA.64x8x32.F32.E4M3.E4M3 R24, gdesc[UR4], gdesc[UR8], R24, gsb0 ;
+"""
+    loops = innermost_mma_loops(sass)
+    assert len(loops) == 1 and loops[0].count("QGMMA") == 1 and loops[0].count("STL") == 1
+    assert len(loops[0].insns) == 3
+    assert qgmma_register_a(sass) == (2, 1)
