@@ -93,8 +93,10 @@ def parse(sass: str) -> tuple[list[Insn], dict[str, int]]:
 
 def innermost_mma_loops(sass: str) -> list[Loop]:
     """The mainloop bodies: for every QGMMA, the smallest backward-branch range that holds it; in code order."""
-    insns, labels = parse(sass)
-    lines = sass.splitlines()
+    return _mma_loops(sass.splitlines(), *parse(sass))
+
+
+def _mma_loops(lines: list[str], insns: list[Insn], labels: dict[str, int]) -> list[Loop]:
     spans = []
     for i in insns:
         if i.opcode == "BRA":
@@ -111,10 +113,12 @@ def innermost_mma_loops(sass: str) -> list[Loop]:
 
 def qgmma_register_a(sass: str) -> tuple[int, int]:
     """(QGMMA count, how many take A from registers): register-A form ``QGMMA... R<d>, R<a>, gdesc[...]``."""
-    insns, _ = parse(sass)
+    return _qgmma_register_a(parse(sass)[0])
+
+
+def _qgmma_register_a(insns: list[Insn]) -> tuple[int, int]:
     q = [i for i in insns if i.opcode == "QGMMA"]
-    reg_a = sum(1 for i in q if re.match(r"R\d+, R\d+, gdesc\[", i.operands))
-    return len(q), reg_a
+    return len(q), sum(1 for i in q if re.match(r"R\d+, R\d+, gdesc\[", i.operands))
 
 
 @dataclass(frozen=True)
@@ -132,9 +136,9 @@ class SassSummary:
 
 def summarize(cubin: bytes) -> SassSummary:
     sass = disassemble(cubin)
-    insns, _ = parse(sass)
-    loops = innermost_mma_loops(sass)
-    q, ra = qgmma_register_a(sass)
+    insns, labels = parse(sass)
+    loops = _mma_loops(sass.splitlines(), insns, labels)
+    q, ra = _qgmma_register_a(insns)
     return SassSummary(
         qgmma=q, qgmma_register_a=ra, spill_ops=sum(1 for i in insns if i.opcode in ("STL", "LDL")),
         spill_ops_in_mma_loops=sum(lp.count("STL", "LDL") for lp in loops),
