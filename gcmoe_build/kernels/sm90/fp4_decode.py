@@ -7,9 +7,9 @@ the word's bit order in ``gcmoe_runtime/numerics/sm90_layout.py`` and the table 
 * A 32-bit word carries the 8 codes of two A registers: ``lo`` (row g, 4 k columns) and ``hi`` (row g+8, the same
   columns). Magnitudes (``code & 7``) of ``lo`` are the low 16 bits' four nibbles, of ``hi`` the high 16 bits'; the
   signs sit at bit 7 (``lo``) and bit 3 (``hi``) of each byte.
-* ``lo = prmt(lut_g0, lut_g1, x & 0x7777) | (x & 0x80808080)``, ``hi = prmt(lut_h0, lut_h1, (x >> 16) & 0x7777) |
-  ((x << 4) & 0x80808080)``: the PRMT picks each magnitude's E4M3 byte from an 8-entry table (two registers), the
-  masks put the signs on. The table of a row's K32 block with relative exponent ``r`` (stored scale byte - 133) is
+* ``s = x & 0x77777777``, ``lo = prmt(lut_g0, lut_g1, s) | (x & 0x80808080)``, ``hi = prmt(lut_h0, lut_h1, s >> 16)
+  | ((x << 4) & 0x80808080)``: the PRMT picks each magnitude's E4M3 byte from an 8-entry table (two registers; it
+  reads only the selector's low 16 bits, so one mask serves both rows), the masks put the signs on. The table of a row's K32 block with relative exponent ``r`` (stored scale byte - 133) is
   ``FOLD_LUT_WORDS + r * FOLD_LUT_STEPS`` (one IMAD per register): every entry is fp4 * 2**(r - 5), exact.
 
 Because the block scale is now inside the operand, the four K32 MMAs of a K128 step can accumulate into one
@@ -25,11 +25,13 @@ from gcmoe_runtime.numerics.sm90_window import FOLD_LUT_STEPS, FOLD_LUT_WORDS, S
 
 from .wgmma_rs import _asm, _v
 
-# outputs are written last: every input is read before either result register is defined
+# outputs are written last: every input is read before either result register is defined. PRMT reads only the low
+# 16 bits of its selector, so one mask serves both rows (``u = s >> 16`` needs no second AND); ALU-pipe ops per word:
+# LOP3, SHF, 2 PRMT, 2 LOP3 (the sign ORs), plus the ``x << 4`` that ptxas places on the FMA pipe (IMAD.SHL).
 _DECODE_PTX = (
     "{\n.reg .b32 s, u, m, v;\n"
-    "and.b32 s, $2, 0x7777;\n"
-    "shr.b32 u, $2, 16;\nand.b32 u, u, 0x7777;\n"
+    "and.b32 s, $2, 0x77777777;\n"
+    "mul.hi.u32 u, s, 65536;\n"
     "and.b32 m, $2, 0x80808080;\n"
     "shl.b32 v, $2, 4;\nand.b32 v, v, 0x80808080;\n"
     "prmt.b32 s, $3, $4, s;\n"
@@ -45,6 +47,17 @@ def decode_fp4x8_e4m3(word, lut_g, lut_h, *, loc=None, ip=None):
     lo, hi = _asm(_DECODE_PTX, "=r,=r,r,r,r,r,r",
                   [_v(word), _v(lut_g[0]), _v(lut_g[1]), _v(lut_h[0]), _v(lut_h[1])], 2, volatile=False)
     return Int32(lo), Int32(hi)
+
+
+#: prmt selector of :func:`byte_of` (OR the byte index): result byte 0 = byte k of the word, bytes 1-3 = byte 4 (of 0)
+_BYTE_OF_SELECTOR = 0x4440
+
+
+@dsl_user_op
+def byte_of(word, k: int, *, loc=None, ip=None):
+    """Byte ``k`` (0-3) of ``word``, zero-extended: one PRMT where ``(word >> 8k) & 0xFF`` costs SHF + LOP3 (both on
+    the ALU pipe, which the decode keeps busiest)."""
+    return Int32(_asm(f"prmt.b32 $0, $1, 0, {_BYTE_OF_SELECTOR | int(k)};", "=r,r", [_v(word)], 1, volatile=False)[0])
 
 
 def fold_lut(scale_byte):

@@ -51,7 +51,7 @@ from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
 from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2, FOLD_LUT_WORDS
 
-from .fp4_decode import decode_fp4x8_e4m3, fold_lut
+from .fp4_decode import byte_of, decode_fp4x8_e4m3, fold_lut
 from .ptx_mem import (bar_sync, bulk_copy_g2s, evict_first_policy, ld_global_f32, ld_global_s32, ld_global_v4,
                       ld_global_u8, ld_global_v2_stream, ld_global_v4_stream, ld_shared_f32,
                       ld_shared_v2, ld_shared_v4, st_global_u8, mbar_arrive, mbar_arrive_expect_tx,
@@ -220,41 +220,78 @@ class TokenScales:
         return self._cache[kk]
 
 
+class K128Step:
+    """One K128 step of :func:`_mma_k128_steps`: ``fetch()`` returns its 20 words (called once, when the step's
+    first MMA is decoded: for the pipelined variant that is the stage's full-barrier wait and its shared loads),
+    ``ascl`` its :class:`TokenScales`, ``kl128`` its K128 index within the staged activation chunk."""
+
+    def __init__(self, fetch, ascl, kl128):
+        self.fetch, self.ascl, self.kl128 = fetch, ascl, kl128
+        self._words = None
+
+    @property
+    def words(self):
+        if self._words is None:
+            self._words = self.fetch()
+        return self._words
+
+
 def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None, scale_word: int = 16,
               fold: bool = True):
-    """One K128 step of one consumer warpgroup: 4 x (2 x 4 A registers, 2 wgmma) into ``acc``.
+    """One K128 step on its own (every MMA waited before returning): :func:`_mma_k128_steps` of one step."""
+    _mma_k128_steps([K128Step(lambda: words, ascl, kl128)], acc, act_smem, bm, lag,
+                    a_regs=None if a_regs is None else (lambda step, q: a_regs(q)), scale_word=scale_word, fold=fold)
 
-    ``words``: 20 Int32 = slab 0 codes (8 words: K32 q in words 2q, 2q+1), slab 1 codes, slab 0 scales
-    (2 words: K32 q, row half hh in byte 2q+hh), slab 1 scales. ``ascl[q]``: the token scales of the
-    thread's BM/4 tokens for K32 ``q`` (the same list for all q when the activation scale is per K128).
+
+def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
+                    overlap: bool = True):
+    """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
+    into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
+    next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
+
+    A step's ``words``: 20 Int32 = slab 0 codes (8 words: K32 q in words 2q, 2q+1), slab 1 codes, slab 0 scales
+    (2 words: K32 q, row half hh in byte 2q+hh), slab 1 scales. ``ascl[q]``: the token scales of the thread's BM/4
+    tokens for K32 ``q`` (the same list for all q when the activation scale is per K128).
 
     FP4 weights (``a_regs=None``): each K32 block's exponent is folded into the decode (:mod:`.fp4_decode`), so
-    no weight scale is applied here. With one token scale per K128 (W1) the four K32 MMAs chain on one
-    accumulator and the partial is FMA'd once, ``acc += partial * 2**FOLD_LOG2 * token scale``; with a token
-    scale per K32 (W2's UE8M0 intermediate) each K32 gets a fresh partial, ``lag`` of them in flight while an
-    earlier one is FMA'd. Other weight formats (role4's FP8) pass ``a_regs(q)``: the 8 A registers of K32 ``q``
+    no weight scale is applied here. With one token scale per K128 (W1) the four K32 MMAs of a step chain on one
+    accumulator, one commit group per step, and the partial is FMA'd once, ``acc += partial * 2**FOLD_LOG2 *
+    token scale``, after the next step's group is issued (``lag`` 0: before it); with a token scale per K32 (W2's UE8M0 intermediate)
+    each K32 gets a fresh partial and group, ``lag`` of them in flight (across step boundaries) while an earlier
+    one is FMA'd. Other weight formats (role4's FP8) pass ``a_regs(step, q)``: the 8 A registers of K32 ``q``
     (slab 0's 4, then slab 1's; no decode), and ``scale_word``: the index of slab 0's first scale word in
     ``words``; their UE8M0 block scale multiplies each K32 partial with the token scale. ``fold=False`` (FP4, an
-    experiment): the r = 0 table for every block and a per-K32 partial multiplied by ``2**(r+5)`` x token scale."""
+    experiment): the r = 0 table for every block and a per-K32 partial multiplied by ``2**(r+5)`` x token scale.
+
+    ``overlap=False``: each step on its own, as :func:`_k128_mma` (the 256-thread variant: its register weight
+    stream and, at two CTAs per SM, its 128-register cap leave no room for a second step's partials and words)."""
+    if not overlap and len(steps) > 1:
+        for step in steps:
+            _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold)
+        return
     nd = bm // 2
-    per_k128 = a_regs is None and fold and ascl.group == 128
+    per_k128 = a_regs is None and fold and steps[0].ascl.group == 128
     r0 = (Int32(FOLD_LUT_WORDS[0]), Int32(FOLD_LUT_WORDS[1]))
 
-    def regs(q):
+    def regs(step, q):
         if a_regs is not None:
-            return a_regs(q)
+            return a_regs(step, q)
+        words = step.words
         a = []
         for sl in range(2):
             sw = words[16 + sl * 2 + q // 2]
-            luts = [fold_lut((sw >> (8 * ((q % 2) * 2 + hh))) & 0xFF) if fold else r0 for hh in range(2)]
+            luts = [fold_lut(byte_of(sw, (q % 2) * 2 + hh)) if fold else r0 for hh in range(2)]
             for r in range(2):
                 lo, hi = decode_fp4x8_e4m3(words[sl * 8 + 2 * q + r], luts[0], luts[1])
                 a.append(lo)
                 a.append(hi)
         return a
 
-    def scaled_tokens(p):
-        return [v * FOLD_SCALE for v in ascl[p]]
+    def issue(step, q, pa, pb):
+        a = regs(step, q)
+        desc = smem_desc(act_smem + (step.kl128 * 8 + q * 2) * bm * 16, bm * 16, 128)
+        wgmma_fence()
+        return wgmma_rs_e4m3(bm, a[0:4], desc, pa), wgmma_rs_e4m3(bm, a[4:8], desc, pb)
 
     def fma(pa, pb, tsc, rs=None):
         for i in range(nd):
@@ -265,43 +302,48 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
             acc[nd + i] = acc[nd + i] + fence_f32(pb[i]) * sb
 
     if per_k128:
-        pa = pb = None
-        for q in range(4):
-            a = regs(q)
-            desc = smem_desc(act_smem + (kl128 * 8 + q * 2) * bm * 16, bm * 16, 128)
-            wgmma_fence()
-            pa = wgmma_rs_e4m3(bm, a[0:4], desc, pa)
-            pb = wgmma_rs_e4m3(bm, a[4:8], desc, pb)
-        wgmma_commit()
-        wgmma_wait(0)
-        fma(pa, pb, scaled_tokens(0))
-        return
-    # ``lag`` K32 steps of MMAs stay in flight while a step's partial is scaled (lag + 1 partial
-    # sets live): the MMAs of K32 q overlap the scale FMAs of q - lag. See Role2GemmConfig.mma_lag.
-    parts = [None] * 4
-    for q in range(4 + lag):
-        if q < 4:
-            a = regs(q)
-            desc = smem_desc(act_smem + (kl128 * 8 + q * 2) * bm * 16, bm * 16, 128)
-            wgmma_fence()
-            pa = wgmma_rs_e4m3(bm, a[0:4], desc)
-            pb = wgmma_rs_e4m3(bm, a[4:8], desc)
+        def promote(done, pending: int):
+            wgmma_wait(pending)
+            fma(*done[0], [v * FOLD_SCALE for v in done[1].ascl[0]])
+
+        done = None  # (partials, step) of the previous step, its group still pending
+        for step in steps:
+            pa = pb = None
+            for q in range(4):
+                pa, pb = issue(step, q, pa, pb)
             wgmma_commit()
-            parts[q] = (pa, pb)
-        if q >= lag:
-            p = q - lag
-            wgmma_wait(min(q, 3) - p)  # groups newer than p that may stay pending
+            if done is not None:
+                promote(done, 1)
+            done = ((pa, pb), step)
+            if lag == 0:  # no room for a second partial set (BM 64): drain each step
+                promote(done, 0)
+                done = None
+        if done is not None:
+            promote(done, 0)
+        return
+    # one group per K32 unit u = 4 * step + q; ``lag`` units stay in flight while unit u - lag is promoted
+    # (lag + 1 partial sets live): the MMAs of unit u overlap the scale FMAs of u - lag.
+    n = 4 * len(steps)
+    parts = [None] * n
+    for u in range(n + lag):
+        if u < n:
+            parts[u] = issue(steps[u // 4], u % 4, None, None)
+            wgmma_commit()
+        if u >= lag:
+            p = u - lag
+            wgmma_wait(min(u, n - 1) - p)  # groups newer than p that may stay pending
+            step, q = steps[p // 4], p % 4
             pa, pb = parts[p]
             if a_regs is None and fold:
-                fma(pa, pb, scaled_tokens(p))
+                fma(pa, pb, [v * FOLD_SCALE for v in step.ascl[q]])
             else:  # the stored byte 133 + r is 2**(r+6): role4's FP8 wants that, the r = 0 FP4 table 2**(r+5)
                 rs = []
                 for sl in range(2):
-                    sw = words[scale_word + sl * 2 + p // 2]
+                    sw = step.words[scale_word + sl * 2 + q // 2]
                     for hh in range(2):
-                        b = (sw >> (8 * ((p % 2) * 2 + hh))) & 0xFF
+                        b = (sw >> (8 * ((q % 2) * 2 + hh))) & 0xFF
                         rs.append(ue8m0_to_f32(b if a_regs is not None else b - 1))
-                fma(pa, pb, ascl[p], rs)
+                fma(pa, pb, step.ascl[q], rs)
 
 
 def _consumer_lane(ctid):
@@ -568,20 +610,22 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                              ctid, kc, ntok, BM, KC, NGS)
 
                 for k2 in cutlass.range(KC // 256, unroll=1):
+                    steps = []
                     for h in cutlass.range_constexpr(2):
                         kl128 = k2 * 2 + h  # K128 index within the chunk
                         kb = kc * (KC // 128) + kl128
-                        words = []
                         if const_expr(PIPE):
-                            words = _consume_k128(smem, BAR_OFF, STAGE_OFF, NS, kb,
-                                                  lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), wg, tw, warp, g)
+                            fetch = (lambda kb=kb: _consume_k128(smem, BAR_OFF, STAGE_OFF, NS, kb,
+                                                                 lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO),
+                                                                 wg, tw, warp, g))
                         else:
-                            nxt = kb + 1 - Int32(kb + 1 >= NK128)  # last K128: harmless reload of itself
-                            _load_k128(wbuf, 1 - h, nxt, wbases, sbases, policy)
-                            words = [wbuf[h * 20 + r] for r in range(20)]
+                            def fetch(h=h, kb=kb):
+                                nxt = kb + 1 - Int32(kb + 1 >= NK128)  # last K128: harmless reload of itself
+                                _load_k128(wbuf, 1 - h, nxt, wbases, sbases, policy)
+                                return [wbuf[h * 20 + r] for r in range(20)]
                         # activation scales of this thread's tokens for this K128
-                        ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
-                        _k128_mma(words, ascl, acc, smem + ACT_OFF, kl128, BM, cfg.lag, fold=cfg.fold_scales)
+                        steps.append(K128Step(fetch, TokenScales(smem + ASC_OFF, kl128, t, BM, GS), kl128))
+                    _mma_k128_steps(steps, acc, smem + ACT_OFF, BM, cfg.lag, fold=cfg.fold_scales, overlap=PIPE)
 
             # ---------------- epilogues ----------------
             if const_expr(W1):

@@ -34,7 +34,7 @@ from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global
                       mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
 from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, STAGE_BYTES,
-                         Role2GemmConfig, TokenScales, _consume_k128, _consumer_lane, _init_stage_barriers, _k128_mma,
+                         Role2GemmConfig, TokenScales, K128Step, _consume_k128, _consumer_lane, _init_stage_barriers, _mma_k128_steps,
                          _produce_k128, _stage_chunk, _token_major_scale, _w1_epilogue, _w2_store_rows)
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
@@ -124,12 +124,16 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                                  lambda tok, kk: _token_major_scale(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
                                  ctid, kc, ntok, BM, KC, NGS)
                     for k2 in cutlass.range(KC // 256, unroll=1):
+                        steps = []
                         for h in cutlass.range_constexpr(2):
                             kl128 = k2 * 2 + h
-                            words = _consume_k128(smem, BAR_OFF, STAGE_OFF, NS, li * NK128 + kc * (KC // 128) + kl128,
-                                                  lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), wg, tw, warp, g)
-                            ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
-                            _k128_mma(words, ascl, acc, smem + ACT_OFF, kl128, BM, cfg.lag, fold=cfg.fold_scales)
+                            gs = li * NK128 + kc * (KC // 128) + kl128
+                            steps.append(K128Step(
+                                lambda gs=gs: _consume_k128(smem, BAR_OFF, STAGE_OFF, NS, gs,
+                                                            lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO),
+                                                            wg, tw, warp, g),
+                                TokenScales(smem + ASC_OFF, kl128, t, BM, GS), kl128))
+                        _mma_k128_steps(steps, acc, smem + ACT_OFF, BM, cfg.lag, fold=cfg.fold_scales)
 
                 if const_expr(W1):
                     _w1_epilogue(acc, smem, AMAX_OFF, efac, ntok, ntile, wg, warp, g, t,

@@ -230,7 +230,7 @@ def _trace_parts(cfg):
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
     from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, ROWS_PER_CTA,
-                             STAGE_BYTES, TokenScales, _consume_k128, _consumer_lane, _init_stage_barriers, _k128_mma,
+                             STAGE_BYTES, TokenScales, K128Step, _consume_k128, _consumer_lane, _init_stage_barriers, _mma_k128_steps,
                              _load_k128, _produce_k128, _stage_chunk, _w1_epilogue)
     from .role2_math import to_bf16_bits, ue8m0_to_f32
 
@@ -316,20 +316,21 @@ def _trace_parts(cfg):
                          lambda tok, kk: ring_act_scale(mode, ws + o_asc, rb, row0, sf_stride, kc * NGS + kk, tok),
                          ctid, kc, ntok, BM, KC, NGS)
             for k2 in cutlass.range(KC // 256, unroll=1):
+                steps = []
                 for h in cutlass.range_constexpr(2):
                     kl128 = k2 * 2 + h
                     kb = kc * (KC // 128) + kl128
-                    words = []
                     if const_expr(PIPE):
-                        words = _consume_k128(smem, BAR_OFF, STAGE_OFF, NS, gs0 + kb,
-                                              lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
-                                              wg, tw, warp, g)
+                        fetch = (lambda kb=kb: _consume_k128(
+                            smem, BAR_OFF, STAGE_OFF, NS, gs0 + kb,
+                            lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns), wg, tw, warp, g))
                     else:
-                        nxt = kb + 1 - Int32(kb + 1 >= NK)  # last K128: harmless reload of itself
-                        _load_k128(wbuf, 1 - h, nxt, wbases, sbases, policy)
-                        words = [wbuf[h * 20 + r] for r in range(20)]
-                    ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
-                    _k128_mma(words, ascl, acc, smem + ACT_OFF, kl128, BM, LAG)
+                        def fetch(h=h, kb=kb):
+                            nxt = kb + 1 - Int32(kb + 1 >= NK)  # last K128: harmless reload of itself
+                            _load_k128(wbuf, 1 - h, nxt, wbases, sbases, policy)
+                            return [wbuf[h * 20 + r] for r in range(20)]
+                    steps.append(K128Step(fetch, TokenScales(smem + ASC_OFF, kl128, t, BM, GS), kl128))
+                _mma_k128_steps(steps, acc, smem + ACT_OFF, BM, LAG, overlap=PIPE)
 
     @cute.kernel
     def kernel(peer: cute.Pointer, o_ring_x: Int64, o_ring_sf: Int64, o_ring_meta: Int64, o_ring_block: Int64,

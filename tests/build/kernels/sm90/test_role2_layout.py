@@ -27,9 +27,15 @@ def e4m3_value(byte: int) -> float:
 
 
 def _prmt(a: int, b: int, sel: int) -> int:
-    """PTX prmt.b32 default mode with selector nibbles < 8 (what the decoder issues)."""
+    """PTX prmt.b32, default mode: result byte k from selector nibble k (only the low 16 bits of ``sel`` count);
+    nibble bits 0-2 pick one of the 8 bytes of {b, a}, bit 3 replicates that byte's sign bit instead."""
     table = [(a >> (8 * i)) & 0xFF for i in range(4)] + [(b >> (8 * i)) & 0xFF for i in range(4)]
-    return sum(table[(sel >> (4 * k)) & 7] << (8 * k) for k in range(4))
+
+    def byte(nib: int) -> int:
+        v = table[nib & 7]
+        return (0xFF if v & 0x80 else 0) if nib & 8 else v
+
+    return sum(byte((sel >> (4 * k)) & 0xF) << (8 * k) for k in range(4))
 
 
 def lut_words(scale_byte: int) -> tuple[int, int]:
@@ -117,7 +123,7 @@ def _run_decode_ptx(word: int, lut_g, lut_h) -> tuple[int, int]:
         return int(tok, 0) if tok[0].isdigit() else regs[tok]
 
     ops = {"and.b32": lambda a, b: a & b, "or.b32": lambda a, b: a | b, "shr.b32": lambda a, b: a >> b,
-           "shl.b32": lambda a, b: (a << b) & 0xFFFFFFFF}
+           "shl.b32": lambda a, b: (a << b) & 0xFFFFFFFF, "mul.hi.u32": lambda a, b: (a * b) >> 32}
     for line in _DECODE_PTX.replace("{", "").replace("}", "").split(";"):
         line = line.strip()
         if not line or line.startswith(".reg"):
@@ -137,3 +143,20 @@ def test_decode_ptx_text_matches_the_host_mirror():
     for n, w in enumerate(words):
         lut_g, lut_h = lut_words(STORED_BIAS + n % 12), lut_words(STORED_BIAS + (n * 5) % 12)
         assert _run_decode_ptx(w, lut_g, lut_h) == decode_word(w, lut_g, lut_h)
+
+
+def test_prmt_mirror_models_the_sign_replicate_bit():
+    # the decoder must clear bit 3 of every selector nibble: with it set PRMT returns 0x00/0xFF, not the entry
+    assert _prmt(0x00000080, 0, 0x4448) == 0xFF
+    assert _prmt(0x00000070, 0, 0x4448) == 0x00
+    assert _prmt(0x00000070, 0, 0x4440) == 0x70
+    assert _prmt(0x44332211, 0x88776655, 0xFFFF0000 | 0x7654) == 0x88776655
+
+
+def test_byte_of_ptx_selects_one_zero_extended_byte():
+    from gcmoe_build.kernels.sm90.fp4_decode import _BYTE_OF_SELECTOR
+
+    gen = torch.Generator().manual_seed(5)
+    for w in torch.randint(0, 2**32, (50,), generator=gen, dtype=torch.int64).tolist():
+        for k in range(4):
+            assert _prmt(w, 0, _BYTE_OF_SELECTOR | k) == (w >> (8 * k)) & 0xFF
