@@ -26,6 +26,8 @@ VARIANTS = ("", "_p", "_pp")
 #: 256-thread kernel built for two CTAs per SM (Role2GemmConfig.ctas_per_sm) at BM <= 16
 LAG_EXPERIMENTS = {"_p_lag2": 2, "_p_lag3": 3, "_pp_lag3": 3}
 OCC_EXPERIMENTS = {"_o2": 2}
+#: ... and the 384-thread kernels (one-CTA-per-task and persistent) built for two CTAs per SM (BM <= 16)
+PIPE2_EXPERIMENTS = ("_p2", "_pp2")
 #: ... and the A/B of the exponent-folding decoder: the pipelined kernel with per-K32 scale FMAs instead (BM <= 32)
 NOFOLD_EXPERIMENTS = ("_p_nofold",)
 
@@ -48,6 +50,11 @@ def configs(shapes, experiments: bool = False):
                     yield (f"role2_w2_{sh}_bm{bm}{sfx}",
                            Role2GemmConfig(mode="w2", k=i, rows=h, bm=bm, pipelined=True, fold_scales=False))
             for bm in (8, 16):
+                for sfx in PIPE2_EXPERIMENTS:
+                    yield (f"role2_w1_{sh}_bm{bm}{sfx}",
+                           Role2GemmConfig(mode="w1", k=h, rows=2 * i, bm=bm, pipelined=True, ctas_per_sm=2))
+                    yield (f"role2_w2_{sh}_bm{bm}{sfx}",
+                           Role2GemmConfig(mode="w2", k=i, rows=h, bm=bm, pipelined=True, ctas_per_sm=2))
                 for sfx, occ in OCC_EXPERIMENTS.items():
                     yield (f"role2_w1_{sh}_bm{bm}{sfx}",
                            Role2GemmConfig(mode="w1", k=h, rows=2 * i, bm=bm, ctas_per_sm=occ))
@@ -89,6 +96,8 @@ def main(argv=None):
     ap.add_argument("--shapes", default="test")
     ap.add_argument("--experiments", action="store_true",
                     help="build the mma_lag experiment variants (merged into an existing index.json)")
+    ap.add_argument("--only", default="",
+                    help="comma-separated name suffixes to build (e.g. _p2,_pp2); default: all of the chosen set")
     a = ap.parse_args(argv)
     from gcmoe_build.frontend.dsl import import_dsl
 
@@ -98,7 +107,10 @@ def main(argv=None):
     index = {}
     if a.experiments and (out / "index.json").is_file():
         index = json.loads((out / "index.json").read_text())
+    only = tuple(x for x in a.only.split(",") if x)
     for name, cfg in configs(a.shapes.split(","), a.experiments):
+        if only and not name.endswith(only):
+            continue
         t0 = time.perf_counter()
         ptx, cubin, entry = compile_one(name, cfg)
         (out / f"{name}.ptx").write_text(ptx)

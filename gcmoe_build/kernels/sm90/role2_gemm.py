@@ -71,6 +71,10 @@ STAGE_BYTES = 16384 + 1024  # one K128 step: packed codes of 256 rows + their UE
 MAX_STAGES = 8
 FOLD_SCALE = float(2 ** FOLD_LOG2)  # decoded operands are fp4 x 2**(r - 5): the partials carry 2**-5
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg split: 128*40 + 256*232 <= 65536
+#: the same split for two pipelined CTAs per SM: 2 x (128*24 + 256*112) <= 65536 (setmaxnreg takes multiples of 8)
+PRODUCER_REGS_2, CONSUMER_REGS_2 = 24, 112
+#: shared memory one CTA may use when two share an SM (228 KB per SM, 1 KB reserved per CTA)
+SMEM_LIMIT_2 = 113 * 1024
 
 
 @dataclass(frozen=True)
@@ -115,9 +119,8 @@ class Role2GemmConfig:
             raise ValueError(f"role2 w1: I={self.rows // 2} must be a multiple of 128")
         if self.mma_lag is not None and not 0 <= self.mma_lag <= 3:
             raise ValueError(f"role2 mma_lag={self.mma_lag} must be in 0..3")
-        if self.ctas_per_sm not in (1, 2) or (self.ctas_per_sm == 2 and self.pipelined):
-            raise ValueError(f"role2 ctas_per_sm={self.ctas_per_sm}: 1, or 2 for the 256-thread variant only "
-                             "(the pipelined one holds the whole register file)")
+        if self.ctas_per_sm not in (1, 2):
+            raise ValueError(f"role2 ctas_per_sm={self.ctas_per_sm}: must be 1 or 2")
 
     @property
     def lag(self) -> int:
@@ -157,10 +160,19 @@ class Role2GemmConfig:
         return self.bm * self.kc + asc + epi
 
     @property
+    def smem_limit(self) -> int:
+        return SMEM_LIMIT if self.ctas_per_sm == 1 else SMEM_LIMIT_2
+
+    @property
+    def setmaxnreg(self) -> tuple[int, int]:
+        """(producer, consumer) registers per thread after ``setmaxnreg`` (pipelined variant)."""
+        return (PRODUCER_REGS, CONSUMER_REGS) if self.ctas_per_sm == 1 else (PRODUCER_REGS_2, CONSUMER_REGS_2)
+
+    @property
     def stages(self) -> int:
         if not self.pipelined:
             return 0
-        free = SMEM_LIMIT - 1024 - self.misc_bytes - 2 * 8 * MAX_STAGES
+        free = self.smem_limit - 1024 - self.misc_bytes - 2 * 8 * MAX_STAGES
         return max(2, min(MAX_STAGES, free // STAGE_BYTES))
 
     @property
@@ -581,7 +593,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
 
         if tid < P0:
             # ---------------- producer warpgroup (pipelined variant only) ----------------
-            setmaxnreg(PRODUCER_REGS, False)
+            setmaxnreg(cfg.setmaxnreg[0], False)
             if tid == 0:
                 slab0 = Int64(expert) * NSLAB + Int64(ntile) * 4
                 for kb in cutlass.range(NK128, unroll=1):
@@ -590,7 +602,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
         else:
             # ---------------- consumer warpgroups ----------------
             if const_expr(PIPE):
-                setmaxnreg(CONSUMER_REGS, True)
+                setmaxnreg(cfg.setmaxnreg[1], True)
             ctid = tid - P0
             wg, warp, g, t, tw = _consumer_lane(ctid)
             efac = ld_global_f32(ef + Int64(expert) * 4)
@@ -644,7 +656,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
         role2_gemm_kernel(w, ws, ef, act, asc, bexp, bntok, aux, out, outs).launch(
             grid=[NT, nblocks, 1], block=[cfg.threads, 1, 1], smem=cfg.smem_bytes,
             # register cap at entry: setmaxnreg needs it; ctas_per_sm=2 caps at 128 registers (2 x 256 threads)
-            min_blocks_per_mp=1 if PIPE else (2 if cfg.ctas_per_sm == 2 else 0),
+            min_blocks_per_mp=cfg.ctas_per_sm if PIPE else (2 if cfg.ctas_per_sm == 2 else 0),
             # with 2 CTAs/SM the DSL otherwise asks the (absent) driver for the SM's shared memory
             preferred_smem_carveout=100 if cfg.ctas_per_sm == 2 else None)
 

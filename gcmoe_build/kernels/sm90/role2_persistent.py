@@ -33,7 +33,7 @@ from cutlass import Int32, Int64, Float32, Uint8, const_expr
 from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_s32,
                       mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
-from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, STAGE_BYTES,
+from .role2_gemm import (CONSUMER_THREADS, PRODUCER_THREADS, STAGE_BYTES,
                          Role2GemmConfig, TokenScales, K128Step, _consume_k128, _consumer_lane, _init_stage_barriers, _mma_k128_steps,
                          _produce_k128, _stage_chunk, _token_major_scale, _w1_epilogue, _w2_store_rows)
 
@@ -96,7 +96,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
         bar_sync(0, P0 + CT)
 
         if tid < P0:
-            setmaxnreg(PRODUCER_REGS, False)
+            setmaxnreg(cfg.setmaxnreg[0], False)
             if tid == 0:
                 for li in cutlass.range(nlocal, unroll=1):
                     blk, ntile, expert = acquire_task(cta + li * ncta, bgen, bexp, l1_full, err)
@@ -105,7 +105,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, li * NK128 + kb,
                                       lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), w, ws, slab0, NK128, kb, policy)
         else:
-            setmaxnreg(CONSUMER_REGS, True)
+            setmaxnreg(cfg.setmaxnreg[1], True)
             ctid = tid - P0
             wg, warp, g, t, tw = _consumer_lane(ctid)
             acc = cute.make_rmem_tensor((2 * ND,), Float32)
@@ -159,6 +159,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                               l2_mask: Int64, err: Int64, nblocks: Int32, ncta: Int32):
         role2_persistent_kernel(w, ws, ef, act, asc, bexp, bntok, bgen, aux, out, outs, l1_full, l1_empty, l2_mask,
                                 err, nblocks).launch(grid=[ncta, 1, 1], block=[cfg.threads, 1, 1],
-                                                     smem=cfg.smem_bytes, min_blocks_per_mp=1)
+                                                     smem=cfg.smem_bytes, min_blocks_per_mp=cfg.ctas_per_sm,
+                                                     # 2 CTAs/SM: else the DSL asks the (absent) driver
+                                                     preferred_smem_carveout=100 if cfg.ctas_per_sm == 2 else None)
 
     return role2_persistent_host, role2_persistent_kernel

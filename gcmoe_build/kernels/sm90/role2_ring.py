@@ -58,7 +58,7 @@ loads by the consumers (no TMA); ``act_fast_math`` does not change the code (the
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
-from gcmoe_runtime.heuristics import SM90_TWO_CTAS_MAX_BM
+from gcmoe_runtime.heuristics import SM90_PIPELINED_TWO_CTAS_MAX_BM, SM90_TWO_CTAS_MAX_BM
 
 from .role_common import int_param, peer_abi_plan
 
@@ -136,8 +136,8 @@ class Role2RingConfig:
         self.clamp = float(p.get("act_clamp", 10.0))
         self.fast_math = bool(p.get("act_fast_math", False))
         pipe = self.threads == 384
-        #: CTAs per SM: the 256-thread variant at small BM is built for two (module docstring, "Occupancy")
-        self.ctas_per_sm = 2 if not pipe and self.bm <= SM90_TWO_CTAS_MAX_BM else 1
+        #: CTAs per SM: both variants at small BM are built for two (module docstring, "Occupancy")
+        self.ctas_per_sm = 2 if self.bm <= (SM90_PIPELINED_TWO_CTAS_MAX_BM if pipe else SM90_TWO_CTAS_MAX_BM) else 1
         # the two GEMMs' checked shapes (K multiple of 256, rows multiple of 256, BM in {8,16,32,64})
         self.w1 = Role2GemmConfig(mode="w1", k=self.hidden, rows=2 * self.inter, bm=self.bm, alpha=self.alpha,
                                   clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm)
@@ -161,7 +161,7 @@ class Role2RingConfig:
         return self.w2.row_tiles
 
     def smem_offsets(self):
-        from .role2_gemm import MAX_STAGES, SMEM_LIMIT, STAGE_BYTES, task_smem_offsets
+        from .role2_gemm import MAX_STAGES, STAGE_BYTES, task_smem_offsets
 
         bm = self.bm
         o = task_smem_offsets(self.w1, self.w2)
@@ -170,13 +170,14 @@ class Role2RingConfig:
             o.update(stage=misc, bar=misc, stages=0, total=misc)
             return o
         stage = _align(misc, 1024)
-        free = SMEM_LIMIT - stage - 2 * 8 * MAX_STAGES
+        limit = self.w1.smem_limit
+        free = limit - stage - 2 * 8 * MAX_STAGES
         ns = max(2, min(MAX_STAGES, free // STAGE_BYTES))
         o.update(stage=stage, stages=ns, bar=stage + ns * STAGE_BYTES)
         o["total"] = o["bar"] + 2 * 8 * ns
-        if o["total"] > SMEM_LIMIT:
+        if o["total"] > limit:
             raise ValueError(f"role2: BM={bm} H={self.hidden} I={self.inter} needs {o['total']} B of shared "
-                             f"memory > {SMEM_LIMIT}")
+                             f"memory > {limit} ({self.ctas_per_sm} CTA(s) per SM)")
         return o
 
     @property
@@ -229,7 +230,7 @@ def _trace_parts(cfg):
     from .ring_sync import (atom_add_acqrel_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
-    from .role2_gemm import (CONSUMER_REGS, CONSUMER_THREADS, PRODUCER_REGS, PRODUCER_THREADS, ROWS_PER_CTA,
+    from .role2_gemm import (CONSUMER_THREADS, PRODUCER_THREADS, ROWS_PER_CTA,
                              STAGE_BYTES, TokenScales, K128Step, _consume_k128, _consumer_lane, _init_stage_barriers, _mma_k128_steps,
                              _load_k128, _produce_k128, _stage_chunk, _w1_epilogue)
     from .role2_math import to_bf16_bits, ue8m0_to_f32
@@ -373,7 +374,7 @@ def _trace_parts(cfg):
 
         if tid < P0:
             # ---------------- producer warpgroup (384-thread variant) ----------------
-            setmaxnreg(PRODUCER_REGS, False)
+            setmaxnreg(cfg.w1.setmaxnreg[0], False)
             if tid == 0:
                 gs0 = Int32(0)
                 for li in cutlass.range(nlocal, unroll=1):
@@ -393,7 +394,7 @@ def _trace_parts(cfg):
         else:
             # ---------------- consumer warpgroups ----------------
             if const_expr(PIPE):
-                setmaxnreg(CONSUMER_REGS, True)
+                setmaxnreg(cfg.w1.setmaxnreg[1], True)
             ctid = tid - P0
             wg, warp, g, t, tw = _consumer_lane(ctid)
             acc = cute.make_rmem_tensor((2 * ND,), Float32)
@@ -481,7 +482,7 @@ def _trace_parts(cfg):
                w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales, w2_factor, err, timeout_ns, ring_blocks,
                bm_stride, sf_stride).launch(grid=(1, 1, 1), block=(THREADS, 1, 1), smem=cfg.smem_bytes,
                                             # .minnctapersm: setmaxnreg needs the cap (384); two CTAs cap at 128
-                                            min_blocks_per_mp=1 if PIPE else (2 if cfg.ctas_per_sm == 2 else 0),
+                                            min_blocks_per_mp=cfg.ctas_per_sm if PIPE else (2 if cfg.ctas_per_sm == 2 else 0),
                                             # with 2 CTAs/SM the DSL otherwise asks the (absent) driver for
                                             # the SM's shared memory
                                             preferred_smem_carveout=100 if cfg.ctas_per_sm == 2 else None)

@@ -92,7 +92,8 @@ def main():
                 sig = RingSignals(e, bm)
                 sig.ready()
                 sig.l2_mask.fill_(-1)
-                nsm = torch.cuda.get_device_properties(0).multi_processor_count
+                # every CTA co-resident: ctas_per_sm of them on each SM
+                nsm = torch.cuda.get_device_properties(0).multi_processor_count * k.index[name1].get("ctas_per_sm", 1)
                 p1 = [w1.data_ptr(), s1.data_ptr(), ef.data_ptr(), act.data_ptr(), asc.data_ptr(), bexp.data_ptr(),
                       ntok.data_ptr(), sig.gen.data_ptr(), rw.data_ptr(), l2.data_ptr(), l2s.data_ptr(),
                       sig.l1_full.data_ptr(), sig.empty.data_ptr(), sig.l2_mask.data_ptr(), 0]

@@ -99,8 +99,7 @@ def test_persistent_variant_has_the_ring_handshake(mode):
 
 def test_two_ctas_per_sm_experiment():
     """The 256-thread kernel built for two CTAs per SM (the measured-next occupancy experiment): ``.minnctapersm 2``
-    in the PTX, at most 128 registers and a <= 48 KB activation chunk, so two fit an SM; refused for the pipelined
-    variant (it owns the register file) and for other counts."""
+    in the PTX, at most 128 registers and a <= 48 KB activation chunk, so two fit an SM; other counts refused."""
     import subprocess
     import tempfile
 
@@ -111,8 +110,6 @@ def test_two_ctas_per_sm_experiment():
     from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
     from gcmoe_build.toolchain.ptxas import locate_ptxas
 
-    with pytest.raises(ValueError, match="ctas_per_sm=2: 1, or 2 for the 256-thread variant only"):
-        Role2GemmConfig(mode="w1", k=1024, rows=1024, bm=8, pipelined=True, ctas_per_sm=2)
     with pytest.raises(ValueError, match="ctas_per_sm=3"):
         Role2GemmConfig(mode="w1", k=1024, rows=1024, bm=8, ctas_per_sm=3)
     names = [n for n, _ in configs(["glm52"], experiments=True) if n.endswith("_o2")]
@@ -128,3 +125,28 @@ def test_two_ctas_per_sm_experiment():
                              capture_output=True, text=True, check=True)
     regs = int(re.search(r"Used (\d+) registers", out.stderr).group(1))
     assert regs <= 128 and "0 bytes spill stores" in out.stderr
+
+
+def test_pipelined_two_ctas_per_sm_fit_an_sm():
+    """The 384-thread kernel built for two CTAs per SM: each CTA within 113 KB of shared memory with at least three
+    weight stages, ``setmaxnreg`` 24 / 112 (2 x (128 x 24 + 256 x 112) <= 65 536 registers), ``.minnctapersm 2`` and the
+    two ``setmaxnreg`` values in the PTX, and ptxas keeps the mainloop spill-free at the production shapes."""
+    from gcmoe_build import sass
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.role2_devbuild import compile_one
+    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
+
+    prod, cons = Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=8, pipelined=True, ctas_per_sm=2).setmaxnreg
+    assert 2 * (128 * prod + 256 * cons) <= 65536 and prod % 8 == 0 and cons % 8 == 0
+    for h, i in ((6144, 2048), (5120, 2304)):
+        for bm in (8, 16):
+            for mode, k, rows in (("w1", h, 2 * i), ("w2", i, h)):
+                cfg = Role2GemmConfig(mode=mode, k=k, rows=rows, bm=bm, pipelined=True, ctas_per_sm=2)
+                assert cfg.smem_bytes <= 113 * 1024 and cfg.stages >= 3, (mode, h, bm, cfg.smem_bytes, cfg.stages)
+    cfg = Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=8, pipelined=True, ctas_per_sm=2)
+    ptx, cubin, _ = compile_one("role2_w1_glm52_bm8_p2", cfg)
+    assert ".minnctapersm 2" in ptx and "setmaxnreg.dec.sync.aligned.u32 24" in ptx
+    assert "setmaxnreg.inc.sync.aligned.u32 112" in ptx
+    assert all(lp.count("STL", "LDL") == 0 for lp in sass.innermost_mma_loops(sass.disassemble(cubin)))

@@ -23,7 +23,8 @@ NCTA = 132  # persistent grid: at most one CTA per SM
 CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16, 32, 64) for v in ("", "_p", "_pp")]
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32)  # experiments (skip if not
             for v in ("_p_lag2", "_p_lag3", "_pp_lag3", "_p_nofold")]          # built: --experiments): MMA lag,
-         + [(sh, bm, "_o2") for sh in ("glm52", "dsv41flash") for bm in (8, 16)])  # no fold, 2 CTAs per SM
+         + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16)  # no fold, 2 CTAs per SM
+            for v in ("_o2", "_p2", "_pp2")])
 
 
 @pytest.fixture(scope="module")
