@@ -42,9 +42,10 @@ SM90_THREADS_NONPIPELINED = 256
 #: build reads this (one fact), the launch facts carry the grid (``compute_sms*2``).
 SM90_TWO_CTAS_MAX_BM = 16
 #: The 384-thread (pipelined) variant is built for two CTAs per SM up to this BM: each CTA <= 113 KB of shared
-#: memory (3-5 weight stages), setmaxnreg 24 / 112 (producer / consumers), so each SM scheduler has four consumer
-#: warps to hide the decode's latency and one CTA's per-task prologue/epilogue overlaps the other's mainloop.
-SM90_PIPELINED_TWO_CTAS_MAX_BM = 16
+#: memory (3-5 weight stages), setmaxnreg 24 / 104 (producer / consumers), so each SM scheduler has four consumer
+#: warps to hide the decode's latency and one CTA's per-task prologue/epilogue overlaps the other's mainloop. BM 16
+#: would spill inside the fused ring kernel's W2 mainloop at 104 registers, so only BM 8.
+SM90_PIPELINED_TWO_CTAS_MAX_BM = 8
 #: SM100 role2 is always 384 threads in a (2,1,1) cluster (paper Table 1).
 SM100_ROLE2_THREADS = 384
 

@@ -70,9 +70,11 @@ SMEM_LIMIT = 227 * 1024  # sm_90 opt-in dynamic shared memory per block
 STAGE_BYTES = 16384 + 1024  # one K128 step: packed codes of 256 rows + their UE8M0 scales
 MAX_STAGES = 8
 FOLD_SCALE = float(2 ** FOLD_LOG2)  # decoded operands are fp4 x 2**(r - 5): the partials carry 2**-5
-PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg split: 128*40 + 256*232 <= 65536
-#: the same split for two pipelined CTAs per SM: 2 x (128*24 + 256*112) <= 65536 (setmaxnreg takes multiples of 8)
-PRODUCER_REGS_2, CONSUMER_REGS_2 = 24, 112
+PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg split: 128*40 + 256*232 <= 384 * 168 (see launch_regs)
+#: the same split for two pipelined CTAs per SM: 128*24 + 256*104 <= 384 * 80. setmaxnreg only moves registers
+#: inside the CTA's launch allocation (threads x the per-thread count ptxas was capped at); a consumer increase the
+#: producer's decrease does not cover blocks forever (GPU-measured: 24 / 112 hung until the stage-wait trap)
+PRODUCER_REGS_2, CONSUMER_REGS_2 = 24, 104
 #: shared memory one CTA may use when two share an SM (228 KB per SM, 1 KB reserved per CTA)
 SMEM_LIMIT_2 = 113 * 1024
 
@@ -164,9 +166,20 @@ class Role2GemmConfig:
         return SMEM_LIMIT if self.ctas_per_sm == 1 else SMEM_LIMIT_2
 
     @property
+    def launch_regs(self) -> int:
+        """Registers per thread a CTA is launched with under ``.minnctapersm ctas_per_sm``: the register file
+        (65 536) over ctas x threads, rounded down to the allocation unit of 8."""
+        return 65536 // (self.ctas_per_sm * self.threads) // 8 * 8
+
+    @property
     def setmaxnreg(self) -> tuple[int, int]:
-        """(producer, consumer) registers per thread after ``setmaxnreg`` (pipelined variant)."""
-        return (PRODUCER_REGS, CONSUMER_REGS) if self.ctas_per_sm == 1 else (PRODUCER_REGS_2, CONSUMER_REGS_2)
+        """(producer, consumer) registers per thread after ``setmaxnreg`` (pipelined variant); their sum over the
+        CTA's threads never exceeds its launch allocation (checked)."""
+        prod, cons = (PRODUCER_REGS, CONSUMER_REGS) if self.ctas_per_sm == 1 else (PRODUCER_REGS_2, CONSUMER_REGS_2)
+        if PRODUCER_THREADS * prod + CONSUMER_THREADS * cons > (PRODUCER_THREADS + CONSUMER_THREADS) * self.launch_regs:
+            raise ValueError(f"role2 setmaxnreg {prod}/{cons} exceeds the launch allocation of {self.launch_regs} "
+                             f"registers per thread at {self.ctas_per_sm} CTA(s) per SM")
+        return prod, cons
 
     @property
     def stages(self) -> int:
