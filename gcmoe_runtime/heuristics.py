@@ -41,11 +41,12 @@ SM90_THREADS_NONPIPELINED = 256
 #: <= 48 KB) up to this BM; above it the accumulators need more registers and it runs one CTA per SM. The role2
 #: build reads this (one fact), the launch facts carry the grid (``compute_sms*2``).
 SM90_TWO_CTAS_MAX_BM = 16
-#: The 384-thread (pipelined) variant is built for two CTAs per SM up to this BM: each CTA <= 113 KB of shared
-#: memory (3-5 weight stages), setmaxnreg 24 / 104 (producer / consumers), so each SM scheduler has four consumer
-#: warps to hide the decode's latency and one CTA's per-task prologue/epilogue overlaps the other's mainloop. BM 16
-#: would spill inside the fused ring kernel's W2 mainloop at 104 registers, so only BM 8.
-SM90_PIPELINED_TWO_CTAS_MAX_BM = 8
+#: The 384-thread (pipelined) variant can be built for two CTAs per SM up to this BM (each CTA <= 113 KB of shared
+#: memory, 3-5 weight stages, setmaxnreg 24 / 104). 0 = never: measured in the layer (session 5, call E) it was
+#: -1..-4 % at T = 4-128 but +10-32 % at T = 1-2 (few tasks per CTA, a third of the stages), and its one-CTA-per-task
+#: dev build failed one reference check (W2, GLM-5.2 shape, BM 8) that is not yet explained, so production keeps one
+#: CTA per SM (docs/PERFORMANCE.md, session 5).
+SM90_PIPELINED_TWO_CTAS_MAX_BM = 0
 #: SM100 role2 is always 384 threads in a (2,1,1) cluster (paper Table 1).
 SM100_ROLE2_THREADS = 384
 
