@@ -8,7 +8,8 @@ scales are folded into the decode as exact E4M3 exponent offsets (so W1's four K
 step share one accumulator), weight loads carry an L2 EVICT_FIRST policy. Two thread-count variants (paper §4.4): 256 threads, each consumer thread loading its
 fragments straight from HBM into a two-stage register buffer; 384 threads ("pipelined"), a producer
 warpgroup streaming K128 stages with 1-D ``cp.async.bulk`` into up to 8 shared-memory stages on
-full/empty mbarriers (bounded waits: trap after ``timeout_ns``), ``setmaxnreg`` 40/232.
+full/empty mbarriers (bounded waits: trap after ``timeout_ns``), ``setmaxnreg`` 40/232 (24/104 when built for two
+CTAs per SM, an experiment: :attr:`Role2GemmConfig.setmaxnreg`).
 
 These two are non-persistent (one CTA per (256-row tile, ring block), no ring handshake: the caller
 launches after the blocks are full). The persistent ring-consuming variant is

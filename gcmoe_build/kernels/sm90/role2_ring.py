@@ -50,7 +50,9 @@ Intra-CTA stage waits (mbarriers) are bounded by the same ``timeout_ns`` (trap c
 Occupancy: the 256-thread variant at BM <= ``SM90_TWO_CTAS_MAX_BM`` is built for two CTAs per SM
 (``.minnctapersm 2``: <= 128 registers; activation chunk <= 48 KB) and launched on twice the compute SMs
 (grid rule ``compute_sms*2``): four consumer warps per SM scheduler instead of two hide the decode's
-latency (kernel-alone -8..-10 % at BM 8 on the H200, ``results/operator/2026-11-30-h200-x2-session4``).
+latency (kernel-alone -8..-10 % at BM 8 on the H200, ``results/operator/2026-11-30-h200-x2-session4``). The
+384-thread variant can be built the same way up to ``SM90_PIPELINED_TWO_CTAS_MAX_BM`` (0 = not used: faster alone,
+mixed in the layer, one dev check open; ``results/operator/2026-11-30-h200-x2-session5``).
 
 Not yet (say so, never fake): W1 stores are byte stores (W2's are 16-byte); activations are plain
 loads by the consumers (no TMA); ``act_fast_math`` does not change the code (the exponent is always
