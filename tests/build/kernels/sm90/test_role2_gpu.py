@@ -18,8 +18,11 @@ from tests.build.kernels.sm90.role2_harness import CUBIN_DIR, RingSignals, Role2
 pytestmark = pytest.mark.gpu
 
 E = 4
-NBLK = 6
-NCTA = 132  # persistent grid: at most one CTA per SM
+#: ring blocks per call and the persistent grid cap; raise them (GCMOE_ROLE2_NBLK / GCMOE_ROLE2_NCTA) to make two CTAs
+#: of a two-CTA build really share an SM: at the defaults only the 24 x 6 = 144 CTA grid of W2 at the GLM-5.2 shape
+#: exceeds the 132 SMs (session 5, call E)
+NBLK = int(os.environ.get("GCMOE_ROLE2_NBLK", "6"))
+NCTA = int(os.environ.get("GCMOE_ROLE2_NCTA", "132"))  # persistent grid: by default at most one CTA per SM
 CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16, 32, 64) for v in ("", "_p", "_pp")]
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32)  # experiments (skip if not
             for v in ("_p_lag2", "_p_lag3", "_pp_lag3", "_p_nofold")]          # built: --experiments): MMA lag,
