@@ -9,8 +9,9 @@ the word's bit order in ``gcmoe_runtime/numerics/sm90_layout.py`` and the table 
   signs sit at bit 7 (``lo``) and bit 3 (``hi``) of each byte.
 * ``s = x & 0x77777777``, ``lo = prmt(lut_g0, lut_g1, s) | (x & 0x80808080)``, ``hi = prmt(lut_h0, lut_h1, s >> 16)
   | ((x << 4) & 0x80808080)``: the PRMT picks each magnitude's E4M3 byte from an 8-entry table (two registers; it
-  reads only the selector's low 16 bits, so one mask serves both rows), the masks put the signs on. The table of a row's K32 block with relative exponent ``r`` (stored scale byte - 133) is
-  ``FOLD_LUT_WORDS + r * FOLD_LUT_STEPS`` (one IMAD per register): every entry is fp4 * 2**(r - 5), exact.
+  reads only the selector's low 16 bits, so one mask serves both rows), the masks put the signs on. The table of a
+  row's K32 block with relative exponent ``r`` (stored scale byte - 133) is ``FOLD_LUT_WORDS + r * FOLD_LUT_STEPS``
+  (one IMAD per register): every entry is fp4 * 2**(r - 5), exact.
 
 Because the block scale is now inside the operand, the four K32 MMAs of a K128 step can accumulate into one
 register set (the FP32 partial is promoted once per K128, as DeepGEMM's FP8 GEMMs do), and the per-K32 scale

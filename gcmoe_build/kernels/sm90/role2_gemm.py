@@ -282,13 +282,12 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     FP4 weights (``a_regs=None``): each K32 block's exponent is folded into the decode (:mod:`.fp4_decode`), so
     no weight scale is applied here. With one token scale per K128 (W1) the four K32 MMAs of a step chain on one
     accumulator, one commit group per step, and the partial is FMA'd once, ``acc += partial * 2**FOLD_LOG2 *
-    token scale``, after the next step's group is issued (``lag`` 0: before it); with a token scale per K32 (W2's UE8M0 intermediate)
-    each K32 gets a fresh partial and group, ``lag`` of them in flight (across step boundaries) while an earlier
-    one is FMA'd. Other weight formats (role4's FP8) pass ``a_regs(step, q)``: the 8 A registers of K32 ``q``
-    (slab 0's 4, then slab 1's; no decode), and ``scale_word``: the index of slab 0's first scale word in
+    token scale``, after the next step's group is issued (``lag`` 0: before it); with a token scale per K32 (W2's
+    UE8M0 intermediate) each K32 gets a fresh partial and group, ``lag`` of them in flight (across step boundaries)
+    while an earlier one is FMA'd. Other weight formats (role4's FP8) pass ``a_regs(step, q)``: the 8 A registers of
+    K32 ``q`` (slab 0's 4, then slab 1's; no decode), and ``scale_word``: the index of slab 0's first scale word in
     ``words``; their UE8M0 block scale multiplies each K32 partial with the token scale. ``fold=False`` (FP4, an
     experiment): the r = 0 table for every block and a per-K32 partial multiplied by ``2**(r+5)`` x token scale.
-
     ``overlap=False``: each step on its own, as :func:`_k128_mma` (the 256-thread variant: its register weight
     stream and, at two CTAs per SM, its 128-register cap leave no room for a second step's partials and words)."""
     if not overlap and len(steps) > 1:

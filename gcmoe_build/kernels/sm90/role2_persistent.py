@@ -34,7 +34,8 @@ from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global
                       mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
 from .role2_gemm import (CONSUMER_THREADS, PRODUCER_THREADS, STAGE_BYTES,
-                         Role2GemmConfig, TokenScales, K128Step, _consume_k128, _consumer_lane, _init_stage_barriers, _mma_k128_steps,
+                         K128Step, Role2GemmConfig, TokenScales, _consume_k128, _consumer_lane, _init_stage_barriers,
+                         _mma_k128_steps,
                          _produce_k128, _stage_chunk, _token_major_scale, _w1_epilogue, _w2_store_rows)
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES

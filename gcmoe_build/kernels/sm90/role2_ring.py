@@ -233,7 +233,8 @@ def _trace_parts(cfg):
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
     from .role2_gemm import (CONSUMER_THREADS, PRODUCER_THREADS, ROWS_PER_CTA,
-                             STAGE_BYTES, TokenScales, K128Step, _consume_k128, _consumer_lane, _init_stage_barriers, _mma_k128_steps,
+                             STAGE_BYTES, K128Step, TokenScales, _consume_k128, _consumer_lane, _init_stage_barriers,
+                             _mma_k128_steps,
                              _load_k128, _produce_k128, _stage_chunk, _w1_epilogue)
     from .role2_math import to_bf16_bits, ue8m0_to_f32
 
@@ -483,8 +484,10 @@ def _trace_parts(cfg):
                o_l1_empty_count, o_l2_full_mask, o_l2_empty_count, o_recv_count, o_recv_parity, o_combine,
                w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales, w2_factor, err, timeout_ns, ring_blocks,
                bm_stride, sf_stride).launch(grid=(1, 1, 1), block=(THREADS, 1, 1), smem=cfg.smem_bytes,
-                                            # .minnctapersm: setmaxnreg needs the cap (384); two CTAs cap at 128
-                                            min_blocks_per_mp=cfg.ctas_per_sm if PIPE else (2 if cfg.ctas_per_sm == 2 else 0),
+                                            # .minnctapersm: setmaxnreg needs the cap (384, ctas_per_sm of them);
+                                            # the 256-thread variant: two CTAs cap at 128, one needs none
+                                            min_blocks_per_mp=(cfg.ctas_per_sm if PIPE
+                                                               else (2 if cfg.ctas_per_sm == 2 else 0)),
                                             # with 2 CTAs/SM the DSL otherwise asks the (absent) driver for
                                             # the SM's shared memory
                                             preferred_smem_carveout=100 if cfg.ctas_per_sm == 2 else None)

@@ -129,8 +129,8 @@ def test_two_ctas_per_sm_experiment():
 
 def test_pipelined_two_ctas_per_sm_fit_an_sm():
     """The 384-thread kernel built for two CTAs per SM: each CTA within 113 KB of shared memory with at least three
-    weight stages, ``setmaxnreg`` 24 / 104 (128 x 24 + 256 x 104 <= 384 x 80, the launch allocation), ``.minnctapersm 2`` and the
-    two ``setmaxnreg`` values in the PTX, and ptxas keeps the mainloop spill-free at the production shapes."""
+    weight stages, ``setmaxnreg`` 24 / 104 (128 x 24 + 256 x 104 <= 384 x 80, the launch allocation),
+    ``.minnctapersm 2`` and the two ``setmaxnreg`` values in the PTX, and a spill-free mainloop at the GLM-5.2 shape."""
     from gcmoe_build import sass
     from gcmoe_build.frontend.dsl import import_dsl
 
