@@ -163,6 +163,14 @@ class Role2GemmConfig:
         return self.bm * self.kc + asc + epi
 
     @property
+    def occupancy_launch(self) -> dict:
+        """The launch keywords that build ``ctas_per_sm`` into the cubin: ``.minnctapersm`` (the pipelined variant
+        needs the register cap for ``setmaxnreg``; the 256-thread one caps at 128 registers for two CTAs, none for
+        one) and, for two CTAs, a full shared-memory carveout (else the DSL asks the absent driver for it)."""
+        min_blocks = self.ctas_per_sm if self.pipelined else (2 if self.ctas_per_sm == 2 else 0)
+        return dict(min_blocks_per_mp=min_blocks, preferred_smem_carveout=100 if self.ctas_per_sm == 2 else None)
+
+    @property
     def smem_limit(self) -> int:
         return SMEM_LIMIT if self.ctas_per_sm == 1 else SMEM_LIMIT_2
 
@@ -667,10 +675,6 @@ def build_role2_gemm(cfg: Role2GemmConfig):
     def role2_gemm_host(w: Int64, ws: Int64, ef: Int64, act: Int64, asc: Int64, bexp: Int64, bntok: Int64,
                         aux: Int64, out: Int64, outs: Int64, nblocks: Int32):
         role2_gemm_kernel(w, ws, ef, act, asc, bexp, bntok, aux, out, outs).launch(
-            grid=[NT, nblocks, 1], block=[cfg.threads, 1, 1], smem=cfg.smem_bytes,
-            # register cap at entry: setmaxnreg needs it; ctas_per_sm=2 caps at 128 registers (2 x 256 threads)
-            min_blocks_per_mp=cfg.ctas_per_sm if PIPE else (2 if cfg.ctas_per_sm == 2 else 0),
-            # with 2 CTAs/SM the DSL otherwise asks the (absent) driver for the SM's shared memory
-            preferred_smem_carveout=100 if cfg.ctas_per_sm == 2 else None)
+            grid=[NT, nblocks, 1], block=[cfg.threads, 1, 1], smem=cfg.smem_bytes, **cfg.occupancy_launch)
 
     return role2_gemm_host, role2_gemm_kernel

@@ -160,8 +160,6 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                               l2_mask: Int64, err: Int64, nblocks: Int32, ncta: Int32):
         role2_persistent_kernel(w, ws, ef, act, asc, bexp, bntok, bgen, aux, out, outs, l1_full, l1_empty, l2_mask,
                                 err, nblocks).launch(grid=[ncta, 1, 1], block=[cfg.threads, 1, 1],
-                                                     smem=cfg.smem_bytes, min_blocks_per_mp=cfg.ctas_per_sm,
-                                                     # 2 CTAs/SM: else the DSL asks the (absent) driver
-                                                     preferred_smem_carveout=100 if cfg.ctas_per_sm == 2 else None)
+                                                     smem=cfg.smem_bytes, **cfg.occupancy_launch)
 
     return role2_persistent_host, role2_persistent_kernel

@@ -484,13 +484,7 @@ def _trace_parts(cfg):
                o_l1_empty_count, o_l2_full_mask, o_l2_empty_count, o_recv_count, o_recv_parity, o_combine,
                w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales, w2_factor, err, timeout_ns, ring_blocks,
                bm_stride, sf_stride).launch(grid=(1, 1, 1), block=(THREADS, 1, 1), smem=cfg.smem_bytes,
-                                            # .minnctapersm: setmaxnreg needs the cap (384, ctas_per_sm of them);
-                                            # the 256-thread variant: two CTAs cap at 128, one needs none
-                                            min_blocks_per_mp=(cfg.ctas_per_sm if PIPE
-                                                               else (2 if cfg.ctas_per_sm == 2 else 0)),
-                                            # with 2 CTAs/SM the DSL otherwise asks the (absent) driver for
-                                            # the SM's shared memory
-                                            preferred_smem_carveout=100 if cfg.ctas_per_sm == 2 else None)
+                                            **cfg.w1.occupancy_launch)
 
     fake = (fake_peer_desc(),) + tuple(Int64(0) for _ in OFFSET_PARAMS + WEIGHT_PARAMS + SCALAR_PARAMS_U64) + tuple(
         Int32(1) for _ in SCALAR_PARAMS_S32)
