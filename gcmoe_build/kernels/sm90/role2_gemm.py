@@ -56,8 +56,8 @@ from .fp4_decode import byte_of, decode_fp4x8_e4m3, fold_lut
 from .ptx_mem import (bar_sync, bulk_copy_g2s, evict_first_policy, ld_global_f32, ld_global_s32, ld_global_v4,
                       ld_global_u8, ld_global_v2_stream, ld_global_v4_stream, ld_shared_f32,
                       ld_shared_v2, ld_shared_v4, st_global_u8, mbar_arrive, mbar_arrive_expect_tx,
-                      mbar_init, mbar_init_fence, mbar_wait_or_trap, setmaxnreg, st_global_f32, st_shared_f32,
-                      st_shared_v4)
+                      fence_proxy_async_shared, mbar_init, mbar_init_fence, mbar_wait_or_trap, setmaxnreg,
+                      st_global_f32, st_shared_f32, st_shared_v4)
 from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, sel_f32, shfl_bfly_f32, sigmoid, to_bf16_bits,
                          to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
 from .wgmma_rs import fence_f32, smem_desc, wgmma_commit, wgmma_fence, wgmma_rs_e4m3, wgmma_wait
@@ -78,6 +78,7 @@ PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg split: 128*40 + 256*232 <= 
 PRODUCER_REGS_2, CONSUMER_REGS_2 = 24, 104
 #: shared memory one CTA may use when two share an SM (228 KB per SM, 1 KB reserved per CTA)
 SMEM_LIMIT_2 = 113 * 1024
+STAGE_RELEASES = ("read", "fence", "decoded")
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,12 @@ class Role2GemmConfig:
     #: True: the block exponent is folded into the decode (the shipped kernels). False (an A/B experiment of the
     #: dev harness): decode through the r = 0 table and multiply each K32 partial by 2**(r+5) x token scale.
     fold_scales: bool = True
+    #: when a consumer releases a weight stage (arrives on its empty barrier), pipelined variants: "read" right after
+    #: its ld.shared are issued, "fence" after a ``fence.proxy.async`` (the generic-proxy reads ordered before the
+    #: producer's async-proxy overwrite), "decoded" after the step's last MMA is issued (every word consumed)
+    stage_release: str = "read"
+    #: False (a diagnostic of the two-CTA build): no ``setmaxnreg``; every warp keeps the launch allocation
+    use_setmaxnreg: bool = True
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -124,6 +131,8 @@ class Role2GemmConfig:
             raise ValueError(f"role2 mma_lag={self.mma_lag} must be in 0..3")
         if self.ctas_per_sm not in (1, 2):
             raise ValueError(f"role2 ctas_per_sm={self.ctas_per_sm}: must be 1 or 2")
+        if self.stage_release not in STAGE_RELEASES:
+            raise ValueError(f"role2 stage_release={self.stage_release!r}: must be one of {STAGE_RELEASES}")
 
     @property
     def lag(self) -> int:
@@ -257,10 +266,11 @@ class TokenScales:
 class K128Step:
     """One K128 step of :func:`_mma_k128_steps`: ``fetch()`` returns its 20 words (called once, when the step's
     first MMA is decoded: for the pipelined variant that is the stage's full-barrier wait and its shared loads),
-    ``ascl`` its :class:`TokenScales`, ``kl128`` its K128 index within the staged activation chunk."""
+    ``ascl`` its :class:`TokenScales`, ``kl128`` its K128 index within the staged activation chunk, ``release`` (or None)
+    is called once its last MMA is issued (every word consumed: the stage may be overwritten)."""
 
-    def __init__(self, fetch, ascl, kl128):
-        self.fetch, self.ascl, self.kl128 = fetch, ascl, kl128
+    def __init__(self, fetch, ascl, kl128, release=None):
+        self.fetch, self.ascl, self.kl128, self.release = fetch, ascl, kl128, release
         self._words = None
 
     @property
@@ -344,6 +354,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             pa = pb = None
             for q in range(4):
                 pa, pb = issue(step, q, pa, pb)
+            if step.release is not None:
+                step.release()
             wgmma_commit()
             if done is not None:
                 promote(done, 1)
@@ -361,6 +373,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     for u in range(n + lag):
         if u < n:
             parts[u] = issue(steps[u // 4], u % 4, None, None)
+            if u % 4 == 3 and steps[u // 4].release is not None and a_regs is None and fold:
+                steps[u // 4].release()
             wgmma_commit()
         if u >= lag:
             p = u - lag
@@ -377,6 +391,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                         b = (sw >> (8 * ((q % 2) * 2 + hh))) & 0xFF
                         rs.append(ue8m0_to_f32(b if a_regs is not None else b - 1))
                 fma(pa, pb, step.ascl[q], rs)
+                if q == 3 and step.release is not None:  # its scale words were read until now
+                    step.release()
 
 
 def _consumer_lane(ctid):
@@ -434,15 +450,24 @@ def _produce_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_empty, w
     _issue_k128_stage(smem, bar_off, stage_off, s, w, ws, slab0, nk, kb, policy)
 
 
-def _consume_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_full, wg, tw, warp, g):
+def _consume_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_full, wg, tw, warp, g,
+                  release: str = "read"):
     """Consumer, stream step ``gs``: wait for the stage's full barrier (``wait_full(bar, parity)``), read
-    this thread's 20 words (:func:`_read_k128_stage`), arrive on the empty barrier (stage consumed into
-    registers). Returns the words."""
+    this thread's 20 words (:func:`_read_k128_stage`) and, unless ``release`` is "decoded" (then
+    :func:`_release_k128` after the step's MMAs), arrive on the empty barrier. Returns the words."""
     s = gs % ns
     wait_full(smem + bar_off + 8 * s, (gs // ns) & 1)
     words = _read_k128_stage(smem + stage_off + s * STAGE_BYTES, wg, tw, warp, g)
-    mbar_arrive(smem + bar_off + 8 * (ns + s))
+    if release == "fence":
+        fence_proxy_async_shared()
+    if release != "decoded":
+        mbar_arrive(smem + bar_off + 8 * (ns + s))
     return words
+
+
+def _release_k128(smem, bar_off: int, ns: int, gs):
+    """Consumer: arrive on stream step ``gs``'s empty barrier (``stage_release="decoded"``)."""
+    mbar_arrive(smem + bar_off + 8 * (ns + gs % ns))
 
 
 def _stage_act_chunk(smem, act_off: int, row_addr, ctid, kc, ntok, bm: int, kc_len: int):
@@ -614,7 +639,8 @@ def build_role2_gemm(cfg: Role2GemmConfig):
 
         if tid < P0:
             # ---------------- producer warpgroup (pipelined variant only) ----------------
-            setmaxnreg(cfg.setmaxnreg[0], False)
+            if const_expr(cfg.use_setmaxnreg):
+                setmaxnreg(cfg.setmaxnreg[0], False)
             if tid == 0:
                 slab0 = Int64(expert) * NSLAB + Int64(ntile) * 4
                 for kb in cutlass.range(NK128, unroll=1):
@@ -622,7 +648,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                                   w, ws, slab0, NK128, kb, policy)
         else:
             # ---------------- consumer warpgroups ----------------
-            if const_expr(PIPE):
+            if const_expr(PIPE and cfg.use_setmaxnreg):
                 setmaxnreg(cfg.setmaxnreg[1], True)
             ctid = tid - P0
             wg, warp, g, t, tw = _consumer_lane(ctid)
@@ -650,14 +676,17 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                         if const_expr(PIPE):
                             fetch = (lambda kb=kb: _consume_k128(smem, BAR_OFF, STAGE_OFF, NS, kb,
                                                                  lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO),
-                                                                 wg, tw, warp, g))
+                                                                 wg, tw, warp, g, cfg.stage_release))
+                            release = ((lambda kb=kb: _release_k128(smem, BAR_OFF, NS, kb))
+                                       if const_expr(cfg.stage_release == "decoded") else None)
                         else:
                             def fetch(h=h, kb=kb):
                                 nxt = kb + 1 - Int32(kb + 1 >= NK128)  # last K128: harmless reload of itself
                                 _load_k128(wbuf, 1 - h, nxt, wbases, sbases, policy)
                                 return [wbuf[h * 20 + r] for r in range(20)]
+                            release = None
                         # activation scales of this thread's tokens for this K128
-                        steps.append(K128Step(fetch, TokenScales(smem + ASC_OFF, kl128, t, BM, GS), kl128))
+                        steps.append(K128Step(fetch, TokenScales(smem + ASC_OFF, kl128, t, BM, GS), kl128, release))
                     _mma_k128_steps(steps, acc, smem + ACT_OFF, BM, cfg.lag, fold=cfg.fold_scales, overlap=PIPE)
 
             # ---------------- epilogues ----------------

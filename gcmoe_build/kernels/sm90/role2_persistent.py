@@ -35,7 +35,7 @@ from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
 from .role2_gemm import (CONSUMER_THREADS, PRODUCER_THREADS, STAGE_BYTES,
                          K128Step, Role2GemmConfig, TokenScales, _consume_k128, _consumer_lane, _init_stage_barriers,
-                         _mma_k128_steps,
+                         _mma_k128_steps, _release_k128,
                          _produce_k128, _stage_chunk, _token_major_scale, _w1_epilogue, _w2_store_rows)
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
@@ -97,7 +97,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
         bar_sync(0, P0 + CT)
 
         if tid < P0:
-            setmaxnreg(cfg.setmaxnreg[0], False)
+            if const_expr(cfg.use_setmaxnreg):
+                setmaxnreg(cfg.setmaxnreg[0], False)
             if tid == 0:
                 for li in cutlass.range(nlocal, unroll=1):
                     blk, ntile, expert = acquire_task(cta + li * ncta, bgen, bexp, l1_full, err)
@@ -106,7 +107,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, li * NK128 + kb,
                                       lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), w, ws, slab0, NK128, kb, policy)
         else:
-            setmaxnreg(cfg.setmaxnreg[1], True)
+            if const_expr(cfg.use_setmaxnreg):
+                setmaxnreg(cfg.setmaxnreg[1], True)
             ctid = tid - P0
             wg, warp, g, t, tw = _consumer_lane(ctid)
             acc = cute.make_rmem_tensor((2 * ND,), Float32)
@@ -132,8 +134,10 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                             steps.append(K128Step(
                                 lambda gs=gs: _consume_k128(smem, BAR_OFF, STAGE_OFF, NS, gs,
                                                             lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO),
-                                                            wg, tw, warp, g),
-                                TokenScales(smem + ASC_OFF, kl128, t, BM, GS), kl128))
+                                                            wg, tw, warp, g, cfg.stage_release),
+                                TokenScales(smem + ASC_OFF, kl128, t, BM, GS), kl128,
+                                (lambda gs=gs: _release_k128(smem, BAR_OFF, NS, gs))
+                                if const_expr(cfg.stage_release == "decoded") else None))
                         _mma_k128_steps(steps, acc, smem + ACT_OFF, BM, cfg.lag, fold=cfg.fold_scales)
 
                 if const_expr(W1):

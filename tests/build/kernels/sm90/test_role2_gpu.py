@@ -27,7 +27,9 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32)  # experiments (skip if not
             for v in ("_p_lag2", "_p_lag3", "_pp_lag3", "_p_nofold")]          # built: --experiments): MMA lag,
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16)  # no fold, 2 CTAs per SM
-            for v in ("_o2", "_p2", "_pp2")])
+            for v in ("_o2", "_p2", "_pp2")]
+         + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16)  # the two-CTA race's diagnostics
+            for v in ("_p2_fence", "_p2_dec", "_pp2_dec", "_p2_nrg", "_p_dec")])
 
 
 @pytest.fixture(scope="module")
