@@ -28,11 +28,10 @@ LAG_EXPERIMENTS = {"_p_lag2": 2, "_p_lag3": 3, "_pp_lag3": 3}
 OCC_EXPERIMENTS = {"_o2": 2}
 #: ... and the 384-thread kernels (one-CTA-per-task and persistent) built for two CTAs per SM (BM <= 16)
 PIPE2_EXPERIMENTS = ("_p2", "_pp2")
-#: ... and the diagnostics of the two-CTA build's race (session 6): when a consumer releases a weight stage
-#: (Role2GemmConfig.stage_release) and no setmaxnreg (use_setmaxnreg=False)
-PIPE2_DIAGNOSTICS = {"_p2_fence": dict(stage_release="fence"), "_p2_dec": dict(stage_release="decoded"),
-                     "_pp2_dec": dict(stage_release="decoded"), "_p2_nrg": dict(use_setmaxnreg=False),
-                     "_p_dec": dict(stage_release="decoded", ctas_per_sm=1)}
+#: ... and the stage-release A/B (session 6): Role2GemmConfig.stage_release "read" (the race two CTAs per SM exposed)
+#: and "fence", against the shipped "decoded"
+RELEASE_EXPERIMENTS = {"_p_read": dict(stage_release="read"), "_p_fence": dict(stage_release="fence"),
+                       "_p2_read": dict(stage_release="read", ctas_per_sm=2)}
 #: ... and the A/B of the exponent-folding decoder: the pipelined kernel with per-K32 scale FMAs instead (BM <= 32)
 NOFOLD_EXPERIMENTS = ("_p_nofold",)
 
@@ -60,10 +59,11 @@ def configs(shapes, experiments: bool = False):
                            Role2GemmConfig(mode="w1", k=h, rows=2 * i, bm=bm, pipelined=True, ctas_per_sm=2))
                     yield (f"role2_w2_{sh}_bm{bm}{sfx}",
                            Role2GemmConfig(mode="w2", k=i, rows=h, bm=bm, pipelined=True, ctas_per_sm=2))
-                for sfx, kw in PIPE2_DIAGNOSTICS.items():
-                    kw = {"ctas_per_sm": 2, **kw}
-                    yield f"role2_w1_{sh}_bm{bm}{sfx}", Role2GemmConfig(mode="w1", k=h, rows=2 * i, bm=bm, pipelined=True, **kw)
-                    yield f"role2_w2_{sh}_bm{bm}{sfx}", Role2GemmConfig(mode="w2", k=i, rows=h, bm=bm, pipelined=True, **kw)
+                for sfx, kw in RELEASE_EXPERIMENTS.items():
+                    yield (f"role2_w1_{sh}_bm{bm}{sfx}",
+                           Role2GemmConfig(mode="w1", k=h, rows=2 * i, bm=bm, pipelined=True, **kw))
+                    yield (f"role2_w2_{sh}_bm{bm}{sfx}",
+                           Role2GemmConfig(mode="w2", k=i, rows=h, bm=bm, pipelined=True, **kw))
                 for sfx, occ in OCC_EXPERIMENTS.items():
                     yield (f"role2_w1_{sh}_bm{bm}{sfx}",
                            Role2GemmConfig(mode="w1", k=h, rows=2 * i, bm=bm, ctas_per_sm=occ))

@@ -109,10 +109,12 @@ class Role2GemmConfig:
     #: True: the block exponent is folded into the decode (the shipped kernels). False (an A/B experiment of the
     #: dev harness): decode through the r = 0 table and multiply each K32 partial by 2**(r+5) x token scale.
     fold_scales: bool = True
-    #: when a consumer releases a weight stage (arrives on its empty barrier), pipelined variants: "read" right after
-    #: its ld.shared are issued, "fence" after a ``fence.proxy.async`` (the generic-proxy reads ordered before the
-    #: producer's async-proxy overwrite), "decoded" after the step's last MMA is issued (every word consumed)
-    stage_release: str = "read"
+    #: when a consumer releases a weight stage (arrives on its empty barrier), pipelined variants: "decoded" after
+    #: the step's last MMA is issued (every word consumed, so its ld.shared completed), "fence" after a
+    #: ``fence.proxy.async`` right after the reads, "read" right after the ld.shared are issued: a race (the arrive
+    #: can overtake the reads and the producer's bulk copy overwrite the stage first; GPU-measured in session 6 with
+    #: two CTAs per SM: 17 of 24 two-CTA dev checks not bit-identical; "fence" and "decoded" 24 / 24 correct)
+    stage_release: str = "decoded"
     #: False (a diagnostic of the two-CTA build): no ``setmaxnreg``; every warp keeps the launch allocation
     use_setmaxnreg: bool = True
 

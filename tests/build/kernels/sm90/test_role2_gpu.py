@@ -28,8 +28,8 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
             for v in ("_p_lag2", "_p_lag3", "_pp_lag3", "_p_nofold")]          # built: --experiments): MMA lag,
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16)  # no fold, 2 CTAs per SM
             for v in ("_o2", "_p2", "_pp2")]
-         + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16)  # the two-CTA race's diagnostics
-            for v in ("_p2_fence", "_p2_dec", "_pp2_dec", "_p2_nrg", "_p_dec")])
+         + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16)  # stage release A/B ("read": the race)
+            for v in ("_p_read", "_p_fence", "_p2_read")])
 
 
 @pytest.fixture(scope="module")
