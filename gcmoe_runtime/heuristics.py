@@ -41,12 +41,16 @@ SM90_THREADS_NONPIPELINED = 256
 #: <= 48 KB) up to this BM; above it the accumulators need more registers and it runs one CTA per SM. The role2
 #: build reads this (one fact), the launch facts carry the grid (``compute_sms*2``).
 SM90_TWO_CTAS_MAX_BM = 16
-#: The 384-thread (pipelined) variant can be built for two CTAs per SM up to this BM (each CTA <= 113 KB of shared
-#: memory, 3-5 weight stages, setmaxnreg 24 / 104). 0 = never: measured in the layer (session 5, call E) it was
-#: -1..-4 % at T = 4-128 but +10-32 % at T = 1-2 (few tasks per CTA, a third of the stages), and its one-CTA-per-task
-#: dev build failed one reference check (W2, GLM-5.2 shape, BM 8) that is not yet explained, so production keeps one
-#: CTA per SM (docs/PERFORMANCE.md, session 5).
-SM90_PIPELINED_TWO_CTAS_MAX_BM = 0
+#: The 384-thread (pipelined) variant is also built for two CTAs per SM up to this BM (each CTA <= 113 KB of shared
+#: memory, 3-5 weight stages, setmaxnreg 24 / 104; at BM 16 its W2 mainloop would spill at 104 registers), and runs
+#: that way once a compute SM has at least SM90_PIPELINED_TWO_CTAS_MIN_STEPS K128 weight steps to stream, i.e. each
+#: of the two CTAs several tasks. Measured in the layer (P = 2, session 6 call C, after the stage-release race was
+#: fixed): -3..-4 % at T = 4-64 where each CTA has several tasks, +5..+37 % at T = 1-2 where it has one or two and a
+#: third of the one-CTA build's stages (docs/PERFORMANCE.md, session 6).
+SM90_PIPELINED_TWO_CTAS_MAX_BM = 8
+#: steps per compute SM from which the two-CTA build runs: GLM-5.2 / DSV-4.1-Flash stream 198-284 steps per SM at
+#: T = 2 (where two CTAs lost) and 321-550 at T = 4 (where they gained), at P = 1, 2 and 8
+SM90_PIPELINED_TWO_CTAS_MIN_STEPS = 320
 #: SM100 role2 is always 384 threads in a (2,1,1) cluster (paper Table 1).
 SM100_ROLE2_THREADS = 384
 
@@ -176,6 +180,7 @@ class TileChoice:
     blocks_per_expert: int  # ring blocks an expert at the coverage target spans
     expected_tokens: float  # m-hat: expected tokens per local expert
     coverage: float  # the token count BM * blocks_per_expert is sized to cover
+    ctas_per_sm: int = 1  # role2 CTAs per compute SM the chosen build runs at (SM90; SM100 pairs CTAs in clusters)
 
     @property
     def pipelined(self) -> bool:
@@ -260,6 +265,7 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
     the 256-thread variant at two CTAs per SM is 8-10 % faster kernel-alone at BM 8 with every expert busy,
     but as the layer's BM 8 tile it was no faster at T = 2-64 and 13-30 us slower at T = 1 (few tasks, each
     streamed with only two K128 register stages in flight), so production stays pipelined (docs/PERFORMANCE.md).
+    CTAs per SM: :func:`sm90_ctas_per_sm` (the 384-thread BM 8 tile at two CTAs once each has several tasks).
     The stage count is a calibration constant.
 
     Monotone in T: the active-expert count, the coverage and the block count never decrease with T, so
@@ -279,7 +285,19 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
     active_experts = local_experts * (1.0 - _powi(1.0 - p, t * ranks))
     steps_per_sm = active_experts * blocks * sm90_weight_steps_per_block(hidden, intermediate) / compute_sms
     threads = SM90_THREADS_PIPELINED if steps_per_sm >= SM90_PIPELINE_STAGES else SM90_THREADS_NONPIPELINED
-    return TileChoice(bm=bm, threads=threads, blocks_per_expert=blocks, expected_tokens=m_hat, coverage=coverage)
+    return TileChoice(bm=bm, threads=threads, blocks_per_expert=blocks, expected_tokens=m_hat, coverage=coverage,
+                      ctas_per_sm=sm90_ctas_per_sm(bm, threads, steps_per_sm))
+
+
+def sm90_ctas_per_sm(bm: int, threads: int, steps_per_sm: float = 0.0) -> int:
+    """role2 CTAs per compute SM on SM90 for a (BM, threads) tile: the 256-thread variant is built for two up to
+    SM90_TWO_CTAS_MAX_BM (one build per tile); the 384-thread variant up to SM90_PIPELINED_TWO_CTAS_MAX_BM has a
+    one- and a two-CTA build and takes the two-CTA one from SM90_PIPELINED_TWO_CTAS_MIN_STEPS K128 steps per SM
+    (``steps_per_sm`` as choose_sm90_tile counts them; the default 0 names the one-CTA build)."""
+    if threads == SM90_THREADS_NONPIPELINED:
+        return 2 if bm <= SM90_TWO_CTAS_MAX_BM else 1
+    return 2 if bm <= SM90_PIPELINED_TWO_CTAS_MAX_BM and steps_per_sm >= SM90_PIPELINED_TWO_CTAS_MIN_STEPS else 1
+
 
 
 def choose_sm100_tile(tokens: int, *, ranks: int, top_k: int, experts: int, intermediate: int,
@@ -366,7 +384,7 @@ def shared_split_k(hidden: int, intermediate: int) -> tuple[int, int]:
 
 
 def reachable_tiles(arch: str, capacity: int, **shape) -> list[TileChoice]:
-    """Every distinct (bm, threads) the heuristic picks for T in [1, capacity], in order of first use.
+    """Every distinct (bm, threads, ctas_per_sm) the heuristic picks for T in [1, capacity], in order of first use.
 
     On SM90, passing the reachable BMs back as ``candidates`` reproduces every choice for T <= capacity
     (tested), so a runtime may take the candidate list from the BMs it finds compiled in a bundle.
@@ -374,7 +392,7 @@ def reachable_tiles(arch: str, capacity: int, **shape) -> list[TileChoice]:
     seen: dict[tuple[int, int], TileChoice] = {}
     for t in range(1, capacity + 1):
         c = choose_tile(arch, t, **shape)
-        seen.setdefault((c.bm, c.threads), c)
+        seen.setdefault((c.bm, c.threads, c.ctas_per_sm), c)
     return list(seen.values())
 
 

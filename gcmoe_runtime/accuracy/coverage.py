@@ -42,7 +42,7 @@ def coverage_rows(docs: list[dict]) -> list[dict]:
             (g["passed_ranks"] if ok else g["failed_ranks"]).add(int(r))
         g["min_cos"] = min(g["min_cos"], min(cat["min_cos_impl_vs_ref"] for cat in s["categories"].values()))
         tile = d.get("forced_tile")
-        g["tiles"].add("heuristic" if not tile else f"{tile[0]}x{tile[1]}")
+        g["tiles"].add("heuristic" if not tile else "x".join(map(str, tile)))
     rows = []
     for g in sorted(groups.values(), key=lambda g: (g["model"], g["world"], g["shared"], g["build"])):
         # a rank that failed any run (e.g. one forced tile) is not a pass

@@ -15,6 +15,7 @@ from gcmoe_runtime.heuristics import (
     choose_tile,
     green_partition,
     reachable_tiles,
+    sm90_ctas_per_sm,
     ring_capacity,
     validate_partition,
 )
@@ -118,6 +119,32 @@ def test_sm90_bm_covers_mean_plus_binomial_sigma():
     # T = 256: m-hat = 64 -> cover 71.9 > 64 -> two blocks of 64
     c256 = choose_sm90_tile(256, **shape("glm-5.2", 8))
     assert (c256.bm, c256.blocks_per_expert) == (64, 2)
+
+
+def test_sm90_two_ctas_once_each_cta_has_several_tasks():
+    # the 384-thread BM 8 tile runs two CTAs per SM from T = 4 at the production shapes (198-284 K128 steps per SM
+    # at T = 2, where two CTAs lost in the layer; 321-550 at T = 4, where they gained), one CTA at BM 16+
+    for name in ("glm-5.2", "deepseek-v4.1-flash"):
+        for P in (1, 2, 8):
+            for T in (1, 2):
+                c = choose_sm90_tile(T, **shape(name, P))
+                assert (c.bm, c.threads, c.ctas_per_sm) == (8, 384, 1), (name, P, T)
+            c = choose_sm90_tile(4, **shape(name, P))
+            assert (c.bm, c.threads, c.ctas_per_sm) == (8, 384, 2), (name, P)
+            for T in range(1, 257):
+                c = choose_sm90_tile(T, **shape(name, P))
+                if c.bm != 8 or T <= 2:
+                    assert c.ctas_per_sm == 1, (name, P, T, c)
+                elif T >= 4:  # (T = 3 lies on either side of the step threshold, by model and P)
+                    assert c.ctas_per_sm == 2, (name, P, T, c)
+    # the 256-thread tile has one build per BM: two CTAs up to BM 16 (test-tiny, P = 1)
+    tiny = shape("test-tiny", 1)
+    for T in range(1, 257):
+        c = choose_sm90_tile(T, **tiny)
+        if c.threads == 256:
+            assert c.ctas_per_sm == (2 if c.bm <= 16 else 1)
+    assert sm90_ctas_per_sm(8, 384) == 1 and sm90_ctas_per_sm(8, 384, 320.0) == 2
+    assert sm90_ctas_per_sm(16, 384, 1e9) == 1 and sm90_ctas_per_sm(32, 256) == 1
 
 
 def test_sm90_threads_token_bound():

@@ -51,8 +51,9 @@ Occupancy: the 256-thread variant at BM <= ``SM90_TWO_CTAS_MAX_BM`` is built for
 (``.minnctapersm 2``: <= 128 registers; activation chunk <= 48 KB) and launched on twice the compute SMs
 (grid rule ``compute_sms*2``): four consumer warps per SM scheduler instead of two hide the decode's
 latency (kernel-alone -8..-10 % at BM 8 on the H200, ``results/operator/2026-11-30-h200-x2-session4``). The
-384-thread variant can be built the same way up to ``SM90_PIPELINED_TWO_CTAS_MAX_BM`` (0 = not used: faster alone,
-mixed in the layer, one dev check open; ``results/operator/2026-11-30-h200-x2-session5``).
+384-thread variant up to ``SM90_PIPELINED_TWO_CTAS_MAX_BM`` has a one- and a two-CTA build (variant parameter
+``ctas_per_sm``; setmaxnreg 24 / 104, 3-5 stages): the heuristic takes the two-CTA one once each CTA has several tasks
+(``heuristics.sm90_ctas_per_sm``; layer -3..-4 % at T = 4-64, ``results/operator/2026-11-30-h200-session6``).
 
 Not yet (say so, never fake): W1 stores are byte stores (W2's are 16-byte); activations are plain
 loads by the consumers (no TMA); ``act_fast_math`` does not change the code (the exponent is always
@@ -60,7 +61,7 @@ loads by the consumers (no TMA); ``act_fast_math`` does not change the code (the
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
-from gcmoe_runtime.heuristics import SM90_PIPELINED_TWO_CTAS_MAX_BM, SM90_TWO_CTAS_MAX_BM
+from gcmoe_runtime.heuristics import SM90_PIPELINED_TWO_CTAS_MAX_BM, SM90_TWO_CTAS_MAX_BM, sm90_ctas_per_sm
 
 from .role_common import int_param, peer_abi_plan
 
@@ -138,8 +139,15 @@ class Role2RingConfig:
         self.clamp = float(p.get("act_clamp", 10.0))
         self.fast_math = bool(p.get("act_fast_math", False))
         pipe = self.threads == 384
-        #: CTAs per SM: both variants at small BM are built for two (module docstring, "Occupancy")
-        self.ctas_per_sm = 2 if self.bm <= (SM90_PIPELINED_TWO_CTAS_MAX_BM if pipe else SM90_TWO_CTAS_MAX_BM) else 1
+        #: CTAs per SM (module docstring, "Occupancy"): the variant's ``ctas_per_sm``, else the tile's default build
+        self.ctas_per_sm = int(p.get("ctas_per_sm", sm90_ctas_per_sm(self.bm, self.threads)))
+        two_max = SM90_PIPELINED_TWO_CTAS_MAX_BM if pipe else SM90_TWO_CTAS_MAX_BM
+        if self.ctas_per_sm not in (1, 2) or (self.ctas_per_sm == 2 and self.bm > two_max):
+            raise ValueError(f"role2: ctas_per_sm={self.ctas_per_sm} must be 1, or 2 with bm <= {two_max} at "
+                             f"threads={self.threads} (got bm={self.bm})")
+        if not pipe and self.ctas_per_sm != sm90_ctas_per_sm(self.bm, self.threads):
+            raise ValueError(f"role2: ctas_per_sm={self.ctas_per_sm}: the 256-thread BM {self.bm} tile is built "
+                             f"for {sm90_ctas_per_sm(self.bm, self.threads)} CTA(s) per SM only")
         # the two GEMMs' checked shapes (K multiple of 256, rows multiple of 256, BM in {8,16,32,64})
         self.w1 = Role2GemmConfig(mode="w1", k=self.hidden, rows=2 * self.inter, bm=self.bm, alpha=self.alpha,
                                   clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm)
