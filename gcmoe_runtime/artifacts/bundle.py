@@ -257,7 +257,8 @@ class Bundle:
             )
         best = min(same_role, key=lambda r: len(mismatches(r)))
         diffs = mismatches(best)
-        have = {n: sorted({repr(value(r, n)) for r in same_role}) for n in diffs}
+        have = {n: sorted({"no such parameter" if value(r, n) is _MISSING else repr(value(r, n)) for r in same_role})
+                for n in diffs}
         hint = "; ".join(f"{n}={want[n]!r} (bundle has {', '.join(have[n])})" for n in diffs)
         entries = ", ".join(
             f"{n}={want[n]!r} -> {MANIFEST_FIELD_OF_PARAM.get(n, 'the entry that sets ' + n)}" for n in diffs
@@ -281,6 +282,8 @@ MANIFEST_FIELD_OF_PARAM = {
     "capacity": "targets[].capacity",
     "bm": "targets[].bm (BM candidates)",
     "threads": "targets[].bm / targets[].capacity (the tile heuristic picks threads per BM and T)",
+    "ctas_per_sm": "targets[].bm / targets[].capacity (the tile heuristic picks CTAs per SM per BM and T; a bundle "
+                   "built before role2 variants carried it has no such parameter)",
     "dispatch_sms": "targets[].dispatch_sms_request / targets[].device",
     "compute_sms": "targets[].dispatch_sms_request / targets[].device",
     "hidden": "model.hidden",
