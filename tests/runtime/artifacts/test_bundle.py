@@ -80,6 +80,9 @@ def test_find_missing_variant_names_manifest_entry(bundle_path):
         b.find("role1", BM=64, P=8)
     with pytest.raises(VariantNotInBundle, match="no 'role3' kernels at all"):
         b.find("role3", BM=64)
+    # a parameter the bundled records predate (e.g. role2's ctas_per_sm in a bundle built before session 6)
+    with pytest.raises(VariantNotInBundle, match=r"ctas_per_sm=2 \(bundle has no such parameter\)"):
+        b.find("role1", BM=64, P=2, ctas_per_sm=2)
     with pytest.raises(BundleError, match="2 variants match.*BM"):
         b.find("role1", P=2)
     with pytest.raises(VariantNotInBundle):
