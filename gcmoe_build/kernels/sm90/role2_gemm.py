@@ -115,8 +115,6 @@ class Role2GemmConfig:
     #: can overtake the reads and the producer's bulk copy overwrite the stage first; GPU-measured in session 6 with
     #: two CTAs per SM: 17 of 24 two-CTA dev checks not bit-identical; "fence" and "decoded" 24 / 24 correct)
     stage_release: str = "decoded"
-    #: False (a diagnostic of the two-CTA build): no ``setmaxnreg``; every warp keeps the launch allocation
-    use_setmaxnreg: bool = True
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -452,11 +450,10 @@ def _produce_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_empty, w
     _issue_k128_stage(smem, bar_off, stage_off, s, w, ws, slab0, nk, kb, policy)
 
 
-def _consume_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_full, wg, tw, warp, g,
-                  release: str = "read"):
+def _consume_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_full, wg, tw, warp, g, release: str):
     """Consumer, stream step ``gs``: wait for the stage's full barrier (``wait_full(bar, parity)``), read
-    this thread's 20 words (:func:`_read_k128_stage`) and, unless ``release`` is "decoded" (then
-    :func:`_release_k128` after the step's MMAs), arrive on the empty barrier. Returns the words."""
+    this thread's 20 words (:func:`_read_k128_stage`) and, unless ``release`` (Role2GemmConfig.stage_release) is
+    "decoded" (then :func:`_release_k128` after the step's MMAs), arrive on the empty barrier. Returns the words."""
     s = gs % ns
     wait_full(smem + bar_off + 8 * s, (gs // ns) & 1)
     words = _read_k128_stage(smem + stage_off + s * STAGE_BYTES, wg, tw, warp, g)
@@ -470,6 +467,21 @@ def _consume_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_full, wg
 def _release_k128(smem, bar_off: int, ns: int, gs):
     """Consumer: arrive on stream step ``gs``'s empty barrier (``stage_release="decoded"``)."""
     mbar_arrive(smem + bar_off + 8 * (ns + gs % ns))
+
+
+def stage_k128_step(cfg: Role2GemmConfig, smem, bar_off: int, stage_off: int, ns: int, gs, wait_full, lane, ascl,
+                    kl128) -> K128Step:
+    """The :class:`K128Step` of stream step ``gs`` (an Int32, or a callable returning it where it depends on loop
+    state) fed from the producer's shared-memory stages: :func:`_consume_k128` on first use, and the stage released
+    as ``cfg.stage_release`` says. ``lane``: the consumer's (warpgroup, thread in warpgroup, warp, g)."""
+    step_of = gs if callable(gs) else (lambda: gs)
+    wg, tw, warp, g = lane
+    release = None
+    if cfg.stage_release == "decoded":
+        def release():
+            _release_k128(smem, bar_off, ns, step_of())
+    return K128Step(lambda: _consume_k128(smem, bar_off, stage_off, ns, step_of(), wait_full, wg, tw, warp, g,
+                                          cfg.stage_release), ascl, kl128, release)
 
 
 def _stage_act_chunk(smem, act_off: int, row_addr, ctid, kc, ntok, bm: int, kc_len: int):
@@ -641,8 +653,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
 
         if tid < P0:
             # ---------------- producer warpgroup (pipelined variant only) ----------------
-            if const_expr(cfg.use_setmaxnreg):
-                setmaxnreg(cfg.setmaxnreg[0], False)
+            setmaxnreg(cfg.setmaxnreg[0], False)
             if tid == 0:
                 slab0 = Int64(expert) * NSLAB + Int64(ntile) * 4
                 for kb in cutlass.range(NK128, unroll=1):
@@ -650,7 +661,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                                   w, ws, slab0, NK128, kb, policy)
         else:
             # ---------------- consumer warpgroups ----------------
-            if const_expr(PIPE and cfg.use_setmaxnreg):
+            if const_expr(PIPE):
                 setmaxnreg(cfg.setmaxnreg[1], True)
             ctid = tid - P0
             wg, warp, g, t, tw = _consumer_lane(ctid)
@@ -675,20 +686,18 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                     for h in cutlass.range_constexpr(2):
                         kl128 = k2 * 2 + h  # K128 index within the chunk
                         kb = kc * (KC // 128) + kl128
+                        # activation scales of this thread's tokens for this K128
+                        ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
                         if const_expr(PIPE):
-                            fetch = (lambda kb=kb: _consume_k128(smem, BAR_OFF, STAGE_OFF, NS, kb,
-                                                                 lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO),
-                                                                 wg, tw, warp, g, cfg.stage_release))
-                            release = ((lambda kb=kb: _release_k128(smem, BAR_OFF, NS, kb))
-                                       if const_expr(cfg.stage_release == "decoded") else None)
+                            steps.append(stage_k128_step(cfg, smem, BAR_OFF, STAGE_OFF, NS, kb,
+                                                         lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO),
+                                                         (wg, tw, warp, g), ascl, kl128))
                         else:
                             def fetch(h=h, kb=kb):
                                 nxt = kb + 1 - Int32(kb + 1 >= NK128)  # last K128: harmless reload of itself
                                 _load_k128(wbuf, 1 - h, nxt, wbases, sbases, policy)
                                 return [wbuf[h * 20 + r] for r in range(20)]
-                            release = None
-                        # activation scales of this thread's tokens for this K128
-                        steps.append(K128Step(fetch, TokenScales(smem + ASC_OFF, kl128, t, BM, GS), kl128, release))
+                            steps.append(K128Step(fetch, ascl, kl128))
                     _mma_k128_steps(steps, acc, smem + ACT_OFF, BM, cfg.lag, fold=cfg.fold_scales, overlap=PIPE)
 
             # ---------------- epilogues ----------------

@@ -34,8 +34,8 @@ from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global
                       mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
 from .role2_gemm import (CONSUMER_THREADS, PRODUCER_THREADS, STAGE_BYTES,
-                         K128Step, Role2GemmConfig, TokenScales, _consume_k128, _consumer_lane, _init_stage_barriers,
-                         _mma_k128_steps, _release_k128,
+                         Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers, _mma_k128_steps,
+                         stage_k128_step,
                          _produce_k128, _stage_chunk, _token_major_scale, _w1_epilogue, _w2_store_rows)
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
@@ -97,8 +97,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
         bar_sync(0, P0 + CT)
 
         if tid < P0:
-            if const_expr(cfg.use_setmaxnreg):
-                setmaxnreg(cfg.setmaxnreg[0], False)
+            setmaxnreg(cfg.setmaxnreg[0], False)
             if tid == 0:
                 for li in cutlass.range(nlocal, unroll=1):
                     blk, ntile, expert = acquire_task(cta + li * ncta, bgen, bexp, l1_full, err)
@@ -107,8 +106,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, li * NK128 + kb,
                                       lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), w, ws, slab0, NK128, kb, policy)
         else:
-            if const_expr(cfg.use_setmaxnreg):
-                setmaxnreg(cfg.setmaxnreg[1], True)
+            setmaxnreg(cfg.setmaxnreg[1], True)
             ctid = tid - P0
             wg, warp, g, t, tw = _consumer_lane(ctid)
             acc = cute.make_rmem_tensor((2 * ND,), Float32)
@@ -130,14 +128,10 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         steps = []
                         for h in cutlass.range_constexpr(2):
                             kl128 = k2 * 2 + h
-                            gs = li * NK128 + kc * (KC // 128) + kl128
-                            steps.append(K128Step(
-                                lambda gs=gs: _consume_k128(smem, BAR_OFF, STAGE_OFF, NS, gs,
-                                                            lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO),
-                                                            wg, tw, warp, g, cfg.stage_release),
-                                TokenScales(smem + ASC_OFF, kl128, t, BM, GS), kl128,
-                                (lambda gs=gs: _release_k128(smem, BAR_OFF, NS, gs))
-                                if const_expr(cfg.stage_release == "decoded") else None))
+                            steps.append(stage_k128_step(
+                                cfg, smem, BAR_OFF, STAGE_OFF, NS, li * NK128 + kc * (KC // 128) + kl128,
+                                lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), (wg, tw, warp, g),
+                                TokenScales(smem + ASC_OFF, kl128, t, BM, GS), kl128))
                         _mma_k128_steps(steps, acc, smem + ACT_OFF, BM, cfg.lag, fold=cfg.fold_scales)
 
                 if const_expr(W1):

@@ -241,8 +241,8 @@ def _trace_parts(cfg):
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
     from .role2_gemm import (CONSUMER_THREADS, PRODUCER_THREADS, ROWS_PER_CTA,
-                             STAGE_BYTES, K128Step, TokenScales, _consume_k128, _consumer_lane, _init_stage_barriers,
-                             _mma_k128_steps, _release_k128,
+                             STAGE_BYTES, K128Step, TokenScales, _consumer_lane, _init_stage_barriers,
+                             _mma_k128_steps, stage_k128_step,
                              _load_k128, _produce_k128, _stage_chunk, _w1_epilogue)
     from .role2_math import to_bf16_bits, ue8m0_to_f32
 
@@ -332,20 +332,18 @@ def _trace_parts(cfg):
                 for h in cutlass.range_constexpr(2):
                     kl128 = k2 * 2 + h
                     kb = kc * (KC // 128) + kl128
-                    release = None
+                    ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
                     if const_expr(PIPE):
-                        fetch = (lambda kb=kb: _consume_k128(
-                            smem, BAR_OFF, STAGE_OFF, NS, gs0 + kb,
-                            lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns), wg, tw, warp, g,
-                            mc.stage_release))
-                        if const_expr(mc.stage_release == "decoded"):
-                            release = lambda kb=kb: _release_k128(smem, BAR_OFF, NS, gs0 + kb)  # noqa: E731
+                        steps.append(stage_k128_step(
+                            mc, smem, BAR_OFF, STAGE_OFF, NS, lambda kb=kb: gs0 + kb,
+                            lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns), (wg, tw, warp, g),
+                            ascl, kl128))
                     else:
                         def fetch(h=h, kb=kb):
                             nxt = kb + 1 - Int32(kb + 1 >= NK)  # last K128: harmless reload of itself
                             _load_k128(wbuf, 1 - h, nxt, wbases, sbases, policy)
                             return [wbuf[h * 20 + r] for r in range(20)]
-                    steps.append(K128Step(fetch, TokenScales(smem + ASC_OFF, kl128, t, BM, GS), kl128, release))
+                        steps.append(K128Step(fetch, ascl, kl128))
                 _mma_k128_steps(steps, acc, smem + ACT_OFF, BM, LAG, overlap=PIPE)
 
     @cute.kernel
