@@ -159,11 +159,19 @@ def effective_options(arch: str, extra: tuple[str, ...] | list[str] = ()) -> tup
     return ("--gpu-name", arch, *LOCKED_OPTIONS, *sorted(seen.values()))
 
 
+#: ptxas advisories that fail a build: each is a kernel that assembles but runs far below what its source asks for.
+#: C7512 "wgmma.mma_async instructions are serialized due to insufficient register resources": every wgmma then
+#: waits for itself (``WARPGROUP.DEPBAR`` after each ``QGMMA``), on the whole function, silently (session 7 found the
+#: shipped two-CTA role2 build so, for a session; ptxas prints it without ``-v``, and the old assemble dropped it).
+FORBIDDEN_ADVISORIES = {"C7512": "wgmma serialized for lack of registers"}
+
+
 def assemble(ptx: str, options: tuple[str, ...], *, what: str = "kernel") -> bytes:
     """Assemble PTX text with the pinned ptxas and the given *effective* options; return the cubin.
 
     ``options`` must come from :func:`effective_options` (checked again here: nothing else reaches
-    the assembler). ``what`` names the kernel in errors.
+    the assembler). ``what`` names the kernel in errors. A :data:`FORBIDDEN_ADVISORIES` message from ptxas is an
+    error (ToolchainError naming the code and ptxas' line).
     """
     if len(options) < 3 or options[0] != "--gpu-name":
         raise ToolchainOptionError(f"{what}: options {options!r} were not produced by effective_options()")
@@ -184,4 +192,9 @@ def assemble(ptx: str, options: tuple[str, ...], *, what: str = "kernel") -> byt
             )
         if not dst.is_file() or dst.stat().st_size == 0:
             raise ToolchainError(f"{what}: ptxas exited 0 but wrote no cubin")
+        for line in (proc.stdout + proc.stderr).splitlines():
+            for code, meaning in FORBIDDEN_ADVISORIES.items():
+                if f"({code})" in line:
+                    raise ToolchainError(f"{what}: ptxas advisory {code} ({meaning}) is a build error here:\n"
+                                         f"{line.strip()}")
         return dst.read_bytes()

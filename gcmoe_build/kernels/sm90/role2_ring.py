@@ -263,7 +263,6 @@ def _trace_parts(cfg):
     ACT_OFF, ASC_OFF, AMAX_OFF, INFO_OFF = so["act"], so["asc"], so["amax"], so["info"]
     STAGE_OFF, BAR_OFF, NS = so["stage"], so["bar"], so["stages"]
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
-    LAG = cfg.w1.lag
 
     def ring_act_scale(mode, base, rb, row0, sf_stride, grp, tok):
         """Activation scale of token ``tok``, K group ``grp`` of ring block ``rb``: W1 FP32 per K128 group,
@@ -344,7 +343,7 @@ def _trace_parts(cfg):
                             _load_k128(wbuf, 1 - h, nxt, wbases, sbases, policy)
                             return [wbuf[h * 20 + r] for r in range(20)]
                         steps.append(K128Step(fetch, ascl, kl128))
-                _mma_k128_steps(steps, acc, smem + ACT_OFF, BM, LAG, overlap=PIPE)
+                _mma_k128_steps(steps, acc, smem + ACT_OFF, BM, mc.lag, overlap=PIPE)
 
     @cute.kernel
     def kernel(peer: cute.Pointer, o_ring_x: Int64, o_ring_sf: Int64, o_ring_meta: Int64, o_ring_block: Int64,

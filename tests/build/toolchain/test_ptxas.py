@@ -118,3 +118,20 @@ def test_assembler_failure_names_the_kernel():
     bad = TINY_PTX.replace("ret;", "bogus.instruction %r1;")
     with pytest.raises(px.ToolchainError, match=r"tiny_0: ptxas 13\.4\.59 failed"):
         px.assemble(bad, px.effective_options("sm_90a"), what="tiny_0")
+
+
+def test_wgmma_serialization_advisory_fails_the_build(monkeypatch):
+    """ptxas' C7512 (every wgmma waits for itself, for lack of registers) assembles fine and prints one line on
+    stderr; assemble must turn it into an error that names the kernel and quotes ptxas."""
+    real_run = px.subprocess.run
+    line = ("ptxas info    : (C7512) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+            "insufficient register resources for the function 'tiny_0'")
+
+    def run_with_advisory(*args, **kwargs):
+        proc = real_run(*args, **kwargs)
+        proc.stderr = (proc.stderr or "") + line + "\n"
+        return proc
+
+    monkeypatch.setattr(px.subprocess, "run", run_with_advisory)
+    with pytest.raises(px.ToolchainError, match=r"tiny_0: ptxas advisory C7512 .*serialized"):
+        px.assemble(TINY_PTX, px.effective_options("sm_90a"), what="tiny_0")
