@@ -138,9 +138,10 @@ class Role2GemmConfig:
     def lag(self) -> int:
         if self.mma_lag is not None:
             return self.mma_lag
-        if self.mode == "w1" and self.pipelined and self.ctas_per_sm == 2:
+        if self.pipelined and self.ctas_per_sm == 2 and (self.mode == "w1" or self.bm >= 16):
             # at 104 consumer registers two K128 steps' A operands (2 x 32 registers) cannot both stay live while
-            # their MMAs run: ptxas would serialise every wgmma of the kernel (advisory C7512, GPU-run in session 6)
+            # their MMAs run, nor W2's two K32 partial sets at BM >= 16 beside the rest: ptxas would serialise every
+            # wgmma of the kernel (advisory C7512, now a build error; the session-6 two-CTA build shipped so)
             return 0
         return 1 if self.bm <= 32 else 0
 
