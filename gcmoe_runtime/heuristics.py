@@ -42,12 +42,13 @@ SM90_THREADS_NONPIPELINED = 256
 #: build reads this (one fact), the launch facts carry the grid (``compute_sms*2``).
 SM90_TWO_CTAS_MAX_BM = 16
 #: The 384-thread (pipelined) variant is also built for two CTAs per SM up to this BM (each CTA <= 113 KB of shared
-#: memory, 3-5 weight stages, setmaxnreg 24 / 104; at BM 16 its W2 mainloop would spill at 104 registers), and runs
-#: that way once a compute SM has at least SM90_PIPELINED_TWO_CTAS_MIN_STEPS K128 weight steps to stream, i.e. each
-#: of the two CTAs several tasks. Measured in the layer (P = 2, session 6 call C, after the stage-release race was
-#: fixed): -3..-4 % at T = 4-64 where each CTA has several tasks, +5..+37 % at T = 1-2 where it has one or two and a
-#: third of the one-CTA build's stages (docs/PERFORMANCE.md, session 6).
-SM90_PIPELINED_TWO_CTAS_MAX_BM = 8
+#: memory, 3-5 weight stages, setmaxnreg 24 / 104, W1 and BM 16 W2 drained per K128 / K32 so that ptxas need not
+#: serialise the wgmmas: ``Role2GemmConfig.lag``), and runs that way once a compute SM has at least
+#: SM90_PIPELINED_TWO_CTAS_MIN_STEPS K128 weight steps to stream, i.e. each of the two CTAs several tasks. Measured in
+#: the layer (P = 2): BM 8 -3..-4 % at T = 4-64 where each CTA has several tasks, +5..+37 % at T = 1-2 where it has
+#: one or two and a third of the one-CTA build's stages (session 6; still +2..+30 % at T = 1-2 without the wgmma
+#: serialisation, session 7); BM 16 -3.8 / -4.2 % at GLM-5.2 T = 128 / DSV-4.1-Flash T = 256 (session 7 call B).
+SM90_PIPELINED_TWO_CTAS_MAX_BM = 16
 #: steps per compute SM from which the two-CTA build runs: GLM-5.2 / DSV-4.1-Flash stream 198-284 steps per SM at
 #: T = 2 (where two CTAs lost) and 321-550 at T = 4 (where they gained), at P = 1, 2 and 8
 SM90_PIPELINED_TWO_CTAS_MIN_STEPS = 320
@@ -265,7 +266,7 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
     the 256-thread variant at two CTAs per SM is 8-10 % faster kernel-alone at BM 8 with every expert busy,
     but as the layer's BM 8 tile it was no faster at T = 2-64 and 13-30 us slower at T = 1 (few tasks, each
     streamed with only two K128 register stages in flight), so production stays pipelined (docs/PERFORMANCE.md).
-    CTAs per SM: :func:`sm90_ctas_per_sm` (the 384-thread BM 8 tile at two CTAs once each has several tasks).
+    CTAs per SM: :func:`sm90_ctas_per_sm` (384-thread tiles up to BM 16 at two CTAs once each has several tasks).
     The stage count is a calibration constant.
 
     Monotone in T: the active-expert count, the coverage and the block count never decrease with T, so

@@ -51,9 +51,11 @@ Occupancy: the 256-thread variant at BM <= ``SM90_TWO_CTAS_MAX_BM`` is built for
 (``.minnctapersm 2``: <= 128 registers; activation chunk <= 48 KB) and launched on twice the compute SMs
 (grid rule ``compute_sms*2``): four consumer warps per SM scheduler instead of two hide the decode's
 latency (kernel-alone -8..-10 % at BM 8 on the H200, ``results/operator/2026-11-30-h200-x2-session4``). The
-384-thread variant up to ``SM90_PIPELINED_TWO_CTAS_MAX_BM`` has a one- and a two-CTA build (variant parameter
-``ctas_per_sm``; setmaxnreg 24 / 104, 3-5 stages): the heuristic takes the two-CTA one once each CTA has several tasks
-(``heuristics.sm90_ctas_per_sm``; layer -3..-4 % at T = 4-64, ``results/operator/2026-11-30-h200-session6``).
+384-thread variant up to ``SM90_PIPELINED_TWO_CTAS_MAX_BM`` has a two-CTA build (variant parameter ``ctas_per_sm``;
+setmaxnreg 24 / 104, 3-5 stages, W1 drained per K128 so that ptxas keeps the wgmmas asynchronous) beside the one-CTA
+one where the heuristic can pick either: it takes the two-CTA one once each CTA has several tasks
+(``heuristics.sm90_ctas_per_sm``; layer -3..-4 % at BM 8 / T = 4-64, ``results/operator/2026-11-30-h200-session6``;
+BM 16 -4 %, ``results/operator/2026-11-30-h200-x2-session7``).
 
 Not yet (say so, never fake): W1 stores are byte stores (W2's are 16-byte); activations are plain
 loads by the consumers (no TMA); ``act_fast_math`` does not change the code (the exponent is always
