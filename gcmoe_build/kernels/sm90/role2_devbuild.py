@@ -29,9 +29,14 @@ OCC_EXPERIMENTS = {"_o2": 2}
 #: ... and the 384-thread kernels (one-CTA-per-task and persistent) built for two CTAs per SM (BM <= 16)
 PIPE2_EXPERIMENTS = ("_p2", "_pp2")
 #: ... and the stage-release A/B (session 6): Role2GemmConfig.stage_release "read" (the race two CTAs per SM exposed)
-#: and "fence", against the shipped "decoded"
+#: and "fence", against the shipped "decoded"; session 7: "decoded_k32_2" (one K32 earlier), one-CTA-per-task and
+#: persistent (``_pp`` in the name builds the persistent kernel), one and two CTAs per SM
 RELEASE_EXPERIMENTS = {"_p_read": dict(stage_release="read"), "_p_fence": dict(stage_release="fence"),
-                       "_p2_read": dict(stage_release="read", ctas_per_sm=2)}
+                       "_p2_read": dict(stage_release="read", ctas_per_sm=2),
+                       "_p_k32": dict(stage_release="decoded_k32_2"),
+                       "_pp_k32": dict(stage_release="decoded_k32_2"),
+                       "_p2_k32": dict(stage_release="decoded_k32_2", ctas_per_sm=2),
+                       "_pp2_k32": dict(stage_release="decoded_k32_2", ctas_per_sm=2)}
 #: ... and the A/B of the exponent-folding decoder: the pipelined kernel with per-K32 scale FMAs instead (BM <= 32)
 NOFOLD_EXPERIMENTS = ("_p_nofold",)
 

@@ -78,7 +78,11 @@ PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg split: 128*40 + 256*232 <= 
 PRODUCER_REGS_2, CONSUMER_REGS_2 = 24, 104
 #: shared memory one CTA may use when two share an SM (228 KB per SM, 1 KB reserved per CTA)
 SMEM_LIMIT_2 = 113 * 1024
-STAGE_RELEASES = ("read", "fence", "decoded")
+STAGE_RELEASES = ("read", "fence", "decoded", "decoded_k32_2")
+#: the K32 of a K128 step after whose MMA issue a "decoded_k32_2" stage is released: a thread's 6 shared loads of the
+#: step (2 x LDS.128 + LDS.64 per slab) have all been consumed by the decode of K32 2 (code words 0-3 at K32 0, 4-7 at
+#: K32 2; scale words at K32 0 and 2), so K32 3 decodes from registers only
+EARLY_RELEASE_K32 = 2
 
 
 @dataclass(frozen=True)
@@ -113,7 +117,8 @@ class Role2GemmConfig:
     #: the step's last MMA is issued (every word consumed, so its ld.shared completed), "fence" after a
     #: ``fence.proxy.async`` right after the reads, "read" right after the ld.shared are issued: a race (the arrive
     #: can overtake the reads and the producer's bulk copy overwrite the stage first; GPU-measured in session 6 with
-    #: two CTAs per SM: 17 of 24 two-CTA dev checks not bit-identical; "fence" and "decoded" 24 / 24 correct)
+    #: two CTAs per SM: 17 of 24 two-CTA dev checks not bit-identical; "fence" and "decoded" 24 / 24 correct),
+    #: "decoded_k32_2" one K32 earlier, after K32 2's MMA issue (every load consumed: :data:`EARLY_RELEASE_K32`)
     stage_release: str = "decoded"
 
     def __post_init__(self):
@@ -272,10 +277,10 @@ class K128Step:
     """One K128 step of :func:`_mma_k128_steps`: ``fetch()`` returns its 20 words (called once, when the step's
     first MMA is decoded: for the pipelined variant that is the stage's full-barrier wait and its shared loads),
     ``ascl`` its :class:`TokenScales`, ``kl128`` its K128 index within the staged activation chunk, ``release`` (or None)
-    is called once its last MMA is issued (every word consumed: the stage may be overwritten)."""
+    is called once the MMA of K32 ``release_q`` is issued (every load consumed: the stage may be overwritten)."""
 
-    def __init__(self, fetch, ascl, kl128, release=None):
-        self.fetch, self.ascl, self.kl128, self.release = fetch, ascl, kl128, release
+    def __init__(self, fetch, ascl, kl128, release=None, release_q: int = 3):
+        self.fetch, self.ascl, self.kl128, self.release, self.release_q = fetch, ascl, kl128, release, release_q
         self._words = None
 
     @property
@@ -359,8 +364,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             pa = pb = None
             for q in range(4):
                 pa, pb = issue(step, q, pa, pb)
-            if step.release is not None:
-                step.release()
+                if q == step.release_q and step.release is not None:
+                    step.release()
             wgmma_commit()
             if done is not None:
                 promote(done, 1)
@@ -378,7 +383,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     for u in range(n + lag):
         if u < n:
             parts[u] = issue(steps[u // 4], u % 4, None, None)
-            if u % 4 == 3 and steps[u // 4].release is not None and a_regs is None and fold:
+            if u % 4 == steps[u // 4].release_q and steps[u // 4].release is not None and a_regs is None and fold:
                 steps[u // 4].release()
             wgmma_commit()
         if u >= lag:
@@ -464,7 +469,7 @@ def _consume_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_full, wg
     words = _read_k128_stage(smem + stage_off + s * STAGE_BYTES, wg, tw, warp, g)
     if release == "fence":
         fence_proxy_async_shared()
-    if release != "decoded":
+    if not release.startswith("decoded"):
         mbar_arrive(smem + bar_off + 8 * (ns + s))
     return words
 
@@ -482,11 +487,12 @@ def stage_k128_step(cfg: Role2GemmConfig, smem, bar_off: int, stage_off: int, ns
     step_of = gs if callable(gs) else (lambda: gs)
     wg, tw, warp, g = lane
     release = None
-    if cfg.stage_release == "decoded":
+    if cfg.stage_release.startswith("decoded"):
         def release():
             _release_k128(smem, bar_off, ns, step_of())
     return K128Step(lambda: _consume_k128(smem, bar_off, stage_off, ns, step_of(), wait_full, wg, tw, warp, g,
-                                          cfg.stage_release), ascl, kl128, release)
+                                          cfg.stage_release), ascl, kl128, release,
+                    EARLY_RELEASE_K32 if cfg.stage_release == "decoded_k32_2" else 3)
 
 
 def _stage_act_chunk(smem, act_off: int, row_addr, ctid, kc, ntok, bm: int, kc_len: int):
