@@ -292,9 +292,10 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
 
 def sm90_ctas_per_sm(bm: int, threads: int, steps_per_sm: float = 0.0) -> int:
     """role2 CTAs per compute SM on SM90 for a (BM, threads) tile: the 256-thread variant is built for two up to
-    SM90_TWO_CTAS_MAX_BM (one build per tile); the 384-thread variant up to SM90_PIPELINED_TWO_CTAS_MAX_BM has a
-    one- and a two-CTA build and takes the two-CTA one from SM90_PIPELINED_TWO_CTAS_MIN_STEPS K128 steps per SM
-    (``steps_per_sm`` as choose_sm90_tile counts them; the default 0 names the one-CTA build)."""
+    SM90_TWO_CTAS_MAX_BM (one build per tile); the 384-thread variant up to SM90_PIPELINED_TWO_CTAS_MAX_BM takes the
+    two-CTA build from SM90_PIPELINED_TWO_CTAS_MIN_STEPS K128 steps per SM (``steps_per_sm`` as choose_sm90_tile
+    counts them; the default 0 names the one-CTA build). A bundle holds the builds the heuristic can reach: at the
+    production shapes BM 8 both, BM 16 only the two-CTA one (every BM 16 token count streams >= 320 steps per SM)."""
     if threads == SM90_THREADS_NONPIPELINED:
         return 2 if bm <= SM90_TWO_CTAS_MAX_BM else 1
     return 2 if bm <= SM90_PIPELINED_TWO_CTAS_MAX_BM and steps_per_sm >= SM90_PIPELINED_TWO_CTAS_MIN_STEPS else 1

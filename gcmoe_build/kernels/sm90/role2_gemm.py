@@ -9,7 +9,7 @@ step share one accumulator), weight loads carry an L2 EVICT_FIRST policy. Two th
 fragments straight from HBM into a two-stage register buffer; 384 threads ("pipelined"), a producer
 warpgroup streaming K128 stages with 1-D ``cp.async.bulk`` into up to 8 shared-memory stages on
 full/empty mbarriers (bounded waits: trap after ``timeout_ns``), ``setmaxnreg`` 40/232 (24/104 when built for two
-CTAs per SM, an experiment: :attr:`Role2GemmConfig.setmaxnreg`).
+CTAs per SM: :attr:`Role2GemmConfig.setmaxnreg`).
 
 These two are non-persistent (one CTA per (256-row tile, ring block), no ring handshake: the caller
 launches after the blocks are full). The persistent ring-consuming variant is
@@ -104,11 +104,12 @@ class Role2GemmConfig:
     clamp: float = 10.0
     pipelined: bool = False
     timeout_ns: int = 2_000_000_000  # bound of every mbarrier wait (trap on expiry)
-    #: K32 MMA steps kept in flight while earlier partials are scaled (None: 1 for BM <= 32, 0 for BM 64,
-    #: whose partial set alone is 64 registers). 2-3 is a measured-next-session experiment for BM <= 16.
+    #: K32 MMA steps kept in flight while earlier partials are scaled (None: :attr:`lag`'s rule). 2-3 are dev-harness
+    #: experiments for BM <= 16.
     mma_lag: int | None = None
-    #: CTAs the 256-thread variant is built to fit per SM (``.minnctapersm``: <= 128 registers, activation chunk
-    #: <= 48 KB). 2 is the measured-next experiment: one CTA leaves the SM's schedulers two consumer warps each.
+    #: CTAs per SM the kernel is built to fit (``.minnctapersm``; activation chunk <= 48 KB at 2): 2 gives each SM
+    #: scheduler four consumer warps instead of two. The 256-thread variant caps at 128 registers then, the pipelined
+    #: one moves 24 / 104 with setmaxnreg and has 3-5 weight stages (heuristics.sm90_ctas_per_sm picks the build).
     ctas_per_sm: int = 1
     #: True: the block exponent is folded into the decode (the shipped kernels). False (an A/B experiment of the
     #: dev harness): decode through the r = 0 table and multiply each K32 partial by 2**(r+5) x token scale.
