@@ -2,6 +2,7 @@
 
 * ``formats``         — E2M1 / E4M3FN / UE8M0 constants, code tables, encode/decode, nibble and scale packing.
 * ``quant``           — quantisers/dequantisers for activations, MXFP4 routed and FP8 shared weights.
+* ``recipes``         — activation recipes and the intermediate's scale group per path (torch-free).
 * ``reference``       — FP32 quantised reference MoE layer and the BF16 "ideal" reference.
 * ``gate_up``         — gate/up interleave in 8-row groups (both architectures).
 * ``sm90_window``     — Hopper per-expert window repack of MXFP4 scales (+ exactness report).

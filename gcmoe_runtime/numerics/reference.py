@@ -11,10 +11,13 @@ Quantised reference, step by step (this docstring is the one place that defines 
    pre-activation values, the "swiglu limit" convention; then ``act = gate * sigmoid(alpha * gate) * up``
    and ``act *= g[t, j]`` (the routing weight, applied in the W1 stage so W2 needs no per-token scaling).
    All in FP32. Paper values: alpha = 1.0, clamp = 10.0. ``clamp=None`` disables the clamp.
-4. **Intermediate requantisation** (both paths, one choice): E4M3 with one UE8M0 scale per 32 values along I
-   (scale = smallest power of two with amax/scale <= 448; an all-zero group gets scale 1). This is the
-   paper's Blackwell W1 epilogue and DESIGN.md §3's Hopper contract ("FP8 requant with UE8M0 scales in the W1
-   epilogue"); the L2 GEMM consumes it with the same K32 scale granularity as its MXFP4 weights.
+4. **Intermediate requantisation**: E4M3 with UE8M0 scales along I (scale = smallest power of two with
+   amax/scale <= 448; an all-zero group gets scale 1), one scale per ``recipes.INTERMEDIATE_SCALE_GROUP`` values of the
+   activation recipe's path. Blackwell (``ue8m0_k32``): per 32, the paper's W1 epilogue (its block-scaled MMA reads
+   K32 scales). Hopper (``fp32_k128``): per 128 — DESIGN.md §3's "FP8 requant with UE8M0 scales in the W1 epilogue"
+   at the K128 granularity of every Hopper activation, so role2's W2 chains the four K32 MMAs of a K128 step on one
+   partial like W1 (one promotion per K128, not four). On the 47-case suite per 128 and per 32 give the same
+   accuracy (cosine 0.9999999 between the two outputs: ``results/accuracy/2026-11-30-intermediate-scale-study/``).
 5. Routed W2 (MXFP4) dequantised; ``p = dequant(intermediate) @ W2^T`` in FP32, rounded to **BF16** (the partial
    the operator scatters to the combine buffer).
 6. **Combine**: ``y = sum_j float(p[t, j])`` in FP32 in **slot order j = 0..k-1**, then the optional shared
@@ -41,8 +44,7 @@ from .quant import (
     dequantize_mxfp4, quantize_e4m3_ue8m0,
 )
 
-ACT_RECIPES = ("fp32_k128", "ue8m0_k32")
-INTERMEDIATE_SCALE_GROUP = 32  # UE8M0 scales per 32 along I, both paths (step 4 above)
+from .recipes import ACT_RECIPES, INTERMEDIATE_SCALE_GROUP, SM90_INTERMEDIATE_SCALE_GROUP  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -182,12 +184,13 @@ def _expert_groups(topk_idx: torch.Tensor):
         yield e, sel // k, sel % k
 
 
-def _quantised_expert(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, g: torch.Tensor, spec: SwiGLUSpec):
-    """Steps 2-5 for one expert's tokens: FP32 in, BF16 partial out."""
+def _quantised_expert(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, g: torch.Tensor, spec: SwiGLUSpec,
+                      group: int):
+    """Steps 2-5 for one expert's tokens: FP32 in, BF16 partial out (``group``: step 4's scale group)."""
     h = _bf16(x @ w1.t())
     a = swiglu(h, spec) * g[:, None]
-    q, codes = quantize_e4m3_ue8m0(a, INTERMEDIATE_SCALE_GROUP, name="swiglu intermediate")
-    return (dequantize_e4m3_ue8m0(q, codes, INTERMEDIATE_SCALE_GROUP) @ w2.t()).to(torch.bfloat16)
+    q, codes = quantize_e4m3_ue8m0(a, group, name="swiglu intermediate")
+    return (dequantize_e4m3_ue8m0(q, codes, group) @ w2.t()).to(torch.bfloat16)
 
 
 def reference_moe_forward(x_q: torch.Tensor, x_scale: torch.Tensor, topk_idx: torch.Tensor,
@@ -207,13 +210,14 @@ def reference_moe_forward(x_q: torch.Tensor, x_scale: torch.Tensor, topk_idx: to
     partials = torch.zeros(t, lanes, hidden, dtype=torch.bfloat16, device=x_q.device)
     if t:
         x = dequantize_activations(x_q, x_scale, act_recipe)
+        group = INTERMEDIATE_SCALE_GROUP[act_recipe]
         g = topk_weights.float()
         for e, rows, slots in _expert_groups(topk_idx):
             w1, w2 = routed.expert_fp32(e)
-            partials[rows, slots] = _quantised_expert(x[rows], w1, w2, g[rows, slots], spec)
+            partials[rows, slots] = _quantised_expert(x[rows], w1, w2, g[rows, slots], spec, group)
         if shared is not None:
             sw1, sw2 = shared.fp32()
-            partials[:, k] = _quantised_expert(x, sw1, sw2, torch.ones(t, device=x.device), spec)
+            partials[:, k] = _quantised_expert(x, sw1, sw2, torch.ones(t, device=x.device), spec, group)
     y = combine_partials(partials)
     return (y, partials) if return_partials else y
 

@@ -19,10 +19,9 @@ token ring (role1 -> role2), ring_blocks blocks of up to bm_max token rows
   ring_block    [ring_blocks, 4]                i32: expert, token count, pool block, generation
 L2 activation ring (role2 W1 epilogue -> role2 W2)
   l2_x          [ring_blocks, bm_max, I]        u8
-  l2_sf         Hopper: [ring_blocks, bm_max, I/32] u8 (UE8M0 per 32 along I, token-major: the numerics
+  l2_sf         Hopper: [ring_blocks, bm_max, I/128] u8 (UE8M0 per 128 along I, token-major: the numerics
                 reference's requantisation, written by role2's W1 epilogue, read by its W2 staging);
                 Blackwell: [ring_blocks, I/128, sf_rows] i32 (4 packed UE8M0 per-32 scales, MN-major).
-                Both have the byte size of the version-1 region, so no later offset moved.
 per-ring-block signals (device-persistent; generation-tagged values, reset in-kernel by role3)
   l1_full_count [ring_blocks] u32   released by role1: == BM*(gen+1) when generation gen is full
   l1_empty_count[ring_blocks] u32   released by role2 when a block's activations are consumed
@@ -44,7 +43,7 @@ combine (role2 -> role3)
 dispatch_grid [1] u64                   role1's persistent grid-barrier counter (only grows)
 shared experts (role4, SM90; present only when ``spec.shared_experts``, appended so nothing above moves)
   shared_l2_x   [capacity, I] u8        shared W1 -> W2 intermediate (E4M3), written and read by role4
-  shared_l2_sf  [capacity, I/32] u8     its UE8M0 scales per 32 along I (numerics reference step 4)
+  shared_l2_sf  [capacity, I/128] u8    its UE8M0 scales per 128 along I (numerics reference step 4)
   shared_sync   [2 + ceil(capacity / min BM)] u32   word 0 task ticket, word 1 exit count, then one W1-done
                 count per token block; role4's last CTA zeroes them before it exits (persistent otherwise)
   shared_split_count [SHARED_SPLIT_ROWS / min BM, 2I/256 + H/256] u32   split-K arrivals per (token block, tile);
@@ -68,8 +67,11 @@ from typing import Any
 from gcmoe_runtime.abi import PEER_MAX_RANKS
 from gcmoe_runtime.artifacts.record import canonical_json, sha256_hex
 from gcmoe_runtime.heuristics import SHARED_SPLIT_ROWS, ring_capacity, shared_split_k  # models live there, once
+from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 
-LAYOUT_VERSION = 3  # 2: Hopper l2_sf is UE8M0 per 32 (u8 [rb, bm_max, I/32]); 3: role4 split-K regions appended
+#: 2: Hopper l2_sf is UE8M0 per 32 (u8 [rb, bm_max, I/32]); 3: role4 split-K regions appended; 4: Hopper l2_sf and
+#: shared_l2_sf are UE8M0 per 128 along I (u8 [.., I/128]; every later offset moves)
+LAYOUT_VERSION = 4
 REGION_ALIGN = 256
 
 DTYPE_BYTES = {"u8": 1, "i32": 4, "u32": 4, "f32": 4, "u64": 8, "bf16": 2}
@@ -258,11 +260,12 @@ class WorkspaceLayout:
             ("ring_meta", "i32", (rb, bm_max, 4), False, "per-token weight bits, src_rank, src_token, slot"),
             ("ring_block", "i32", (rb, 4), False, "per-block expert, tokens, pool block, generation"),
             ("l2_x", "u8", (rb, bm_max, I), False, "L2 activation ring"),
-            # Hopper: the W1 epilogue requantises with UE8M0 per 32 along I (numerics reference step 4);
-            # bm_max * I/32 bytes == 4 * I/128 * sf_rows bytes (sf_rows == bm_max on Hopper), offsets stable
+            # Hopper: the W1 epilogue requantises with UE8M0 per SM90_INTERMEDIATE_SCALE_GROUP along I (numerics
+            # reference step 4), token-major
             (("l2_sf", "i32", (rb, I // 128, sfr), False, "L2 activation scales, 4 packed UE8M0/32, MN-major")
              if spec.blackwell else
-             ("l2_sf", "u8", (rb, bm_max, I // 32), False, "L2 activation scales, UE8M0 per 32 along I")),
+             ("l2_sf", "u8", (rb, bm_max, I // SM90_INTERMEDIATE_SCALE_GROUP), False,
+              "L2 activation scales, UE8M0 per 128 along I")),
             ("l1_full_count", "u32", (rb,), False, "signal: block filled (BM*(gen+1))"),
             ("l1_empty_count", "u32", (rb,), False, "signal: block activations consumed"),
             ("l2_full_mask", "u64", (rb,), False, "signal: finished W1 N128 tiles"),
@@ -285,7 +288,8 @@ class WorkspaceLayout:
             nsb = -(-T // min(spec.bm_candidates))  # token blocks at the smallest BM
             table += [
                 ("shared_l2_x", "u8", (T, I), False, "role4 shared W1 -> W2 intermediate, E4M3"),
-                ("shared_l2_sf", "u8", (T, I // 32), False, "role4 intermediate scales, UE8M0 per 32 along I"),
+                ("shared_l2_sf", "u8", (T, I // SM90_INTERMEDIATE_SCALE_GROUP), False,
+                 "role4 intermediate scales, UE8M0 per 128 along I"),
                 ("shared_sync", "u32", (SHARED_SYNC_BLOCKS + nsb,), True,
                  "role4: task ticket, exit count, per-token-block W1-done counts (role4 resets them itself)"),
                 # appended (session 4, role4 split-K): nothing above moves

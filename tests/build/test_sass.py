@@ -21,7 +21,8 @@ def summaries():
         b = open_bundle(BUNDLES / f"{name}-sm90a.gcmoe")
         for r in b.records:
             if r.role in ("role2", "role4") and r.variant.get("ranks", 2) == 2:
-                out[(name, r.role, r.variant["bm"], r.variant.get("threads"))] = summarize(b.cubin(r.key))
+                key = (name, r.role, r.variant["bm"], r.variant.get("threads"), r.variant.get("ctas_per_sm", 1))
+                out[key] = summarize(b.cubin(r.key))
     return out
 
 
@@ -32,7 +33,10 @@ def test_every_mma_is_register_a_qgmma_and_mainloops_do_not_spill(summaries):
         if key[0] != "test-tiny":  # production K: one K256 loop per GEMM, no spill traffic in it (the test
             # model's K is 2-4 K128 steps: its K loops are unrolled into the task loop, which may spill)
             assert len(s.mma_loops) == 2 and all(q == 16 for _, q in s.mma_loops), key
-            assert s.spill_ops_in_mma_loops == 0, key
+            # two CTAs per SM cap the consumers at 104 registers: the BM 16 build spills one register around one
+            # of its loops (1 STL + 1 LDL per K256 of ~600 instructions, since the W2 loop chains per K128 like
+            # W1's, session 8); anything more is a regression
+            assert s.spill_ops_in_mma_loops <= (2 if key[4] == 2 and key[2] == 16 else 0), key
 
 
 def test_parser_on_a_handmade_listing():

@@ -30,17 +30,18 @@ Kernel contract (one layer, one rank; byte addresses as Int64 params; layouts fr
   2**5 x ``ef`` = fp4/64 x ``2**(stored-127)`` x ``ef`` (the transform's x64 convention). W1 rows are gate/up interleaved in
   8-row groups (``gate_up``): accumulator row halves 0/1 of a thread are gate/up of one I-column.
 * Ring block ``b`` (``grid.y``): ``bexp[b]`` expert, ``bntok[b]`` valid tokens (<= BM), activations
-  ``act[b][BM][K]`` E4M3; scales W1: FP32 ``[b][BM][H/128]``, W2: UE8M0 ``[b][BM][I/32]``. Padded
+  ``act[b][BM][K]`` E4M3; scales W1: FP32 ``[b][BM][H/128]``, W2: UE8M0 ``[b][BM][I/GROUP]``. Padded
   tokens are zeroed on the way into shared memory and produce no output, so stale ring contents (even
   NaN) never leak.
-* W1 out: ``l2[b][BM][I]`` E4M3 and ``l2s[b][BM][I/32]`` UE8M0 (numerics reference steps 3-4:
-  ``bf16`` round, clamp, ``gate*sigmoid(alpha*gate)*up*rw``, scale ``2**ceil(log2(amax_32/448))``,
+* W1 out: ``l2[b][BM][I]`` E4M3 and ``l2s[b][BM][I/GROUP]`` UE8M0 (numerics reference steps 3-4:
+  ``bf16`` round, clamp, ``gate*sigmoid(alpha*gate)*up*rw``, scale ``2**ceil(log2(amax_GROUP/448))``,
   1 for an all-zero group). W2 out: ``out[rowidx[b][t]][H]`` BF16 for valid tokens.
 
 Per K32 step each warpgroup decodes 2 x 4 A registers (the row's K32 exponent through the table) and
-issues 2 wgmma. W1 (one FP32 token scale per K128): the 4 K32 steps chain on one partial, one wait and
-one FMA ``acc += partial * 32 * asc[token]`` per K128. W2 (UE8M0 token scale per K32): a fresh partial
-per K32, FMA'd with ``32 * asc[token]`` while the next step's MMAs run (``lag``).
+issues 2 wgmma. One token scale per K128 (W1's FP32, W2's UE8M0 per GROUP = 128): the 4 K32 steps chain on one
+partial, one wait and one FMA ``acc += partial * 32 * asc[token]`` per K128. A token scale per K32 (GROUP = 32, the
+layout before session 8): a fresh partial per K32, FMA'd with ``32 * asc[token]`` while the next step's MMAs run
+(``lag``).
 """
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
+from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2, FOLD_LUT_WORDS
 
 from .fp4_decode import byte_of, decode_fp4x8_e4m3, fold_lut
@@ -71,6 +73,10 @@ SMEM_LIMIT = 227 * 1024  # sm_90 opt-in dynamic shared memory per block
 STAGE_BYTES = 16384 + 1024  # one K128 step: packed codes of 256 rows + their UE8M0 scales
 MAX_STAGES = 8
 FOLD_SCALE = float(2 ** FOLD_LOG2)  # decoded operands are fp4 x 2**(r - 5): the partials carry 2**-5
+#: the W1 epilogue's UE8M0 scale group along I = W2's activation scale group (numerics reference step 4, Hopper);
+#: a 256-row task is 128 I-columns, so 128 makes the task one group, 32 each 64-row slab one
+GROUP = SM90_INTERMEDIATE_SCALE_GROUP
+assert GROUP in (32, 128), GROUP
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg split: 128*40 + 256*232 <= 384 * 168 (see launch_regs)
 #: the same split for two pipelined CTAs per SM: 128*24 + 256*104 <= 384 * 80. setmaxnreg only moves registers
 #: inside the CTA's launch allocation (threads x the per-thread count ptxas was capped at); a consumer increase the
@@ -144,10 +150,11 @@ class Role2GemmConfig:
     def lag(self) -> int:
         if self.mma_lag is not None:
             return self.mma_lag
-        if self.pipelined and self.ctas_per_sm == 2 and (self.mode == "w1" or self.bm >= 16):
+        if self.pipelined and self.ctas_per_sm == 2 and (self.act_scale_group == 128 or self.bm >= 16):
             # at 104 consumer registers two K128 steps' A operands (2 x 32 registers) cannot both stay live while
-            # their MMAs run, nor W2's two K32 partial sets at BM >= 16 beside the rest: ptxas would serialise every
-            # wgmma of the kernel (advisory C7512, now a build error; the session-6 two-CTA build shipped so)
+            # their MMAs run (a K128-chained mainloop: W1, and W2 with GROUP 128), nor two K32 partial sets at
+            # BM >= 16 beside the rest: ptxas would serialise every wgmma of the kernel (advisory C7512, a build
+            # error; the session-6 two-CTA build shipped so)
             return 0
         return 1 if self.bm <= 32 else 0
 
@@ -173,8 +180,8 @@ class Role2GemmConfig:
     @property
     def act_scale_group(self) -> int:
         """K extent of one activation scale: W1 reads FP32 per 128 (Hopper activation recipe), W2 reads
-        the W1 epilogue's UE8M0 per 32 along I (numerics reference step 4)."""
-        return 128 if self.mode == "w1" else 32
+        the W1 epilogue's UE8M0 per :data:`GROUP` along I (numerics reference step 4)."""
+        return 128 if self.mode == "w1" else GROUP
 
     @property
     def misc_bytes(self) -> int:
@@ -516,11 +523,11 @@ def _stage_act_chunk(smem, act_off: int, row_addr, ctid, kc, ntok, bm: int, kc_l
 
 def _token_major_scale(asc, w1: bool, blk, bm: int, nkg: int, kc, ngs: int, tok, kk):
     """The verified kernels' activation scale of token ``tok``, scale group ``kk`` of K chunk ``kc``, from
-    the token-major table ``[block][bm][nkg]``: W1 FP32 per 128 along H, W2 UE8M0 per 32 along I."""
+    the token-major table ``[block][bm][nkg]``: W1 FP32 per 128 along H, W2 UE8M0 per :data:`GROUP` along I."""
     gidx = (Int64(blk) * bm + Int64(tok)) * nkg + Int64(kc) * ngs + Int64(kk)
     if w1:
         return ld_global_f32(asc + gidx * 4)  # FP32 per 128 along H
-    return ue8m0_to_f32(ld_global_u8(asc + gidx))  # UE8M0 per 32 along I
+    return ue8m0_to_f32(ld_global_u8(asc + gidx))  # UE8M0 per GROUP along I
 
 
 @cute.jit
@@ -552,13 +559,15 @@ def _w1_epilogue(acc, smem, amax_off: int, efac, ntok, tile, wg, warp, g, t, rw_
 
     Rows are gate/up interleaved in 8-row groups: accumulator element i (row half 0) is the gate and
     i + 2 (row half 1) the up value of I-column 32*slab + 8*warp + g, token n. Per value: BF16 round,
-    clamp, ``gate*sigmoid(alpha*gate)*up*rw`` (padded tokens 0), amax over the 32 I-columns of a slab
-    (shuffles, then the 4 warps' partials through shared memory at ``amax_off``), UE8M0 scale, E4M3
-    byte. ``rw_addr(n)``: routing weight of token n, ``q_addr(n, col)``: its E4M3 output byte of
-    I-column ``col``, ``sf_addr(n, slab)``: its UE8M0 scale byte of the 32 columns of ``slab``.
+    clamp, ``gate*sigmoid(alpha*gate)*up*rw`` (padded tokens 0), amax over the :data:`GROUP` I-columns of its
+    scale group (shuffles, then the 4 warps' partials of each slab through shared memory at ``amax_off``: the
+    task's 128 I-columns are one group, all 16 partials), UE8M0 scale, E4M3 byte. ``rw_addr(n)``: routing weight
+    of token n, ``q_addr(n, col)``: its E4M3 output byte of I-column ``col``, ``sf_addr(n, grp)``: its UE8M0
+    scale byte of scale group ``grp`` (I-columns ``[grp*GROUP, (grp+1)*GROUP)``).
     ``efac=None`` / ``rw_addr=None`` (role4's shared expert): no expert factor / routing weight, the
     multiply is not emitted at all."""
     nd = bm // 2
+    spg = GROUP // 32  # slabs (32 I-columns each) per scale group: 4 = the whole task, 1 = each slab
     ys = []
     for sl in cutlass.range_constexpr(2):
         for i in cutlass.range_constexpr(nd):
@@ -583,16 +592,23 @@ def _w1_epilogue(acc, smem, amax_off: int, efac, ntok, tile, wg, warp, g, t, rw_
                 if g == 0:
                     st_shared_f32(smem + amax_off + (((wg * 2 + sl) * 4 + warp) * bm + n) * 4, m)
     bar_sync(1, CONSUMER_THREADS)
+    scales = {}  # (group key, token) -> (scale, 1/scale): a whole-task group is reduced once per token
     yi = 0
     for sl in cutlass.range_constexpr(2):
         slab = wg * 2 + sl
         for i in cutlass.range_constexpr(nd):
             if const_expr((i >> 1) & 1 == 0):
                 n = 8 * (i >> 2) + 2 * t + (i & 1)
-                m = Float32(0.0)
-                for p in cutlass.range_constexpr(4):
-                    m = fmax(m, ld_shared_f32(smem + amax_off + ((slab * 4 + p) * bm + n) * 4))
-                scale, inv = ue8m0_scale_for(m)
+                key = (i >> 2, i & 1, sl * int(spg == 1))
+                if const_expr(key not in scales):
+                    m = Float32(0.0)
+                    for p in cutlass.range_constexpr(4 * spg):
+                        if const_expr(spg == 4):  # partial p: slab p // 4, warp p % 4
+                            m = fmax(m, ld_shared_f32(smem + amax_off + (p * bm + n) * 4))
+                        else:
+                            m = fmax(m, ld_shared_f32(smem + amax_off + ((slab * 4 + p) * bm + n) * 4))
+                    scales[key] = ue8m0_scale_for(m)
+                scale, inv = scales[key]
                 q8 = to_e4m3_byte(ys[yi] * inv)
                 yi += 1
                 col = tile * 128 + slab * 32 + 8 * warp + g
@@ -600,8 +616,11 @@ def _w1_epilogue(acc, smem, amax_off: int, efac, ntok, tile, wg, warp, g, t, rw_
                     st_global_u8(q_addr(n, col), q8)
                     if warp == 0:
                         if g == 0:
-                            code = (float_bits(scale) >> 23) & 0xFF
-                            st_global_u8(sf_addr(n, slab), code)
+                            if const_expr(spg == 4 and sl == 0):
+                                if wg == 0:  # one writer of the task's group
+                                    st_global_u8(sf_addr(n, tile), (float_bits(scale) >> 23) & 0xFF)
+                            if const_expr(spg == 1):
+                                st_global_u8(sf_addr(n, tile * 4 + slab), (float_bits(scale) >> 23) & 0xFF)
 
 
 @cute.jit
@@ -717,8 +736,8 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                 _w1_epilogue(acc, smem, AMAX_OFF, efac, ntok, ntile, wg, warp, g, t,
                              lambda n: aux + (Int64(blk) * BM + Int64(n)) * 4,
                              lambda n, col: out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col),
-                             lambda n, slab: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // 32)
-                                              + Int64(ntile * 4 + slab)), BM, alpha, clamp)
+                             lambda n, grp: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // GROUP)
+                                             + Int64(grp)), BM, alpha, clamp)
             else:
                 _w2_store_rows(acc, efac, ntok, ntile, wg, warp, g, t, lambda n: aux + (Int64(blk) * BM + Int64(n)) * 4,
                                out, cfg.rows, BM)

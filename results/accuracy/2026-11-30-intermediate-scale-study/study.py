@@ -36,7 +36,7 @@ from gcmoe_runtime.numerics.quant import (dequantize_e4m3_fp32_k128, dequantize_
 
 def _requant(recipe: str, a: torch.Tensor) -> torch.Tensor:
     """The intermediate as W2 sees it (dequantised to FP32) under one recipe."""
-    if recipe == "ue8m0_k32":  # shipped
+    if recipe == "ue8m0_k32":  # shipped until session 8 (since: ue8m0_k128 on Hopper)
         q, c = quantize_e4m3_ue8m0(a, 32, name="a")
         return dequantize_e4m3_ue8m0(q, c, 32)
     if recipe == "ue8m0_k128":
@@ -56,7 +56,7 @@ def intermediate_recipe(recipe: str):
     """Run the reference with ``recipe`` in place of step 4 (same steps 1-3 and 5-6)."""
     orig = ref._quantised_expert
 
-    def expert(x, w1, w2, g, spec):
+    def expert(x, w1, w2, g, spec, group=None):  # the reference's own group is replaced by ``recipe``
         h = ref._bf16(x @ w1.t())
         a = ref.swiglu(h, spec) * g[:, None]
         return (_requant(recipe, a) @ w2.t()).to(torch.bfloat16)

@@ -34,7 +34,7 @@ def main(preset: str, cases: list[str]) -> None:
     from gcmoe_runtime.accuracy.cases import build_rank_inputs, suite_cases
     from gcmoe_runtime.accuracy.config import PRESETS, make_layer_weights
     from gcmoe_runtime.numerics.quant import dequantize_e4m3_ue8m0, quantize_e4m3_ue8m0
-    from gcmoe_runtime.numerics.reference import (INTERMEDIATE_SCALE_GROUP, _bf16, dequantize_activations,
+    from gcmoe_runtime.numerics.reference import (SM90_INTERMEDIATE_SCALE_GROUP as G, _bf16, dequantize_activations,
                                                   reference_moe_forward, swiglu)
     from gcmoe_runtime.operator.accuracy_impl import GcMoeImplementation
 
@@ -92,10 +92,10 @@ def main(preset: str, cases: list[str]) -> None:
                 # W1 reference for this row (steps 2-4)
                 h = _bf16(xf[tok:tok + 1] @ w1.t())
                 a = swiglu(h, cfg.swiglu) * float(inp.topk_weights[tok, slot])
-                qa, ca = quantize_e4m3_ue8m0(a, INTERMEDIATE_SCALE_GROUP, name="a")
-                aref = dequantize_e4m3_ue8m0(qa, ca, INTERMEDIATE_SCALE_GROUP)[0]
+                qa, ca = quantize_e4m3_ue8m0(a, G, name="a")
+                aref = dequantize_e4m3_ue8m0(qa, ca, G)[0]
                 akern = dequantize_e4m3_ue8m0(l2x[rb, i:i + 1].view(torch.float8_e4m3fn),
-                                              l2sf[rb, i:i + 1], INTERMEDIATE_SCALE_GROUP)[0]
+                                              l2sf[rb, i:i + 1], G)[0]
                 w1n.append(rel(akern, aref))
                 w1s.append(rel(akern.sort().values, aref.sort().values))
                 w2a.append(rel(comb[slot, tok], parts[tok, slot]))
@@ -119,13 +119,13 @@ def main(preset: str, cases: list[str]) -> None:
             w1, _ = layer.routed.expert_fp32(e)
             h = _bf16(xf[tok:tok + 1] @ w1.t())
             a = swiglu(h, cfg.swiglu) * float(inp.topk_weights[tok, slot])
-            akern = dequantize_e4m3_ue8m0(l2x[rb0, :1].view(torch.float8_e4m3fn), l2sf[rb0, :1], 32)[0]
+            akern = dequantize_e4m3_ue8m0(l2x[rb0, :1].view(torch.float8_e4m3fn), l2sf[rb0, :1], G)[0]
             print("  first row, ref a[:16]:", [round(v, 3) for v in a[0, :16].tolist()])
             print("  first row, kern a[:16]:", [round(v, 3) for v in akern[:16].tolist()])
             print("  ref h[:8] gate / h[I:I+8] up:", [round(v, 3) for v in h[0, :8].tolist()],
                   [round(v, 3) for v in h[0, I:I + 8].tolist()])
             print("  l2_sf codes kern / ref:", l2sf[rb0, 0, :8].tolist(),
-                  quantize_e4m3_ue8m0(a, 32, name="a")[1][0, :8].tolist())
+                  quantize_e4m3_ue8m0(a, G, name="a")[1][0, :8].tolist())
     print("DIAG DONE", flush=True)
 
 

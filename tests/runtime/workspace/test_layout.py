@@ -2,7 +2,9 @@ import math
 
 import pytest
 
+from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 from gcmoe_runtime.workspace.layout import (
+    LAYOUT_VERSION,
     REGION_ALIGN,
     LayoutError,
     LayoutSpec,
@@ -97,15 +99,14 @@ def test_torch_views_cover_the_regions():
         lay.view(buf[:-1], "x")
 
 
-def test_hopper_l2_scales_follow_the_numerics_and_keep_offsets():
-    """Hopper L2 scales are UE8M0 per 32 along I (numerics reference step 4: the W1 epilogue's requantisation),
-    token-major [rb, bm_max, I/32] u8 — the layout role2's W1 epilogue writes and its W2 staging reads. The region
-    has the byte size of layout version 1's FP32-per-128 region, so every later offset is unchanged."""
+def test_hopper_l2_scales_follow_the_numerics():
+    """Hopper L2 scales are UE8M0 per 128 along I (numerics reference step 4, ``recipes.SM90_INTERMEDIATE_SCALE_GROUP``:
+    the W1 epilogue's requantisation), token-major [rb, bm_max, I/128] u8 — the layout role2's W1 epilogue writes and
+    its W2 staging reads (layout version 4; version 2-3 held I/32)."""
+    assert SM90_INTERMEDIATE_SCALE_GROUP == 128 and LAYOUT_VERSION == 4
     lay = WorkspaceLayout.build(spec())
     r = lay.region("l2_sf")
-    assert r.dtype == "u8" and r.shape == (lay.ring_blocks, lay.bm_max, 512 // 32)
-    v1_bytes = 4 * lay.ring_blocks * (512 // 128) * lay.sf_rows_max  # version 1: f32 [rb, I/128, sf_rows]
-    assert r.nbytes == v1_bytes
+    assert r.dtype == "u8" and r.shape == (lay.ring_blocks, lay.bm_max, 512 // 128)
     # the ring's row strides the kernels take as by-value parameters (bm_stride, sf_stride)
     assert lay.region("ring_x").shape == (lay.ring_blocks, lay.bm_max, 1024)
     assert lay.region("ring_sf").shape == (lay.ring_blocks, 1024 // 128, lay.sf_rows_max)
@@ -115,12 +116,18 @@ def test_hopper_l2_scales_follow_the_numerics_and_keep_offsets():
     assert bw.region("l2_sf").dtype == "i32" and bw.region("l2_sf").shape == (bw.ring_blocks, 4, 128)
 
 
-def test_l2_scale_fix_moves_no_offset():
-    """Pinned from layout version 1 (git 99dfe2b) for spec(): the l2_sf change moved no region and kept the size."""
+PINNED_V4 = {"l2_sf": 7369984, "l1_full_count": 7388416, "combine": 7396864, "dispatch_grid": 8052224}
+PINNED_V4_TOTAL = 8052480  # version 1-3: l1_full_count 7443712, total 8107776
+
+
+def test_offsets_are_pinned():
+    """Pinned for spec() at layout version 4 (the Hopper l2_sf became I/128: every region after it moved by
+    ring_blocks * bm_max * (I/32 - I/128) bytes, rounded to the region alignment). A change here is a layout change:
+    bump LAYOUT_VERSION and say why."""
     lay = WorkspaceLayout.build(spec())
     got = {n: lay.offset(n) for n in ("l2_sf", "l1_full_count", "combine", "dispatch_grid")}
-    assert got == {"l2_sf": 7369984, "l1_full_count": 7443712, "combine": 7452160, "dispatch_grid": 8107520}
-    assert lay.total_bytes == 8107776
+    assert got == PINNED_V4
+    assert lay.total_bytes == PINNED_V4_TOTAL
 
 
 def test_shared_expert_regions_are_appended_only_with_shared_experts():
@@ -136,7 +143,7 @@ def test_shared_expert_regions_are_appended_only_with_shared_experts():
                                          "shared_partials"]
     assert shared.region("shared_l2_x").offset >= plain.region("dispatch_grid").end
     assert shared.region("shared_l2_x").shape == (64, 512) and shared.region("shared_l2_x").dtype == "u8"
-    assert shared.region("shared_l2_sf").shape == (64, 512 // 32)
+    assert shared.region("shared_l2_sf").shape == (64, 512 // 128)
     from gcmoe_runtime.workspace.layout import SHARED_SYNC_BLOCKS
 
     assert shared.region("shared_sync").shape == (SHARED_SYNC_BLOCKS + 64 // 8,)

@@ -155,9 +155,11 @@ def test_pipelined_two_ctas_per_sm_fit_an_sm():
     assert "setmaxnreg.inc.sync.aligned.u32 104" in ptx
     loops = sass.innermost_mma_loops(sass.disassemble(cubin))
     assert all(lp.count("STL", "LDL") == 0 for lp in loops)
-    # W1 at two CTAs drains once per K128 (lag 0): its 8 QGMMAs chain, one WARPGROUP.DEPBAR per K128. With lag 1 the
-    # two steps' A operands do not fit 104 registers and ptxas serialised every wgmma (C7512, now a build error)
-    assert cfg.lag == 0 and Role2GemmConfig(mode="w2", k=2048, rows=6144, bm=8, pipelined=True, ctas_per_sm=2).lag == 1
+    # W1 (and W2 since its intermediate scale is per 128, session 8) at two CTAs drains once per K128 (lag 0): its 8
+    # QGMMAs chain, one WARPGROUP.DEPBAR per K128. With lag 1 the two steps' A operands do not fit 104 registers and
+    # ptxas serialised every wgmma (C7512, a build error)
+    assert cfg.lag == 0 and Role2GemmConfig(mode="w2", k=2048, rows=6144, bm=8, pipelined=True, ctas_per_sm=2).lag == 0
+    assert Role2GemmConfig(mode="w2", k=2048, rows=6144, bm=8, pipelined=True).lag == 1
     for lp in loops:
         waits = sum(1 for i in lp.insns if i.opcode == "WARPGROUP" and i.modifiers.startswith(".DEPBAR"))
         assert waits * 8 <= lp.count("QGMMA"), (waits, lp.count("QGMMA"))

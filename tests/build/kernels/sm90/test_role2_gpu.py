@@ -14,6 +14,7 @@ import os
 import pytest
 
 from tests.build.kernels.sm90.role2_harness import CUBIN_DIR, RingSignals, Role2Kernels, sm90_weights
+from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP as G  # the intermediate's UE8M0 group along I
 
 pytestmark = pytest.mark.gpu
 
@@ -90,7 +91,7 @@ def run_w1(kernels, shape, bm, seed, variant=""):
         asc[b, nt[b]:] = float("nan")
         rw[b, nt[b]:] = float("nan")
     out = torch.empty((NBLK, bm, i), dtype=torch.uint8, device="cuda")
-    outs = torch.empty((NBLK, bm, i // 32), dtype=torch.uint8, device="cuda")
+    outs = torch.empty((NBLK, bm, i // G), dtype=torch.uint8, device="cuda")
     results = []
     sig = RingSignals(NBLK, bm, torch.randint(0, 3, (NBLK,), generator=gen, device="cuda", dtype=torch.int32))
     for rep in range(10):
@@ -122,11 +123,11 @@ def run_w1(kernels, shape, bm, seed, variant=""):
         n = nt[b]
         xa = dequantize_activations(act[b, :n], asc[b, :n], "fp32_k128")
         a = swiglu(_bf16(xa @ wdq[be[b]].t()), spec) * rw[b, :n, None]
-        q_ref, c_ref = quantize_e4m3_ue8m0(a, 32, name="ref")
+        q_ref, c_ref = quantize_e4m3_ue8m0(a, G, name="ref")
         got_q, got_c = out[b, :n], outs[b, :n]
         assert not (got_q == 0x7F).any() and not (got_c == 0xFF).any(), f"{name} block {b}: unwritten output"
         deq = lambda q, c: q.view(torch.float8_e4m3fn).float() * torch.ldexp(  # noqa: E731
-            torch.ones_like(c, dtype=torch.float32), c.int() - 127).repeat_interleave(32, dim=1)
+            torch.ones_like(c, dtype=torch.float32), c.int() - 127).repeat_interleave(G, dim=1)
         ref = deq(q_ref.view(torch.uint8), c_ref)
         got = deq(got_q, got_c)
         rel = float((got - ref).norm() / ref.norm().clamp_min(1e-30))
@@ -151,8 +152,8 @@ def run_w2(kernels, shape, bm, seed, variant=""):
     bexp, ntok = _blocks(gen, bm)
     y = torch.randn((NBLK * bm, i), generator=gen, device="cuda") * 2.0 ** torch.randint(
         -6, 2, (NBLK * bm, 1), generator=gen, device="cuda").float()
-    act, codes = quantize_e4m3_ue8m0(y, 32)
-    act, codes = act.view(NBLK, bm, i).contiguous(), codes.view(NBLK, bm, i // 32).contiguous()
+    act, codes = quantize_e4m3_ue8m0(y, G)
+    act, codes = act.view(NBLK, bm, i).contiguous(), codes.view(NBLK, bm, i // G).contiguous()
     nrows_out = NBLK * bm
     rowidx = torch.randperm(nrows_out, generator=gen, device="cuda").to(torch.int32).view(NBLK, bm)
     nt = ntok.tolist()
@@ -188,7 +189,7 @@ def run_w2(kernels, shape, bm, seed, variant=""):
     be = bexp.tolist()
     for b in range(NBLK):
         n = nt[b]
-        ref = (dequantize_e4m3_ue8m0(act[b, :n], codes[b, :n], 32) @ wdq[be[b]].t()).to(torch.bfloat16).float()
+        ref = (dequantize_e4m3_ue8m0(act[b, :n], codes[b, :n], G) @ wdq[be[b]].t()).to(torch.bfloat16).float()
         rows = rowidx[b, :n].long()
         got = out[rows].float()
         worst["unwritten"] += int((~torch.isfinite(got)).sum())
@@ -250,7 +251,7 @@ def test_role2_persistent_chain_waits_on_the_ring(kernels):
     act, asc = act.view(NBLK, bm, h).contiguous(), asc.view(NBLK, bm, h // 128).contiguous()
     rw = torch.rand((NBLK, bm), generator=gen, device="cuda")
     l2 = torch.full((NBLK, bm, i), 0x7F, dtype=torch.uint8, device="cuda")
-    l2s = torch.full((NBLK, bm, i // 32), 0xFF, dtype=torch.uint8, device="cuda")
+    l2s = torch.full((NBLK, bm, i // G), 0xFF, dtype=torch.uint8, device="cuda")
     rowidx = torch.arange(NBLK * bm, dtype=torch.int32, device="cuda").view(NBLK, bm)
     out = torch.full((NBLK * bm, h), float("nan"), dtype=torch.bfloat16, device="cuda")
     sig = RingSignals(NBLK, bm, torch.randint(0, 3, (NBLK,), generator=gen, device="cuda", dtype=torch.int32))
@@ -289,7 +290,7 @@ def test_role2_persistent_chain_waits_on_the_ring(kernels):
     assert (sig.empty == i1["row_tiles"]).all() and (l2_empty == i2["row_tiles"]).all()
     worst = 0.0
     for b, n in enumerate(ntok.tolist()):
-        ref = (dequantize_e4m3_ue8m0(l2[b, :n].view(torch.float8_e4m3fn), l2s[b, :n], 32)
+        ref = (dequantize_e4m3_ue8m0(l2[b, :n].view(torch.float8_e4m3fn), l2s[b, :n], G)
                @ w2dq[int(bexp[b])].t()).to(torch.bfloat16).float()
         got = out[rowidx[b, :n].long()].float()
         assert torch.isfinite(got).all(), f"block {b}: W2 output not written"

@@ -12,6 +12,7 @@ from gcmoe_runtime.numerics.quant import (dequantize_e4m3_ue8m0, quantize_e4m3_f
                                           quantize_fp8_weight)
 from gcmoe_runtime.numerics.reference import (FloatExperts, SharedWeights, SwiGLUSpec, _bf16, dequantize_activations,
                                               reference_moe_forward)
+from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 from gcmoe_runtime.numerics.sm90_layout import a_fragment_coord
 from gcmoe_runtime.numerics.transforms_sm90_shared import transform_shared_sm90
 
@@ -77,6 +78,6 @@ def test_kernel_view_of_the_tiles_reproduces_the_reference(recipe):
     up = _bf16(acc[:, [r + 8 for r in grows]]).clamp(-10.0, 10.0)
     inter = torch.zeros(T, I)
     inter[:, cols] = gate * torch.sigmoid(gate) * up
-    qi, ci = quantize_e4m3_ue8m0(inter, 32, name="intermediate")
-    out = (dequantize_e4m3_ue8m0(qi, ci, 32) @ _kernel_view(sw.w2_tiles, sw.w2_scales, H, I).t()).to(torch.bfloat16)
+    qi, ci = quantize_e4m3_ue8m0(inter, SM90_INTERMEDIATE_SCALE_GROUP, name="intermediate")
+    out = (dequantize_e4m3_ue8m0(qi, ci, SM90_INTERMEDIATE_SCALE_GROUP) @ _kernel_view(sw.w2_tiles, sw.w2_scales, H, I).t()).to(torch.bfloat16)
     assert torch.equal(out, parts[:, K])
