@@ -7,7 +7,7 @@ from gcmoe_runtime.numerics.quant import (
     quantize_e4m3_ue8m0, quantize_e4m3_ue8m0_k32_packed, quantize_fp8_weight, quantize_mxfp4,
 )
 from gcmoe_runtime.numerics.reference import (
-    FloatExperts, RoutedWeights, SharedWeights, SwiGLUSpec, bf16_reference_moe_forward, combine_partials,
+    INTERMEDIATE_SCALE_GROUP, FloatExperts, RoutedWeights, SharedWeights, SwiGLUSpec, bf16_reference_moe_forward, combine_partials,
     reference_moe_forward, swiglu,
 )
 
@@ -43,8 +43,8 @@ def _manual(x_q, x_s, idx, g, routed, shared, spec):
     def expert(xr, w1, w2, gw):
         h = (xr @ w1.double().t()).float().to(torch.bfloat16).float()
         a = swiglu(h[None], spec)[0] * gw
-        q, c = quantize_e4m3_ue8m0(a[None], 32)
-        return (dequantize_e4m3_ue8m0(q, c, 32)[0].double() @ w2.double().t()).float().to(torch.bfloat16)
+        q, c = quantize_e4m3_ue8m0(a[None], INTERMEDIATE_SCALE_GROUP["fp32_k128"])
+        return (dequantize_e4m3_ue8m0(q, c, INTERMEDIATE_SCALE_GROUP["fp32_k128"])[0].double() @ w2.double().t()).float().to(torch.bfloat16)
     out = torch.zeros(t, H, dtype=torch.bfloat16)
     for r in range(t):
         acc = torch.zeros(H, dtype=torch.float32)
@@ -126,10 +126,37 @@ def test_routing_weight_applied_before_requantisation():
     w1, w2 = routed.expert_fp32(0)
     xd = dequantize_e4m3_fp32_k128(xq, xs)
     a = swiglu((xd @ w1.t()).to(torch.bfloat16).float(), SwiGLUSpec()) * 0.3
-    q, c = quantize_e4m3_ue8m0(a, 32)
-    want = (dequantize_e4m3_ue8m0(q, c, 32) @ w2.t()).to(torch.bfloat16)
+    q, c = quantize_e4m3_ue8m0(a, 128)
+    want = (dequantize_e4m3_ue8m0(q, c, 128) @ w2.t()).to(torch.bfloat16)
     assert torch.equal(p[:, 0], want)
     assert not torch.equal(p[:, 0], (p1[:, 0].float() * 0.3).to(torch.bfloat16))
+
+
+def test_intermediate_scale_group_follows_the_activation_recipe():
+    """Step 4: Hopper (fp32_k128) requantises the intermediate per 128 along I, Blackwell (ue8m0_k32) per 32.
+    A power-of-two scale only shifts E4M3's exponent, so the two groups round alike unless a value falls below
+    E4M3's normal range (2**-6) under its group's scale: here I-column 0 is ~2**16 x the others, which then turn
+    subnormal per 128 but keep their precision in the three groups per 32 without column 0."""
+    assert INTERMEDIATE_SCALE_GROUP == {"fp32_k128": 128, "ue8m0_k32": 32}
+    q1, _, _ = _layer(shared=False)
+    w1, w2 = q1.expert_fp32(0)
+    w1 = w1.clone()
+    w1[1:I] /= 256.0  # gate and up of every I-column but 0: after SwiGLU ~2**-16 of column 0
+    w1[I + 1:] /= 256.0
+    routed = FloatExperts(w1[None], w2[None])
+    x, _, _ = _inputs(4)
+    idx = torch.zeros(4, 1, dtype=torch.long)
+    g = torch.ones(4, 1)
+    xq, xs = quantize_e4m3_fp32_k128(x)
+    xd = dequantize_e4m3_fp32_k128(xq, xs)
+    a = swiglu((xd @ w1.t()).to(torch.bfloat16).float(), SwiGLUSpec())
+    wants = {}
+    for group in (32, 128):
+        q, c = quantize_e4m3_ue8m0(a, group)
+        wants[group] = (dequantize_e4m3_ue8m0(q, c, group) @ w2.t()).to(torch.bfloat16)
+    assert not torch.equal(wants[32], wants[128]), "input does not tell the groups apart"
+    _, p = reference_moe_forward(xq, xs, idx, g, routed, None, return_partials=True)
+    assert torch.equal(p[:, 0], wants[128])
 
 
 def test_empty_tokens_and_blackwell_activation_recipe():

@@ -89,6 +89,7 @@ def test_role4_alone(setup, recipe):
     from gcmoe_runtime.numerics.quant import quantize_e4m3_fp32_k128, quantize_e4m3_ue8m0
     from gcmoe_runtime.numerics.reference import (FloatExperts, SharedWeights, SwiGLUSpec, _bf16,
                                                   dequantize_activations, reference_moe_forward, swiglu)
+    from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
     from gcmoe_runtime.numerics.transforms_sm90_shared import transform_shared_sm90
 
     s = setup
@@ -141,7 +142,7 @@ def test_role4_alone(setup, recipe):
             # intermediate: reference steps 3-4
             sw1, _ = shared.fp32()
             a = swiglu(_bf16(dequantize_activations(xq[:T], xs[:T]) @ sw1.t()), SwiGLUSpec(1.0, 10.0))
-            qr, cr = quantize_e4m3_ue8m0(a, 32, name="ref")
+            qr, cr = quantize_e4m3_ue8m0(a, SM90_INTERMEDIATE_SCALE_GROUP, name="ref")
             bmis = float((l2x[:T] != qr.view(torch.uint8)).float().mean())
             smis = float((l2sf[:T] != cr).float().mean())
             report.append((bm, T, rel, exact, bmis, smis))
