@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 from .impl import Prepared, RankContext, register, register_parametric
 from .routing import Layout, PointInputs
 from .shapes import ModelShape
@@ -55,7 +56,8 @@ ROLE_TEXT = {
     "gc-moe-serial": "baseline (a): no green contexts, roles serialised in the primary context (full device)",
     "gc-moe-streams": "baseline (b): no green contexts, role1 concurrent with role2/role4 in the primary context",
 }
-PRECISION = ("E4M3 act (FP32 scale/K128) x MXFP4 weights (E2M1, UE8M0/K32), FP32 accumulate, BF16 out; "
+PRECISION = ("E4M3 act (FP32 scale/K128) x MXFP4 weights (E2M1, UE8M0/K32), FP32 accumulate; SwiGLU x routing "
+             f"weight requantised to E4M3 (UE8M0 scale/K{SM90_INTERMEDIATE_SCALE_GROUP}); BF16 out; "
              "shared experts E4M3 weights (model's UE8M0 recipe)")
 ENV_BUNDLES = "GCMOE_BENCH_BUNDLES"
 ENV_TIMEOUT = "GCMOE_BENCH_TIMEOUT_S"
