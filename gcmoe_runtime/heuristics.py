@@ -29,6 +29,11 @@ ARCH_FAMILY = {"sm_90a": "sm90", "sm_100a": "sm100", "sm_103a": "sm100"}
 #: SM90: BM is the WGMMA N dimension (operand-swapped: weights are the register A operand, m64, and the
 #: token block is N), so any multiple of 8 up to 64 is legal; we compile the power-of-two ladder.
 SM90_BM_CANDIDATES = (8, 16, 32, 64)
+#: the largest BM one SM90 ring block uses: an expert's coverage is split into ceil(coverage / this) blocks. 64 (all
+#: candidates) is shipped; a smaller cap trades one large-BM block (one CTA per SM from BM 32 on: two consumer warps
+#: per scheduler, ncu session 8) for several BM 16 blocks on the two-CTA build, whose repeated weight reads may hit L2
+#: (an A/B knob for ci/run_with_heuristics.py; the builder enumerates tiles with the shipped value)
+SM90_BLOCK_MAX_BM = 64
 #: SM100 (paper §4.4): 2-CTA tcgen05 MMA, each CTA of the pair owns BM/2 rows; TMEM/SMEM budget caps 240.
 SM100_BM_CANDIDATES = (16, 32, 64, 96, 128, 192, 240)
 BM_CANDIDATES = {"sm90": SM90_BM_CANDIDATES, "sm100": SM100_BM_CANDIDATES}
@@ -281,7 +286,7 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
     p = top_k / experts
     sigma = math.sqrt(m_hat * (1.0 - p))
     coverage = m_hat + sigma
-    bm, blocks = _pick_bm(coverage, cands)
+    bm, blocks = _pick_bm(coverage, tuple(c for c in cands if c <= SM90_BLOCK_MAX_BM) or cands[:1])
     local_experts = experts // ranks
     active_experts = local_experts * (1.0 - _powi(1.0 - p, t * ranks))
     steps_per_sm = active_experts * blocks * sm90_weight_steps_per_block(hidden, intermediate) / compute_sms
