@@ -31,8 +31,9 @@ ARCH_FAMILY = {"sm_90a": "sm90", "sm_100a": "sm100", "sm_103a": "sm100"}
 SM90_BM_CANDIDATES = (8, 16, 32, 64)
 #: the largest BM one SM90 ring block uses: an expert's coverage is split into ceil(coverage / this) blocks. 64 (all
 #: candidates) is shipped; a smaller cap trades one large-BM block (one CTA per SM from BM 32 on: two consumer warps
-#: per scheduler, ncu session 8) for several BM 16 blocks on the two-CTA build, whose repeated weight reads may hit L2
-#: (an A/B knob for ci/run_with_heuristics.py; the builder enumerates tiles with the shipped value)
+#: per scheduler, ncu session 8) for several BM 16 blocks on the two-CTA build, each streaming the expert's weights
+#: again. Measured at 16 (session 8 call F, GLM-5.2 P = 2 T = 256): +7.3 %, so not shipped (an A/B knob for
+#: ci/run_with_heuristics.py; the builder enumerates tiles with the shipped value)
 SM90_BLOCK_MAX_BM = 64
 #: SM100 (paper §4.4): 2-CTA tcgen05 MMA, each CTA of the pair owns BM/2 rows; TMEM/SMEM budget caps 240.
 SM100_BM_CANDIDATES = (16, 32, 64, 96, 128, 192, 240)
