@@ -30,18 +30,18 @@ Kernel contract (one layer, one rank; byte addresses as Int64 params; layouts fr
   2**5 x ``ef`` = fp4/64 x ``2**(stored-127)`` x ``ef`` (the transform's x64 convention). W1 rows are gate/up interleaved in
   8-row groups (``gate_up``): accumulator row halves 0/1 of a thread are gate/up of one I-column.
 * Ring block ``b`` (``grid.y``): ``bexp[b]`` expert, ``bntok[b]`` valid tokens (<= BM), activations
-  ``act[b][BM][K]`` E4M3; scales W1: FP32 ``[b][BM][H/128]``, W2: UE8M0 ``[b][BM][I/GROUP]``. Padded
+  ``act[b][BM][K]`` E4M3; scales W1: FP32 ``[b][BM][H/128]``, W2: UE8M0 ``[b][BM][I/L2_SCALE_GROUP]``. Padded
   tokens are zeroed on the way into shared memory and produce no output, so stale ring contents (even
   NaN) never leak.
-* W1 out: ``l2[b][BM][I]`` E4M3 and ``l2s[b][BM][I/GROUP]`` UE8M0 (numerics reference steps 3-4:
+* W1 out: ``l2[b][BM][I]`` E4M3 and ``l2s[b][BM][I/L2_SCALE_GROUP]`` UE8M0 (numerics reference steps 3-4:
   ``bf16`` round, clamp, ``gate*sigmoid(alpha*gate)*up*rw``, scale ``2**ceil(log2(amax_GROUP/448))``,
   1 for an all-zero group). W2 out: ``out[rowidx[b][t]][H]`` BF16 for valid tokens.
 
 Per K32 step each warpgroup decodes 2 x 4 A registers (the row's K32 exponent through the table) and
-issues 2 wgmma. One token scale per K128 (W1's FP32, W2's UE8M0 per GROUP = 128): the 4 K32 steps chain on one
-partial, one wait and one FMA ``acc += partial * 32 * asc[token]`` per K128. A token scale per K32 (GROUP = 32, the
-layout before session 8): a fresh partial per K32, FMA'd with ``32 * asc[token]`` while the next step's MMAs run
-(``lag``).
+issues 2 wgmma. One token scale per K128 (W1's FP32, W2's UE8M0 per L2_SCALE_GROUP = 128): the 4 K32 steps
+chain on one partial, one wait and one FMA ``acc += partial * 32 * asc[token]`` per K128. A token scale per K32
+(L2_SCALE_GROUP = 32, the layout before session 8): a fresh partial per K32, FMA'd with ``32 * asc[token]`` while the
+next step's MMAs run (``lag``).
 """
 from __future__ import annotations
 
@@ -75,8 +75,8 @@ MAX_STAGES = 8
 FOLD_SCALE = float(2 ** FOLD_LOG2)  # decoded operands are fp4 x 2**(r - 5): the partials carry 2**-5
 #: the W1 epilogue's UE8M0 scale group along I = W2's activation scale group (numerics reference step 4, Hopper);
 #: a 256-row task is 128 I-columns, so 128 makes the task one group, 32 each 64-row slab one
-GROUP = SM90_INTERMEDIATE_SCALE_GROUP
-assert GROUP in (32, 128), GROUP
+L2_SCALE_GROUP = SM90_INTERMEDIATE_SCALE_GROUP
+assert L2_SCALE_GROUP in (32, 128), L2_SCALE_GROUP
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg split: 128*40 + 256*232 <= 384 * 168 (see launch_regs)
 #: the same split for two pipelined CTAs per SM: 128*24 + 256*104 <= 384 * 80. setmaxnreg only moves registers
 #: inside the CTA's launch allocation (threads x the per-thread count ptxas was capped at); a consumer increase the
@@ -152,7 +152,7 @@ class Role2GemmConfig:
             return self.mma_lag
         if self.pipelined and self.ctas_per_sm == 2 and (self.act_scale_group == 128 or self.bm >= 16):
             # at 104 consumer registers two K128 steps' A operands (2 x 32 registers) cannot both stay live while
-            # their MMAs run (a K128-chained mainloop: W1, and W2 with GROUP 128), nor two K32 partial sets at
+            # their MMAs run (a K128-chained mainloop: W1, and W2 with L2_SCALE_GROUP 128), nor two K32 partial sets at
             # BM >= 16 beside the rest: ptxas would serialise every wgmma of the kernel (advisory C7512, a build
             # error; the session-6 two-CTA build shipped so)
             return 0
@@ -180,8 +180,8 @@ class Role2GemmConfig:
     @property
     def act_scale_group(self) -> int:
         """K extent of one activation scale: W1 reads FP32 per 128 (Hopper activation recipe), W2 reads
-        the W1 epilogue's UE8M0 per :data:`GROUP` along I (numerics reference step 4)."""
-        return 128 if self.mode == "w1" else GROUP
+        the W1 epilogue's UE8M0 per :data:`L2_SCALE_GROUP` along I (numerics reference step 4)."""
+        return 128 if self.mode == "w1" else L2_SCALE_GROUP
 
     @property
     def misc_bytes(self) -> int:
@@ -523,11 +523,11 @@ def _stage_act_chunk(smem, act_off: int, row_addr, ctid, kc, ntok, bm: int, kc_l
 
 def _token_major_scale(asc, w1: bool, blk, bm: int, nkg: int, kc, ngs: int, tok, kk):
     """The verified kernels' activation scale of token ``tok``, scale group ``kk`` of K chunk ``kc``, from
-    the token-major table ``[block][bm][nkg]``: W1 FP32 per 128 along H, W2 UE8M0 per :data:`GROUP` along I."""
+    the token-major table ``[block][bm][nkg]``: W1 FP32 per 128 along H, W2 UE8M0 per :data:`L2_SCALE_GROUP` along I."""
     gidx = (Int64(blk) * bm + Int64(tok)) * nkg + Int64(kc) * ngs + Int64(kk)
     if w1:
         return ld_global_f32(asc + gidx * 4)  # FP32 per 128 along H
-    return ue8m0_to_f32(ld_global_u8(asc + gidx))  # UE8M0 per GROUP along I
+    return ue8m0_to_f32(ld_global_u8(asc + gidx))  # UE8M0 per L2_SCALE_GROUP along I
 
 
 @cute.jit
@@ -559,15 +559,15 @@ def _w1_epilogue(acc, smem, amax_off: int, efac, ntok, tile, wg, warp, g, t, rw_
 
     Rows are gate/up interleaved in 8-row groups: accumulator element i (row half 0) is the gate and
     i + 2 (row half 1) the up value of I-column 32*slab + 8*warp + g, token n. Per value: BF16 round,
-    clamp, ``gate*sigmoid(alpha*gate)*up*rw`` (padded tokens 0), amax over the :data:`GROUP` I-columns of its
+    clamp, ``gate*sigmoid(alpha*gate)*up*rw`` (padded tokens 0), amax over the :data:`L2_SCALE_GROUP` I-columns of its
     scale group (shuffles, then the 4 warps' partials of each slab through shared memory at ``amax_off``: the
     task's 128 I-columns are one group, all 16 partials), UE8M0 scale, E4M3 byte. ``rw_addr(n)``: routing weight
     of token n, ``q_addr(n, col)``: its E4M3 output byte of I-column ``col``, ``sf_addr(n, grp)``: its UE8M0
-    scale byte of scale group ``grp`` (I-columns ``[grp*GROUP, (grp+1)*GROUP)``).
+    scale byte of scale group ``grp`` (I-columns ``[grp*L2_SCALE_GROUP, (grp+1)*L2_SCALE_GROUP)``).
     ``efac=None`` / ``rw_addr=None`` (role4's shared expert): no expert factor / routing weight, the
     multiply is not emitted at all."""
     nd = bm // 2
-    spg = GROUP // 32  # slabs (32 I-columns each) per scale group: 4 = the whole task, 1 = each slab
+    spg = L2_SCALE_GROUP // 32  # slabs (32 I-columns each) per scale group: 4 = the whole task, 1 = each slab
     ys = []
     for sl in cutlass.range_constexpr(2):
         for i in cutlass.range_constexpr(nd):
@@ -736,7 +736,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                 _w1_epilogue(acc, smem, AMAX_OFF, efac, ntok, ntile, wg, warp, g, t,
                              lambda n: aux + (Int64(blk) * BM + Int64(n)) * 4,
                              lambda n, col: out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col),
-                             lambda n, grp: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // GROUP)
+                             lambda n, grp: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // L2_SCALE_GROUP)
                                              + Int64(grp)), BM, alpha, clamp)
             else:
                 _w2_store_rows(acc, efac, ntok, ntile, wg, warp, g, t, lambda n: aux + (Int64(blk) * BM + Int64(n)) * 4,

@@ -33,7 +33,7 @@ from cutlass import Int32, Int64, Float32, Uint8, const_expr
 from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_s32,
                       mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
-from .role2_gemm import (CONSUMER_THREADS, GROUP, PRODUCER_THREADS, STAGE_BYTES,
+from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, STAGE_BYTES,
                          Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers, _mma_k128_steps,
                          stage_k128_step,
                          _produce_k128, _stage_chunk, _token_major_scale, _w1_epilogue, _w2_store_rows)
@@ -138,7 +138,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     _w1_epilogue(acc, smem, AMAX_OFF, efac, ntok, ntile, wg, warp, g, t,
                                  lambda n: aux + (Int64(blk) * BM + Int64(n)) * 4,
                                  lambda n, col: out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col),
-                                 lambda n, grp: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // GROUP)
+                                 lambda n, grp: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // L2_SCALE_GROUP)
                                                  + Int64(grp)), BM, alpha, clamp)
                 else:
                     _w2_store_rows(acc, efac, ntok, ntile, wg, warp, g, t,

@@ -28,8 +28,8 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   ``ring_block[rb] = (e_local, tokens, pool block, gen)`` is checked against ``(q, gen)`` (code 11).
 * **W1** reads ``ring_x[rb][row][H]`` (row stride ``bm_stride``), FP32 scales ``ring_sf[rb][H/128]
   [sf_stride]`` (MN-major), the routing weight from ``ring_meta[rb][row].x``; epilogue: BF16 round,
-  clamp, SwiGLU x routing weight, amax over the task's 128 I-columns (``role2_gemm.GROUP``), UE8M0 scale, E4M3 ->
-  ``l2_x[rb][row][I]``, ``l2_sf[rb][row][I/128]`` (UE8M0 bytes, the numerics reference's requantisation); then
+  clamp, SwiGLU x routing weight, amax over the task's 128 I-columns (``role2_gemm.L2_SCALE_GROUP``), UE8M0 scale,
+  E4M3 -> ``l2_x[rb][row][I]``, ``l2_sf[rb][row][I/128]`` (UE8M0 bytes, the numerics reference's requantisation); then
   ``red.release.gpu.or l2_full_mask[rb] |= 0b11 << 2*tile`` (its two W1 N128 tiles).
 * **W2**, per activation chunk of I-columns ``[k0, k1)``: acquire exactly the mask bits of the W1
   N128 tiles that produced them (code 9). The chunk is the verified kernels' ``kc`` (a multiple of
@@ -242,7 +242,7 @@ def _trace_parts(cfg):
     from .ring_sync import (atom_add_acqrel_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
-    from .role2_gemm import (CONSUMER_THREADS, GROUP, PRODUCER_THREADS, ROWS_PER_CTA,
+    from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, ROWS_PER_CTA,
                              STAGE_BYTES, K128Step, TokenScales, _consumer_lane, _init_stage_barriers,
                              _mma_k128_steps, stage_k128_step,
                              _load_k128, _produce_k128, _stage_chunk, _w1_epilogue)
@@ -260,7 +260,7 @@ def _trace_parts(cfg):
     NK1, NK2 = H // 128, I // 128
     NSLAB1, NSLAB2 = 2 * I // 64, H // 64
     NKB = H // 128  # FP32 activation scales per token row (K128 groups of H)
-    NIG = I // GROUP  # UE8M0 L2 scales per token row
+    NIG = I // L2_SCALE_GROUP  # UE8M0 L2 scales per token row
     so = cfg.smem_offsets()
     ACT_OFF, ASC_OFF, AMAX_OFF, INFO_OFF = so["act"], so["asc"], so["amax"], so["info"]
     STAGE_OFF, BAR_OFF, NS = so["stage"], so["bar"], so["stages"]
@@ -268,8 +268,8 @@ def _trace_parts(cfg):
 
     def ring_act_scale(mode, base, rb, row0, sf_stride, grp, tok):
         """Activation scale of token ``tok``, K group ``grp`` of ring block ``rb``: W1 FP32 per K128 group,
-        MN-major ``ring_sf[rb][H/128][sf_stride]``; W2 UE8M0 per GROUP I-columns, token-major
-        ``l2_sf[rb][bm_stride][I/GROUP]``."""
+        MN-major ``ring_sf[rb][H/128][sf_stride]``; W2 UE8M0 per L2_SCALE_GROUP I-columns, token-major
+        ``l2_sf[rb][bm_stride][I/L2_SCALE_GROUP]``."""
         if mode == "w1":
             return ld_global_f32(base + ((Int64(rb) * NKB + Int64(grp)) * Int64(sf_stride) + Int64(tok)) * 4)
         return ue8m0_to_f32(ld_global_u8(base + (row0 + Int64(tok)) * NIG + Int64(grp)))
@@ -432,7 +432,8 @@ def _trace_parts(cfg):
                     mainloop("w1", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_ring_x, o_ring_sf,
                              o_l2_full_mask, w1_tiles, w1_scales, sf_stride, policy, err, timeout_ns)
                     efac = ld_global_f32(w1_factor + Int64(el) * 4)
-                    # routing weight = ring_meta[rb][row].x; E4M3 -> l2_x[rb][row][I], UE8M0 -> l2_sf[rb][row][I/GROUP]
+                    # routing weight = ring_meta[rb][row].x; E4M3 -> l2_x[rb][row][I],
+                    # UE8M0 -> l2_sf[rb][row][I/L2_SCALE_GROUP]
                     _w1_epilogue(acc, smem, AMAX_OFF, efac, ntok, tile, wg, warp, g, t,
                                  lambda n: ws + o_ring_meta + (row0 + Int64(n)) * 16,
                                  lambda n, col: ws + o_l2_x + (row0 + Int64(n)) * I + Int64(col),

@@ -16,7 +16,7 @@ W2 of the shared expert in one task stream, numerics exactly those of ``gcmoe_ru
   the kernel code is the same for 1x128x128 and 1x1x32. (Next step, measured: for 1x128x128 W1 the scale is
   constant over a K128 step, so four accumulating wgmma + one FMA per K128 would do.)
 * **W1 epilogue** (role2's, without routing weight or expert factor): BF16 round, clamp, SwiGLU, amax over
-  the task's 128 I-columns (``role2_gemm.GROUP``), UE8M0 scale, E4M3 -> ``shared_l2_x[t][I]``,
+  the task's 128 I-columns (``role2_gemm.L2_SCALE_GROUP``), UE8M0 scale, E4M3 -> ``shared_l2_x[t][I]``,
   ``shared_l2_sf[t][I/128]``; then
   ``red.release.gpu.add shared_sync[2 + block] += 1``.
 * **W1 -> W2 dependency.** A W2 task of token block ``b`` waits (``ld.acquire``, bounded: trap code 14)
@@ -194,7 +194,7 @@ def _trace_parts(cfg):
     from .ptx_mem import (bar_sync, fence_acq_rel_gpu, ld_global_cg_f32, ld_global_f32, ld_global_u8, ld_shared_v4,
                           red_release_add_u32, st_global_f32, st_global_v4)
     from .ring_sync import atom_add_acqrel_gpu_u32, ld_shared_b32, st_shared_b32, st_shared_u16, wait_geq_u32_rt
-    from .role2_gemm import GROUP, ROWS_PER_CTA, TokenScales, _consumer_lane, _stage_chunk, _w1_epilogue
+    from .role2_gemm import L2_SCALE_GROUP, ROWS_PER_CTA, TokenScales, _consumer_lane, _stage_chunk, _w1_epilogue
     from .role2_math import to_bf16_bits, ue8m0_to_f32
     from .role4_mma import WORDS_PER_STAGE, k128_mma_fp8, load_k128_fp8, st_relaxed_gpu_u32
 
@@ -206,7 +206,7 @@ def _trace_parts(cfg):
     CH1, CH2 = H // cfg.w1s.kc, I // cfg.w2s.kc  # K chunks of the whole K
     SLOT = BM * 256  # floats of one split partial
     NKB = H // 128  # FP32 activation scales per token (x_sf row)
-    NIG = I // GROUP  # UE8M0 intermediate scales per token
+    NIG = I // L2_SCALE_GROUP  # UE8M0 intermediate scales per token
     so = cfg.smem_offsets()
     ACT_OFF, ASC_OFF, AMAX_OFF, INFO_OFF = so["act"], so["asc"], so["amax"], so["info"]
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
@@ -221,7 +221,8 @@ def _trace_parts(cfg):
         """Activation scale of workspace row ``row``, scale group ``grp``, as FP32."""
         if mode == "w1":  # x_sf: FP32 per 128 along H, token-major [T][H/128]
             return ld_global_f32(table + (row * NKB + Int64(grp)) * 4)
-        return ue8m0_to_f32(ld_global_u8(table + row * NIG + Int64(grp)))  # shared_l2_sf: UE8M0 per GROUP along I
+        # shared_l2_sf: UE8M0 per L2_SCALE_GROUP along I
+        return ue8m0_to_f32(ld_global_u8(table + row * NIG + Int64(grp)))
 
     @cute.jit
     def mainloop(mode: cutlass.Constexpr, smem: Int32, ctid: Int32, acc: cute.Tensor, wbuf: cute.Tensor,

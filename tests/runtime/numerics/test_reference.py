@@ -7,8 +7,8 @@ from gcmoe_runtime.numerics.quant import (
     quantize_e4m3_ue8m0, quantize_e4m3_ue8m0_k32_packed, quantize_fp8_weight, quantize_mxfp4,
 )
 from gcmoe_runtime.numerics.reference import (
-    INTERMEDIATE_SCALE_GROUP, FloatExperts, RoutedWeights, SharedWeights, SwiGLUSpec, bf16_reference_moe_forward, combine_partials,
-    reference_moe_forward, swiglu,
+    INTERMEDIATE_SCALE_GROUP, FloatExperts, RoutedWeights, SharedWeights, SwiGLUSpec, bf16_reference_moe_forward,
+    combine_partials, reference_moe_forward, swiglu,
 )
 
 H, I, E, K = 256, 128, 6, 3
@@ -43,8 +43,9 @@ def _manual(x_q, x_s, idx, g, routed, shared, spec):
     def expert(xr, w1, w2, gw):
         h = (xr @ w1.double().t()).float().to(torch.bfloat16).float()
         a = swiglu(h[None], spec)[0] * gw
-        q, c = quantize_e4m3_ue8m0(a[None], INTERMEDIATE_SCALE_GROUP["fp32_k128"])
-        return (dequantize_e4m3_ue8m0(q, c, INTERMEDIATE_SCALE_GROUP["fp32_k128"])[0].double() @ w2.double().t()).float().to(torch.bfloat16)
+        grp = INTERMEDIATE_SCALE_GROUP["fp32_k128"]
+        q, c = quantize_e4m3_ue8m0(a[None], grp)
+        return (dequantize_e4m3_ue8m0(q, c, grp)[0].double() @ w2.double().t()).float().to(torch.bfloat16)
     out = torch.zeros(t, H, dtype=torch.bfloat16)
     for r in range(t):
         acc = torch.zeros(H, dtype=torch.float32)

@@ -79,5 +79,6 @@ def test_kernel_view_of_the_tiles_reproduces_the_reference(recipe):
     inter = torch.zeros(T, I)
     inter[:, cols] = gate * torch.sigmoid(gate) * up
     qi, ci = quantize_e4m3_ue8m0(inter, SM90_INTERMEDIATE_SCALE_GROUP, name="intermediate")
-    out = (dequantize_e4m3_ue8m0(qi, ci, SM90_INTERMEDIATE_SCALE_GROUP) @ _kernel_view(sw.w2_tiles, sw.w2_scales, H, I).t()).to(torch.bfloat16)
+    inter_q = dequantize_e4m3_ue8m0(qi, ci, SM90_INTERMEDIATE_SCALE_GROUP)
+    out = (inter_q @ _kernel_view(sw.w2_tiles, sw.w2_scales, H, I).t()).to(torch.bfloat16)
     assert torch.equal(out, parts[:, K])
