@@ -316,3 +316,16 @@ def test_reachable_bms_as_candidates_reproduce_every_choice():
                     full = choose_tile("sm_90a", t, **shape(name, P))
                     again = choose_tile("sm_90a", t, candidates=compiled, **shape(name, P))
                     assert (full.bm, full.threads) == (again.bm, again.threads), (name, P, cap, t)
+
+
+def test_sm90_block_max_bm_splits_coverage_into_smaller_blocks(monkeypatch):
+    """SM90_BLOCK_MAX_BM (an A/B knob; 64 shipped): GLM-5.2 at P = 2, T = 256 covers ~20 tokens per expert with one
+    BM 32 block by default and with two BM 16 blocks (on the two-CTA build) when the cap is 16."""
+    glm = dict(ranks=2, top_k=8, experts=256, hidden=6144, intermediate=2048, compute_sms=128)
+    assert h.SM90_BLOCK_MAX_BM == 64
+    t = h.choose_sm90_tile(256, **glm)
+    assert (t.bm, t.blocks_per_expert, t.ctas_per_sm) == (32, 1, 1)
+    monkeypatch.setattr(h, "SM90_BLOCK_MAX_BM", 16)
+    t = h.choose_sm90_tile(256, **glm)
+    assert (t.bm, t.blocks_per_expert, t.ctas_per_sm) == (16, 2, 2)
+    assert h.choose_sm90_tile(128, **glm).bm == 16  # already within the cap
