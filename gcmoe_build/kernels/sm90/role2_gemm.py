@@ -39,9 +39,9 @@ Kernel contract (one layer, one rank; byte addresses as Int64 params; layouts fr
 
 Per K32 step each warpgroup decodes 2 x 4 A registers (the row's K32 exponent through the table) and
 issues 2 wgmma. One token scale per K128 (W1's FP32, W2's UE8M0 per L2_SCALE_GROUP = 128): the 4 K32 steps
-chain on one partial, one wait and one FMA ``acc += partial * 32 * asc[token]`` per K128. A token scale per K32
-(L2_SCALE_GROUP = 32, the layout before session 8): a fresh partial per K32, FMA'd with ``32 * asc[token]`` while the
-next step's MMAs run (``lag``).
+chain on one partial, one wait and one FMA ``acc += partial * 32 * asc[token]`` per K128. The per-K32 path of
+:func:`_mma_k128_steps` (a fresh partial per K32, FMA'd while the next step's MMAs run, ``lag``) serves role4's FP8
+weights (a block scale per K32) and the ``fold_scales=False`` experiment.
 """
 from __future__ import annotations
 
@@ -73,10 +73,10 @@ SMEM_LIMIT = 227 * 1024  # sm_90 opt-in dynamic shared memory per block
 STAGE_BYTES = 16384 + 1024  # one K128 step: packed codes of 256 rows + their UE8M0 scales
 MAX_STAGES = 8
 FOLD_SCALE = float(2 ** FOLD_LOG2)  # decoded operands are fp4 x 2**(r - 5): the partials carry 2**-5
-#: the W1 epilogue's UE8M0 scale group along I = W2's activation scale group (numerics reference step 4, Hopper);
-#: a 256-row task is 128 I-columns, so 128 makes the task one group, 32 each 64-row slab one
+#: the W1 epilogue's UE8M0 scale group along I = W2's activation scale group (numerics reference step 4, Hopper):
+#: a 256-row W1 task is exactly one group (128 I-columns), which the epilogue and W2's chained mainloop rely on
 L2_SCALE_GROUP = SM90_INTERMEDIATE_SCALE_GROUP
-assert L2_SCALE_GROUP in (32, 128), L2_SCALE_GROUP
+assert L2_SCALE_GROUP == 128, L2_SCALE_GROUP
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg split: 128*40 + 256*232 <= 384 * 168 (see launch_regs)
 #: the same split for two pipelined CTAs per SM: 128*24 + 256*104 <= 384 * 80. setmaxnreg only moves registers
 #: inside the CTA's launch allocation (threads x the per-thread count ptxas was capped at); a consumer increase the
@@ -150,11 +150,10 @@ class Role2GemmConfig:
     def lag(self) -> int:
         if self.mma_lag is not None:
             return self.mma_lag
-        if self.pipelined and self.ctas_per_sm == 2 and (self.act_scale_group == 128 or self.bm >= 16):
+        if self.pipelined and self.ctas_per_sm == 2:
             # at 104 consumer registers two K128 steps' A operands (2 x 32 registers) cannot both stay live while
-            # their MMAs run (a K128-chained mainloop: W1, and W2 with L2_SCALE_GROUP 128), nor two K32 partial sets at
-            # BM >= 16 beside the rest: ptxas would serialise every wgmma of the kernel (advisory C7512, a build
-            # error; the session-6 two-CTA build shipped so)
+            # their MMAs run (W1 and W2 both chain per K128): ptxas would serialise every wgmma of the kernel
+            # (advisory C7512, a build error; the session-6 two-CTA build shipped so)
             return 0
         return 1 if self.bm <= 32 else 0
 
@@ -559,15 +558,13 @@ def _w1_epilogue(acc, smem, amax_off: int, efac, ntok, tile, wg, warp, g, t, rw_
 
     Rows are gate/up interleaved in 8-row groups: accumulator element i (row half 0) is the gate and
     i + 2 (row half 1) the up value of I-column 32*slab + 8*warp + g, token n. Per value: BF16 round,
-    clamp, ``gate*sigmoid(alpha*gate)*up*rw`` (padded tokens 0), amax over the :data:`L2_SCALE_GROUP` I-columns of its
-    scale group (shuffles, then the 4 warps' partials of each slab through shared memory at ``amax_off``: the
-    task's 128 I-columns are one group, all 16 partials), UE8M0 scale, E4M3 byte. ``rw_addr(n)``: routing weight
-    of token n, ``q_addr(n, col)``: its E4M3 output byte of I-column ``col``, ``sf_addr(n, grp)``: its UE8M0
-    scale byte of scale group ``grp`` (I-columns ``[grp*L2_SCALE_GROUP, (grp+1)*L2_SCALE_GROUP)``).
+    clamp, ``gate*sigmoid(alpha*gate)*up*rw`` (padded tokens 0), amax over the task's 128 I-columns, its one
+    :data:`L2_SCALE_GROUP` (shuffles, then the 16 warp partials, 4 slabs x 4 warps, through shared memory at
+    ``amax_off``), UE8M0 scale, E4M3 byte. ``rw_addr(n)``: routing weight of token n, ``q_addr(n, col)``: its E4M3
+    output byte of I-column ``col``, ``sf_addr(n, grp)``: its UE8M0 scale byte of scale group ``grp`` (= ``tile``).
     ``efac=None`` / ``rw_addr=None`` (role4's shared expert): no expert factor / routing weight, the
     multiply is not emitted at all."""
     nd = bm // 2
-    spg = L2_SCALE_GROUP // 32  # slabs (32 I-columns each) per scale group: 4 = the whole task, 1 = each slab
     ys = []
     for sl in cutlass.range_constexpr(2):
         for i in cutlass.range_constexpr(nd):
@@ -592,21 +589,18 @@ def _w1_epilogue(acc, smem, amax_off: int, efac, ntok, tile, wg, warp, g, t, rw_
                 if g == 0:
                     st_shared_f32(smem + amax_off + (((wg * 2 + sl) * 4 + warp) * bm + n) * 4, m)
     bar_sync(1, CONSUMER_THREADS)
-    scales = {}  # (group key, token) -> (scale, 1/scale): a whole-task group is reduced once per token
+    scales = {}  # token (as its (i >> 2, i & 1)) -> (scale, 1/scale): reduced once, used by both slabs
     yi = 0
     for sl in cutlass.range_constexpr(2):
         slab = wg * 2 + sl
         for i in cutlass.range_constexpr(nd):
             if const_expr((i >> 1) & 1 == 0):
                 n = 8 * (i >> 2) + 2 * t + (i & 1)
-                key = (i >> 2, i & 1, sl * int(spg == 1))
+                key = (i >> 2, i & 1)
                 if const_expr(key not in scales):
                     m = Float32(0.0)
-                    for p in cutlass.range_constexpr(4 * spg):
-                        if const_expr(spg == 4):  # partial p: slab p // 4, warp p % 4
-                            m = fmax(m, ld_shared_f32(smem + amax_off + (p * bm + n) * 4))
-                        else:
-                            m = fmax(m, ld_shared_f32(smem + amax_off + ((slab * 4 + p) * bm + n) * 4))
+                    for p in cutlass.range_constexpr(16):  # partial p: slab p // 4, warp p % 4
+                        m = fmax(m, ld_shared_f32(smem + amax_off + (p * bm + n) * 4))
                     scales[key] = ue8m0_scale_for(m)
                 scale, inv = scales[key]
                 q8 = to_e4m3_byte(ys[yi] * inv)
@@ -614,13 +608,11 @@ def _w1_epilogue(acc, smem, amax_off: int, efac, ntok, tile, wg, warp, g, t, rw_
                 col = tile * 128 + slab * 32 + 8 * warp + g
                 if n < ntok:
                     st_global_u8(q_addr(n, col), q8)
-                    if warp == 0:
-                        if g == 0:
-                            if const_expr(spg == 4 and sl == 0):
+                    if const_expr(sl == 0):
+                        if warp == 0:
+                            if g == 0:
                                 if wg == 0:  # one writer of the task's group
                                     st_global_u8(sf_addr(n, tile), (float_bits(scale) >> 23) & 0xFF)
-                            if const_expr(spg == 1):
-                                st_global_u8(sf_addr(n, tile * 4 + slab), (float_bits(scale) >> 23) & 0xFF)
 
 
 @cute.jit
