@@ -283,3 +283,21 @@ def bulk_wait_read(n: int, *, loc=None, ip=None):
     """Wait until at most ``n`` of this thread's bulk groups still *read* their shared source (the
     source may then be overwritten; the global writes need not be performed yet)."""
     _asm(f"cp.async.bulk.wait_group.read {int(n)};", "", [], 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Non-bulk asynchronous copies global -> shared (``cp.async``, LDGSTS): the consumers' prefetch of the next
+# activation chunk (role2_gemm.for_each_chunk). Generic proxy: wait, then fence.proxy.async before a barrier
+# if wgmma (async proxy) reads the bytes.
+# ---------------------------------------------------------------------------------------------
+@dsl_user_op
+def cp_async_16_zfill(sdst, gsrc, src_bytes, *, loc=None, ip=None):
+    """Copy 16 bytes global -> shared without stopping the thread, L2 only (``.cg``); ``src_bytes`` (Int32, 0 or
+    16) bytes are read and the rest of the 16 zero-filled, so ``src_bytes = 0`` writes zeros and reads nothing."""
+    _asm("cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r", [_v(sdst), _v(gsrc, Int64), _v(src_bytes)], 0)
+
+
+@dsl_user_op
+def cp_async_wait_all(*, loc=None, ip=None):
+    """Wait until every ``cp.async`` this thread issued has written shared memory (commit + wait_group 0)."""
+    _asm("cp.async.wait_all;", "", [], 0)

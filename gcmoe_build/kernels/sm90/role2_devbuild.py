@@ -39,6 +39,8 @@ RELEASE_EXPERIMENTS = {"_p_read": dict(stage_release="read"), "_p_fence": dict(s
                        "_pp2_k32": dict(stage_release="decoded_k32_2", ctas_per_sm=2)}
 #: ... and the A/B of the exponent-folding decoder: the pipelined kernel with per-K32 scale FMAs instead (BM <= 32)
 NOFOLD_EXPERIMENTS = ("_p_nofold",)
+#: ... and the activation-chunk prefetch (session 9): Role2GemmConfig.act_buffers = 2, one and two CTAs per SM
+ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_p2d": dict(act_buffers=2, ctas_per_sm=2)}
 
 
 def configs(shapes, experiments: bool = False):
@@ -47,6 +49,14 @@ def configs(shapes, experiments: bool = False):
     if experiments:
         for sh in shapes:
             h, i = SHAPES[sh]
+            for bm in BMS:
+                for sfx, kw in ACT2_EXPERIMENTS.items():
+                    if kw.get("ctas_per_sm", 1) == 2 and bm > 16:
+                        continue
+                    yield (f"role2_w1_{sh}_bm{bm}{sfx}",
+                           Role2GemmConfig(mode="w1", k=h, rows=2 * i, bm=bm, pipelined=True, **kw))
+                    yield (f"role2_w2_{sh}_bm{bm}{sfx}",
+                           Role2GemmConfig(mode="w2", k=i, rows=h, bm=bm, pipelined=True, **kw))
             for bm in (8, 16, 32):
                 for sfx, lag in LAG_EXPERIMENTS.items():
                     yield (f"role2_w1_{sh}_bm{bm}{sfx}",
@@ -135,7 +145,7 @@ def main(argv=None):
                        "alpha": cfg.alpha, "clamp": cfg.clamp, "smem": cfg.smem_bytes, "threads": cfg.threads,
                        "pipelined": cfg.pipelined, "stages": cfg.stages, "kc": cfg.kc,
                        "persistent": "_pp" in name, "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
-                       "fold_scales": cfg.fold_scales,
+                       "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
                        "row_tiles": cfg.row_tiles}
         print(f"{name}: {len(cubin)} B cubin, {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     tmp = out / ".index.json.tmp"

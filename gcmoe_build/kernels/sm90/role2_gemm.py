@@ -55,8 +55,8 @@ from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2, FOLD_LUT_WORDS
 
 from .fp4_decode import byte_of, decode_fp4x8_e4m3, fold_lut
-from .ptx_mem import (bar_sync, bulk_copy_g2s, evict_first_policy, ld_global_f32, ld_global_s32, ld_global_v4,
-                      ld_global_u8, ld_global_v2_stream, ld_global_v4_stream, ld_shared_f32,
+from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_wait_all, evict_first_policy,
+                      ld_global_f32, ld_global_s32, ld_global_v4, ld_global_u8, ld_global_v2_stream, ld_global_v4_stream, ld_shared_f32,
                       ld_shared_v2, ld_shared_v4, st_global_u8, mbar_arrive, mbar_arrive_expect_tx,
                       fence_proxy_async_shared, mbar_init, mbar_init_fence, mbar_wait_or_trap, setmaxnreg,
                       st_global_f32, st_shared_f32, st_shared_v4)
@@ -127,6 +127,10 @@ class Role2GemmConfig:
     #: two CTAs per SM: 17 of 24 two-CTA dev checks not bit-identical; "fence" and "decoded" 24 / 24 correct),
     #: "decoded_k32_2" one K32 earlier, after K32 2's MMA issue (every load consumed: :data:`EARLY_RELEASE_K32`)
     stage_release: str = "decoded"
+    #: activation chunk buffers in shared memory (the act budget is split between them): 1 stages each K chunk
+    #: synchronously at its top (barrier, loads, stores, barrier: the MMAs wait); 2 copies chunk kc+1 with
+    #: ``cp.async`` while chunk kc is multiplied (:func:`for_each_chunk`), so only a task's first chunk is exposed
+    act_buffers: int = 1
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -145,6 +149,11 @@ class Role2GemmConfig:
             raise ValueError(f"role2 ctas_per_sm={self.ctas_per_sm}: must be 1 or 2")
         if self.stage_release not in STAGE_RELEASES:
             raise ValueError(f"role2 stage_release={self.stage_release!r}: must be one of {STAGE_RELEASES}")
+        if self.act_buffers not in (1, 2):
+            raise ValueError(f"role2 act_buffers={self.act_buffers}: must be 1 or 2")
+        if self.act_buffers == 2 and self.bm * (self.kc // self.act_scale_group) > 2 * CONSUMER_THREADS:
+            raise ValueError(f"role2 act_buffers=2: BM={self.bm} x {self.kc // self.act_scale_group} scale groups "
+                             f"per chunk > {2 * CONSUMER_THREADS} (two prefetched scales per consumer thread)")
 
     @property
     def lag(self) -> int:
@@ -163,9 +172,12 @@ class Role2GemmConfig:
 
     @property
     def act_budget(self) -> int:
+        """Shared-memory bytes of one activation chunk buffer (the total budget over :attr:`act_buffers`)."""
         if self.ctas_per_sm == 2:
-            return 48 * 1024
-        return 64 * 1024 if self.pipelined else 96 * 1024
+            total = 48 * 1024
+        else:
+            total = 64 * 1024 if self.pipelined else 96 * 1024
+        return total // self.act_buffers
 
     @property
     def kc(self) -> int:
@@ -183,10 +195,19 @@ class Role2GemmConfig:
         return 128 if self.mode == "w1" else L2_SCALE_GROUP
 
     @property
+    def act_buffer_bytes(self) -> int:
+        """One activation chunk buffer: ``[kc/16][bm]`` 16-byte units."""
+        return self.bm * self.kc
+
+    @property
+    def asc_buffer_bytes(self) -> int:
+        """The FP32 token scales of one chunk: ``[kc/group][bm]``."""
+        return 4 * self.bm * (self.kc // self.act_scale_group)
+
+    @property
     def misc_bytes(self) -> int:
-        asc = 4 * self.bm * (self.kc // self.act_scale_group)
         epi = 4 * self.bm * 16  # amax partials: 4 slabs x 4 warps per token
-        return self.bm * self.kc + asc + epi
+        return self.act_buffers * (self.act_buffer_bytes + self.asc_buffer_bytes) + epi
 
     @property
     def occupancy_launch(self) -> dict:
@@ -237,12 +258,17 @@ class Role2GemmConfig:
 def task_smem_offsets(w1: "Role2GemmConfig", w2: "Role2GemmConfig") -> dict:
     """Byte offsets of the per-task shared-memory areas of a W1+W2 task-stream kernel (role2's ring consumer,
     role4): the activation chunk ``act`` (also W2's BF16 staging ``[BM][256]``), the token scales ``asc``, the
-    W1 epilogue's amax partials ``amax`` (4 slabs x 4 warps per token), a 16-byte ``info`` word; ``misc`` = the end."""
+    W1 epilogue's amax partials ``amax`` (4 slabs x 4 warps per token), a 16-byte ``info`` word; ``misc`` = the end.
+    With two activation buffers, buffer ``b`` of ``act`` / ``asc`` starts ``b * act_stride`` / ``b * asc_stride`` on."""
     bm = w1.bm
-    act = max(bm * w1.kc, bm * w2.kc, bm * 512)
-    asc = max(4 * bm * (w1.kc // w1.act_scale_group), 4 * bm * (w2.kc // w2.act_scale_group))
-    o = dict(act=0, asc=act)
-    o["amax"] = o["asc"] + asc
+    if w1.act_buffers != w2.act_buffers:
+        raise ValueError(f"role2: W1 and W2 share the activation buffers (act_buffers {w1.act_buffers} != "
+                         f"{w2.act_buffers})")
+    nb = w1.act_buffers
+    act = max(w1.act_buffer_bytes, w2.act_buffer_bytes, bm * 512)
+    asc = max(w1.asc_buffer_bytes, w2.asc_buffer_bytes)
+    o = dict(act=0, asc=nb * act, act_stride=act, asc_stride=asc)
+    o["amax"] = o["asc"] + nb * asc
     o["info"] = o["amax"] + 4 * bm * 16
     o["misc"] = o["info"] + 16
     return o
@@ -551,6 +577,94 @@ def _stage_chunk(smem, act_off: int, asc_off: int, row_addr, scale_at, ctid, kc,
     bar_sync(1, CONSUMER_THREADS)
 
 
+def _copy_act_chunk_async(buf, row_addr, ctid, kc, ntok, bm: int, kc_len: int):
+    """Consumers: :func:`_stage_act_chunk`'s copy without stopping: ``cp.async`` 16-byte units into ``buf``,
+    padded tokens zero-filled by the copy itself (nothing read). Complete with ``cp_async_wait_all``."""
+    units = bm * kc_len // 16
+    for it in range((units + CONSUMER_THREADS - 1) // CONSUMER_THREADS):
+        u = ctid + it * CONSUMER_THREADS
+        if (it + 1) * CONSUMER_THREADS > units:
+            u = cutlass.min(u, units - 1)  # tail: duplicate the last unit (same bytes, same slot)
+        c = u % (kc_len // 16)
+        tok = u // (kc_len // 16)
+        cp_async_16_zfill(buf + (c * bm + tok) * 16, row_addr(tok) + Int64(kc) * kc_len + Int64(c) * 16,
+                          Int32(16) * Int32(tok < ntok))
+
+
+def _load_chunk_scales(scale_at, ctid, ntok, bm: int, ngs: int):
+    """Consumers: this thread's activation scales of one chunk (``scale_at(tok, kk)``; padded tokens 0), at most
+    two, to keep in registers until :func:`_store_chunk_scales` (the tail duplicates the last: same value, slot)."""
+    nsc = bm * ngs
+    vals = []
+    for it in range((nsc + CONSUMER_THREADS - 1) // CONSUMER_THREADS):
+        u = ctid + it * CONSUMER_THREADS
+        if (it + 1) * CONSUMER_THREADS > nsc:
+            u = cutlass.min(u, nsc - 1)
+        tok = u // ngs
+        vals.append(sel_f32(Int32(tok < ntok), scale_at(tok, u % ngs), Float32(0.0)))
+    return vals
+
+
+def _store_chunk_scales(asc_buf, vals, ctid, bm: int, ngs: int):
+    """Consumers: :func:`_load_chunk_scales`' values into the ``[ngs][bm]`` table at ``asc_buf``."""
+    nsc = bm * ngs
+    for it, v in enumerate(vals):
+        u = ctid + it * CONSUMER_THREADS
+        if (it + 1) * CONSUMER_THREADS > nsc:
+            u = cutlass.min(u, nsc - 1)
+        st_shared_f32(asc_buf + ((u % ngs) * bm + u // ngs) * 4, v)
+
+
+@cute.jit
+def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row_addr, scale_at, ctid, ntok, body,
+                   wait_chunk=None):
+    """Consumers, one task: stage each K chunk of the block's activations and scales in shared memory and run
+    ``body(kc, act_buf, asc_buf)`` (the chunk's MMAs; every wgmma waited when it returns) on it.
+    ``row_addr(tok)``: token row ``tok``'s first byte; ``scale_at(kc, tok, kk)``: its scale of group ``kk`` of
+    chunk ``kc``; ``wait_chunk(kc)`` (or None): a bounded wait until chunk ``kc`` may be read (ring W2: its W1
+    mask bits).
+
+    ``cfg.act_buffers == 1``: :func:`_stage_chunk` at the top of every chunk (the MMAs wait for the loads). 2: the
+    first chunk is copied at the top of the task; while chunk ``kc`` is multiplied, chunk ``kc + 1`` is in flight
+    (``cp.async`` into the other buffer, issued after the barrier that ends every thread's use of that buffer for
+    chunk ``kc - 1``; its scales wait in registers and are stored after ``body``); one barrier per chunk. At the
+    last chunk the scale prefetch repeats the chunk and writes the buffer not being read (harmless, branch-free).
+    """
+    bm, kcl = cfg.bm, cfg.kc
+    ngs = kcl // cfg.act_scale_group
+    nkc = cfg.k // kcl
+    if const_expr(cfg.act_buffers == 1):
+        for kc in cutlass.range(nkc, unroll=1):
+            if const_expr(wait_chunk is not None):
+                wait_chunk(kc)
+            _stage_chunk(smem, act_off, asc_off, row_addr, lambda tok, kk: scale_at(kc, tok, kk), ctid, kc, ntok,
+                         bm, kcl, ngs)
+            body(kc, smem + act_off, smem + asc_off)
+        return
+    ab, sb = cfg.act_buffer_bytes, cfg.asc_buffer_bytes
+    bar_sync(1, CONSUMER_THREADS)  # the previous task's reads of buffer 0 (its MMAs, W2's BF16 staging) are done
+    if const_expr(wait_chunk is not None):
+        wait_chunk(Int32(0))
+    _copy_act_chunk_async(smem + act_off, row_addr, ctid, Int32(0), ntok, bm, kcl)
+    _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_at(Int32(0), tok, kk), ctid, ntok,
+                                                           bm, ngs), ctid, bm, ngs)
+    for kc in cutlass.range(nkc, unroll=1):
+        # chunk kc's copies (this thread's) landed; fence them for wgmma's async proxy; then every thread's
+        cp_async_wait_all()
+        fence_proxy_async_shared()
+        bar_sync(1, CONSUMER_THREADS)
+        cur = kc & 1
+        nxt = kc + 1
+        if nxt < nkc:
+            if const_expr(wait_chunk is not None):
+                wait_chunk(nxt)
+            _copy_act_chunk_async(smem + act_off + (1 - cur) * ab, row_addr, ctid, nxt, ntok, bm, kcl)
+        nxs = nxt - Int32(nxt >= nkc)
+        sv = _load_chunk_scales(lambda tok, kk: scale_at(nxs, tok, kk), ctid, ntok, bm, ngs)
+        body(kc, smem + act_off + cur * ab, smem + asc_off + cur * sb)
+        _store_chunk_scales(smem + asc_off + (1 - cur) * sb, sv, ctid, bm, ngs)
+
+
 @cute.jit
 def _w1_epilogue(acc, smem, amax_off: int, efac, ntok, tile, wg, warp, g, t, rw_addr, q_addr, sf_addr, bm: int,
                  alpha: float, clamp: float):
@@ -639,7 +753,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
     noted): w, ws, ef, act, asc, bexp, bntok, aux (W1: rw FP32 [b][BM]; W2: rowidx Int32 [b][BM]),
     out, outs (W1: l2 scales; W2: unused, pass 0)."""
     BM, K, KC = cfg.bm, cfg.k, cfg.kc
-    NK128, NKC = K // 128, K // KC
+    NK128 = K // 128
     ND = BM // 2  # accumulator registers per m64 slot per thread
     NT = cfg.row_tiles
     W1 = cfg.mode == "w1"
@@ -648,11 +762,11 @@ def build_role2_gemm(cfg: Role2GemmConfig):
     CT = CONSUMER_THREADS
     NS = cfg.stages
     I_COLS = cfg.rows // 2
-    ACT_OFF, ASC_OFF = 0, BM * KC
     GS = cfg.act_scale_group
     NGS, NKG = KC // GS, K // GS  # activation scale groups per chunk / in total
     NSLAB = cfg.rows // 64
-    AMAX_OFF = ASC_OFF + 4 * BM * NGS
+    ACT_OFF, ASC_OFF = 0, cfg.act_buffers * cfg.act_buffer_bytes
+    AMAX_OFF = ASC_OFF + cfg.act_buffers * cfg.asc_buffer_bytes
     STAGE_OFF = 1024 * ((cfg.misc_bytes + 1023) // 1024)
     BAR_OFF = STAGE_OFF + NS * STAGE_BYTES  # full[NS] then empty[NS], 8 B each
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
@@ -699,18 +813,14 @@ def build_role2_gemm(cfg: Role2GemmConfig):
             if const_expr(not PIPE):
                 _load_k128(wbuf, 0, Int32(0), wbases, sbases, policy)
 
-            for kc in cutlass.range(NKC, unroll=1):
-                _stage_chunk(smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
-                             lambda tok, kk: _token_major_scale(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
-                             ctid, kc, ntok, BM, KC, NGS)
-
+            def chunk_mma(kc, act_buf, asc_buf):
                 for k2 in cutlass.range(KC // 256, unroll=1):
                     steps = []
                     for h in cutlass.range_constexpr(2):
                         kl128 = k2 * 2 + h  # K128 index within the chunk
                         kb = kc * (KC // 128) + kl128
                         # activation scales of this thread's tokens for this K128
-                        ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
+                        ascl = TokenScales(asc_buf, kl128, t, BM, GS)
                         if const_expr(PIPE):
                             steps.append(stage_k128_step(cfg, smem, BAR_OFF, STAGE_OFF, NS, kb,
                                                          lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO),
@@ -721,7 +831,11 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                                 _load_k128(wbuf, 1 - h, nxt, wbases, sbases, policy)
                                 return [wbuf[h * 20 + r] for r in range(20)]
                             steps.append(K128Step(fetch, ascl, kl128))
-                    _mma_k128_steps(steps, acc, smem + ACT_OFF, BM, cfg.lag, fold=cfg.fold_scales, overlap=PIPE)
+                    _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales, overlap=PIPE)
+
+            for_each_chunk(cfg, smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
+                           lambda kc, tok, kk: _token_major_scale(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
+                           ctid, ntok, chunk_mma)
 
             # ---------------- epilogues ----------------
             if const_expr(W1):

@@ -36,7 +36,7 @@ from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global
 from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, STAGE_BYTES,
                          Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers, _mma_k128_steps,
                          stage_k128_step,
-                         _produce_k128, _stage_chunk, _token_major_scale, _w1_epilogue, _w2_store_rows)
+                         _produce_k128, _token_major_scale, _w1_epilogue, _w2_store_rows, for_each_chunk)
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
 TRAP_L2_MASK = 9
@@ -53,7 +53,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     if not cfg.pipelined:
         raise ValueError("the persistent role2 kernel is the 384-thread pipelined variant (pipelined=True)")
     BM, K, KC = cfg.bm, cfg.k, cfg.kc
-    NK128, NKC = K // 128, K // KC
+    NK128 = K // 128
     ND = BM // 2
     NT = cfg.row_tiles
     W1 = cfg.mode == "w1"
@@ -62,8 +62,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     GS = cfg.act_scale_group
     NGS, NKG = KC // GS, K // GS
     NSLAB = cfg.rows // 64
-    ACT_OFF, ASC_OFF = 0, BM * KC
-    AMAX_OFF = ASC_OFF + 4 * BM * NGS
+    ACT_OFF, ASC_OFF = 0, cfg.act_buffers * cfg.act_buffer_bytes
+    AMAX_OFF = ASC_OFF + cfg.act_buffers * cfg.asc_buffer_bytes
     STAGE_OFF = 1024 * ((cfg.misc_bytes + 1023) // 1024)
     BAR_OFF = STAGE_OFF + NS * STAGE_BYTES
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
@@ -116,14 +116,11 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                 efac = ld_global_f32(ef + Int64(expert) * 4)
                 for i in cutlass.range_constexpr(2 * ND):
                     acc[i] = Float32(0.0)
-                for kc in cutlass.range(NKC, unroll=1):
-                    if const_expr(not W1):  # the W1 tiles that produced columns [kc*KC, (kc+1)*KC)
-                        lo_t = kc * (KC // 64)
-                        need = ((Int64(1) << (KC // 64)) - Int64(1)) << Int64(lo_t)
-                        wait_mask_u64_or_trap(l2_mask + Int64(blk) * 8, need, err, TRAP_L2_MASK, TMO)
-                    _stage_chunk(smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
-                                 lambda tok, kk: _token_major_scale(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
-                                 ctid, kc, ntok, BM, KC, NGS)
+                def wait_w1_tiles(kc):  # W2: the W1 tiles that produced columns [kc*KC, (kc+1)*KC)
+                    need = ((Int64(1) << (KC // 64)) - Int64(1)) << Int64(kc * (KC // 64))
+                    wait_mask_u64_or_trap(l2_mask + Int64(blk) * 8, need, err, TRAP_L2_MASK, TMO)
+
+                def chunk_mma(kc, act_buf, asc_buf):
                     for k2 in cutlass.range(KC // 256, unroll=1):
                         steps = []
                         for h in cutlass.range_constexpr(2):
@@ -131,8 +128,12 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                             steps.append(stage_k128_step(
                                 cfg, smem, BAR_OFF, STAGE_OFF, NS, li * NK128 + kc * (KC // 128) + kl128,
                                 lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), (wg, tw, warp, g),
-                                TokenScales(smem + ASC_OFF, kl128, t, BM, GS), kl128))
-                        _mma_k128_steps(steps, acc, smem + ACT_OFF, BM, cfg.lag, fold=cfg.fold_scales)
+                                TokenScales(asc_buf, kl128, t, BM, GS), kl128))
+                        _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales)
+
+                for_each_chunk(cfg, smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
+                               lambda kc, tok, kk: _token_major_scale(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
+                               ctid, ntok, chunk_mma, None if W1 else wait_w1_tiles)
 
                 if const_expr(W1):
                     _w1_epilogue(acc, smem, AMAX_OFF, efac, ntok, ntile, wg, warp, g, t,

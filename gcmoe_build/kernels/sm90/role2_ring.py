@@ -151,10 +151,12 @@ class Role2RingConfig:
             raise ValueError(f"role2: ctas_per_sm={self.ctas_per_sm}: the 256-thread BM {self.bm} tile is built "
                              f"for {sm90_ctas_per_sm(self.bm, self.threads)} CTA(s) per SM only")
         # the two GEMMs' checked shapes (K multiple of 256, rows multiple of 256, BM in {8,16,32,64})
+        # pipelined builds prefetch the next activation chunk while multiplying the current one (act_buffers=2)
         self.w1 = Role2GemmConfig(mode="w1", k=self.hidden, rows=2 * self.inter, bm=self.bm, alpha=self.alpha,
-                                  clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm)
+                                  clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm,
+                                  act_buffers=2 if pipe else 1)
         self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=pipe,
-                                  ctas_per_sm=self.ctas_per_sm)
+                                  ctas_per_sm=self.ctas_per_sm, act_buffers=2 if pipe else 1)
 
     @property
     def pipelined(self):
@@ -245,7 +247,7 @@ def _trace_parts(cfg):
     from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, ROWS_PER_CTA,
                              STAGE_BYTES, K128Step, TokenScales, _consumer_lane, _init_stage_barriers,
                              _mma_k128_steps, stage_k128_step,
-                             _load_k128, _produce_k128, _stage_chunk, _w1_epilogue)
+                             _load_k128, _produce_k128, _w1_epilogue, for_each_chunk)
     from .role2_math import to_bf16_bits, ue8m0_to_f32
 
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
@@ -320,20 +322,18 @@ def _trace_parts(cfg):
         sbases = [wsc + slabs[sl] * NK * 256 + Int64(warp * 8 + g) * 8 for sl in range(2)]
         if const_expr(not PIPE):
             _load_k128(wbuf, 0, Int32(0), wbases, sbases, policy)
-        for kc in cutlass.range(K // KC, unroll=1):
-            if const_expr(mode == "w2"):  # the W1 N128 tiles that produced I-columns [kc*KC, (kc+1)*KC)
-                need = ((Int64(1) << (KC // 64)) - Int64(1)) << Int64(kc * (KC // 64))
-                wait_mask_u64_rt(ws + o_mask + Int64(rb) * 8, need, err, CODE_L2_MASK, timeout_ns)
-            # barrier (previous chunk or task epilogue consumed), activation rows + scales, proxy fence, barrier
-            _stage_chunk(smem, ACT_OFF, ASC_OFF, lambda tok: ws + o_act + (row0 + Int64(tok)) * K,
-                         lambda tok, kk: ring_act_scale(mode, ws + o_asc, rb, row0, sf_stride, kc * NGS + kk, tok),
-                         ctid, kc, ntok, BM, KC, NGS)
+
+        def wait_w1_tiles(kc):  # W2: the W1 N128 tiles that produced I-columns [kc*KC, (kc+1)*KC)
+            need = ((Int64(1) << (KC // 64)) - Int64(1)) << Int64(kc * (KC // 64))
+            wait_mask_u64_rt(ws + o_mask + Int64(rb) * 8, need, err, CODE_L2_MASK, timeout_ns)
+
+        def chunk_mma(kc, act_buf, asc_buf):
             for k2 in cutlass.range(KC // 256, unroll=1):
                 steps = []
                 for h in cutlass.range_constexpr(2):
                     kl128 = k2 * 2 + h
                     kb = kc * (KC // 128) + kl128
-                    ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
+                    ascl = TokenScales(asc_buf, kl128, t, BM, GS)
                     if const_expr(PIPE):
                         steps.append(stage_k128_step(
                             mc, smem, BAR_OFF, STAGE_OFF, NS, lambda kb=kb: gs0 + kb,
@@ -345,7 +345,11 @@ def _trace_parts(cfg):
                             _load_k128(wbuf, 1 - h, nxt, wbases, sbases, policy)
                             return [wbuf[h * 20 + r] for r in range(20)]
                         steps.append(K128Step(fetch, ascl, kl128))
-                _mma_k128_steps(steps, acc, smem + ACT_OFF, BM, mc.lag, overlap=PIPE)
+                _mma_k128_steps(steps, acc, act_buf, BM, mc.lag, overlap=PIPE)
+
+        for_each_chunk(mc, smem, ACT_OFF, ASC_OFF, lambda tok: ws + o_act + (row0 + Int64(tok)) * K,
+                       lambda kc, tok, kk: ring_act_scale(mode, ws + o_asc, rb, row0, sf_stride, kc * NGS + kk, tok),
+                       ctid, ntok, chunk_mma, wait_w1_tiles if mode == "w2" else None)
 
     @cute.kernel
     def kernel(peer: cute.Pointer, o_ring_x: Int64, o_ring_sf: Int64, o_ring_meta: Int64, o_ring_block: Int64,
