@@ -39,8 +39,10 @@ RELEASE_EXPERIMENTS = {"_p_read": dict(stage_release="read"), "_p_fence": dict(s
                        "_pp2_k32": dict(stage_release="decoded_k32_2", ctas_per_sm=2)}
 #: ... and the A/B of the exponent-folding decoder: the pipelined kernel with per-K32 scale FMAs instead (BM <= 32)
 NOFOLD_EXPERIMENTS = ("_p_nofold",)
-#: ... and the activation-chunk prefetch (session 9): Role2GemmConfig.act_buffers = 2, one and two CTAs per SM
-ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_p2d": dict(act_buffers=2, ctas_per_sm=2)}
+#: ... and the activation-chunk prefetch (session 9): Role2GemmConfig.act_buffers = 2, one and two CTAs per SM, and the
+#: persistent kernel (its W2 acquires the prefetched chunk's mask bits, as the ring kernel does)
+ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
+                    "_p2d": dict(act_buffers=2, ctas_per_sm=2)}
 
 
 def configs(shapes, experiments: bool = False):
