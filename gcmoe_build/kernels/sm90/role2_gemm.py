@@ -259,16 +259,13 @@ def task_smem_offsets(w1: "Role2GemmConfig", w2: "Role2GemmConfig") -> dict:
     """Byte offsets of the per-task shared-memory areas of a W1+W2 task-stream kernel (role2's ring consumer,
     role4): the activation chunk ``act`` (also W2's BF16 staging ``[BM][256]``), the token scales ``asc``, the
     W1 epilogue's amax partials ``amax`` (4 slabs x 4 warps per token), a 16-byte ``info`` word; ``misc`` = the end.
-    With two activation buffers, buffer ``b`` of ``act`` / ``asc`` starts ``b * act_stride`` / ``b * asc_stride`` on."""
+    Each GEMM's :attr:`~Role2GemmConfig.act_buffers` buffers sit back to back in ``act`` / ``asc`` (its own strides,
+    :func:`for_each_chunk`): the areas are sized for the larger of the two."""
     bm = w1.bm
-    if w1.act_buffers != w2.act_buffers:
-        raise ValueError(f"role2: W1 and W2 share the activation buffers (act_buffers {w1.act_buffers} != "
-                         f"{w2.act_buffers})")
-    nb = w1.act_buffers
-    act = max(w1.act_buffer_bytes, w2.act_buffer_bytes, bm * 512)
-    asc = max(w1.asc_buffer_bytes, w2.asc_buffer_bytes)
-    o = dict(act=0, asc=nb * act, act_stride=act, asc_stride=asc)
-    o["amax"] = o["asc"] + nb * asc
+    act = max(w1.act_buffers * w1.act_buffer_bytes, w2.act_buffers * w2.act_buffer_bytes, bm * 512)
+    asc = max(w1.act_buffers * w1.asc_buffer_bytes, w2.act_buffers * w2.asc_buffer_bytes)
+    o = dict(act=0, asc=act)
+    o["amax"] = o["asc"] + asc
     o["info"] = o["amax"] + 4 * bm * 16
     o["misc"] = o["info"] + 16
     return o
