@@ -151,13 +151,14 @@ class Role2RingConfig:
             raise ValueError(f"role2: ctas_per_sm={self.ctas_per_sm}: the 256-thread BM {self.bm} tile is built "
                              f"for {sm90_ctas_per_sm(self.bm, self.threads)} CTA(s) per SM only")
         # the two GEMMs' checked shapes (K multiple of 256, rows multiple of 256, BM in {8,16,32,64})
-        # pipelined W1 prefetches its next activation chunk while multiplying the current one (act_buffers=2); W2
-        # keeps one buffer: its K (I) is 1-2 chunks, so halving them added a barrier and exposed as much (session 9)
+        # pipelined builds prefetch the next activation chunk while multiplying the current one (act_buffers=2):
+        # W1 and W2 both (session 9, calls E-F: W1 alone was 0.3-1.9 % slower in the layer, though W2's two
+        # buffers look 2-8 % slower kernel alone)
+        nbuf = 2 if pipe else 1
         self.w1 = Role2GemmConfig(mode="w1", k=self.hidden, rows=2 * self.inter, bm=self.bm, alpha=self.alpha,
-                                  clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm,
-                                  act_buffers=2 if pipe else 1)
+                                  clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf)
         self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=pipe,
-                                  ctas_per_sm=self.ctas_per_sm)
+                                  ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf)
 
     @property
     def pipelined(self):

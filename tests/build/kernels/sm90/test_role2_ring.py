@@ -97,16 +97,17 @@ def test_ring_protocol_order(role2_arts, bm, threads):
     else:  # 256 threads: weights straight from HBM with the EVICT_FIRST policy
         assert re.search(r"ld\.global\.nc\.L1::no_allocate\.L2::cache_hint\.v4\.u32", ptx)
     w1_mma = _first(ptx, "wgmma.mma_async", l1)
-    # ring_x rows staged after the acquire: plain loads (one chunk buffer), or cp.async (the 384-thread builds' W1
-    # prefetches the next chunk into a second buffer, Role2GemmConfig.act_buffers = 2; W2 keeps one buffer)
-    assert ("cp.async.cg.shared.global" if threads == 384 else "ld.global.v4.u32") in ptx[l1:w1_mma]
+    # ring_x rows staged after the acquire: plain loads (one chunk buffer), or cp.async (the 384-thread builds
+    # prefetch the next chunk into a second buffer, Role2GemmConfig.act_buffers = 2)
+    stage = "cp.async.cg.shared.global" if threads == 384 else "ld.global.v4.u32"
+    assert stage in ptx[l1:w1_mma]
     w1_store = _first(ptx, "st.global.u8", w1_mma)
     mask_set = _first(ptx, "red.release.gpu.global.or.b64", w1_store)
     assert "fence.acq_rel.gpu;" in ptx[w1_store:mask_set]
     # W2 task: exactly its mask bits (acquire) before its activation chunk and MMAs
     mask_wait = _first(ptx, "ld.acquire.gpu.global.u64", mask_set)
     w2_mma = _first(ptx, "wgmma.mma_async", mask_wait)
-    assert "ld.global.v4.u32" in ptx[mask_wait:w2_mma]
+    assert stage in ptx[mask_wait:w2_mma]
     peer_st = _first(ptx, "st.global.v4.u32", w2_mma)
     done = _first(ptx, "atom.acq_rel.gpu.global.add.u32", peer_st)
     assert "fence.acq_rel.sys;" in ptx[peer_st:done]  # peer (NVLink) stores ordered before the completion count
