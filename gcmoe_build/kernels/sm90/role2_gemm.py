@@ -525,17 +525,23 @@ def stage_k128_step(cfg: Role2GemmConfig, smem, bar_off: int, stage_off: int, ns
                     EARLY_RELEASE_K32 if cfg.stage_release == "decoded_k32_2" else 3)
 
 
+def _thread_units(ctid, n: int):
+    """This consumer thread's units ``ctid + i * CONSUMER_THREADS`` of ``n`` (trace-time loop); in the last, partial
+    round the thread past the end repeats unit ``n - 1`` (same bytes, same slot), so no unit needs a branch."""
+    for it in range((n + CONSUMER_THREADS - 1) // CONSUMER_THREADS):
+        u = ctid + it * CONSUMER_THREADS
+        if (it + 1) * CONSUMER_THREADS > n:
+            u = cutlass.min(u, n - 1)
+        yield u
+
+
 def _stage_act_chunk(smem, act_off: int, row_addr, ctid, kc, ntok, bm: int, kc_len: int):
     """Consumers: copy K chunk ``kc`` (``kc_len`` E4M3 columns) of the block's ``bm`` token rows into
     shared memory as 16-byte units ``[kc_len/16][bm]`` (the wgmma B layout :func:`_k128_mma` reads).
     ``row_addr(tok)``: global address of token row ``tok``'s first byte. Padded tokens are loaded
     anyway (the ring block is allocated) and masked to zero, so stale or NaN bytes of an earlier
     generation never reach the MMA."""
-    units = bm * kc_len // 16
-    for it in range((units + CONSUMER_THREADS - 1) // CONSUMER_THREADS):
-        u = ctid + it * CONSUMER_THREADS
-        if (it + 1) * CONSUMER_THREADS > units:
-            u = cutlass.min(u, units - 1)  # tail: duplicate the last unit (same bytes, same slot)
+    for u in _thread_units(ctid, bm * kc_len // 16):
         c = u % (kc_len // 16)
         tok = u // (kc_len // 16)
         keep = Int32(0) - Int32(tok < ntok)
@@ -577,11 +583,7 @@ def _stage_chunk(smem, act_off: int, asc_off: int, row_addr, scale_at, ctid, kc,
 def _copy_act_chunk_async(buf, row_addr, ctid, kc, ntok, bm: int, kc_len: int):
     """Consumers: :func:`_stage_act_chunk`'s copy without stopping: ``cp.async`` 16-byte units into ``buf``,
     padded tokens zero-filled by the copy itself (nothing read). Complete with ``cp_async_wait_all``."""
-    units = bm * kc_len // 16
-    for it in range((units + CONSUMER_THREADS - 1) // CONSUMER_THREADS):
-        u = ctid + it * CONSUMER_THREADS
-        if (it + 1) * CONSUMER_THREADS > units:
-            u = cutlass.min(u, units - 1)  # tail: duplicate the last unit (same bytes, same slot)
+    for u in _thread_units(ctid, bm * kc_len // 16):
         c = u % (kc_len // 16)
         tok = u // (kc_len // 16)
         cp_async_16_zfill(buf + (c * bm + tok) * 16, row_addr(tok) + Int64(kc) * kc_len + Int64(c) * 16,
@@ -590,13 +592,9 @@ def _copy_act_chunk_async(buf, row_addr, ctid, kc, ntok, bm: int, kc_len: int):
 
 def _load_chunk_scales(scale_at, ctid, ntok, bm: int, ngs: int):
     """Consumers: this thread's activation scales of one chunk (``scale_at(tok, kk)``; padded tokens 0), at most
-    two, to keep in registers until :func:`_store_chunk_scales` (the tail duplicates the last: same value, slot)."""
-    nsc = bm * ngs
+    two, to keep in registers until :func:`_store_chunk_scales`."""
     vals = []
-    for it in range((nsc + CONSUMER_THREADS - 1) // CONSUMER_THREADS):
-        u = ctid + it * CONSUMER_THREADS
-        if (it + 1) * CONSUMER_THREADS > nsc:
-            u = cutlass.min(u, nsc - 1)
+    for u in _thread_units(ctid, bm * ngs):
         tok = u // ngs
         vals.append(sel_f32(Int32(tok < ntok), scale_at(tok, u % ngs), Float32(0.0)))
     return vals
@@ -604,11 +602,7 @@ def _load_chunk_scales(scale_at, ctid, ntok, bm: int, ngs: int):
 
 def _store_chunk_scales(asc_buf, vals, ctid, bm: int, ngs: int):
     """Consumers: :func:`_load_chunk_scales`' values into the ``[ngs][bm]`` table at ``asc_buf``."""
-    nsc = bm * ngs
-    for it, v in enumerate(vals):
-        u = ctid + it * CONSUMER_THREADS
-        if (it + 1) * CONSUMER_THREADS > nsc:
-            u = cutlass.min(u, nsc - 1)
+    for u, v in zip(_thread_units(ctid, bm * ngs), vals):
         st_shared_f32(asc_buf + ((u % ngs) * bm + u // ngs) * 4, v)
 
 
