@@ -42,7 +42,10 @@ NOFOLD_EXPERIMENTS = ("_p_nofold",)
 #: ... and the activation-chunk prefetch (session 9): Role2GemmConfig.act_buffers = 2, one and two CTAs per SM, and the
 #: persistent kernel (its W2 acquires the prefetched chunk's mask bits, as the ring kernel does)
 ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
-                    "_p2d": dict(act_buffers=2, ctas_per_sm=2)}
+                    "_p2d": dict(act_buffers=2, ctas_per_sm=2),
+                    # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
+                    "_pc": dict(act_buffers=2, dev_compute_only=True),
+                    "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True)}
 
 
 def configs(shapes, experiments: bool = False):

@@ -131,6 +131,10 @@ class Role2GemmConfig:
     #: synchronously at its top (barrier, loads, stores, barrier: the MMAs wait); 2 copies chunk kc+1 with
     #: ``cp.async`` while chunk kc is multiplied (:func:`for_each_chunk`), so only a task's first chunk is exposed
     act_buffers: int = 1
+    #: dev harness measurement only (never in a bundle): the producer issues no copies and the consumers do not wait
+    #: for the stages, so the kernel times the consumers' mainloop (decode, QGMMA, promote) on whatever the stage
+    #: buffers hold, plus the activation staging and the epilogue; its outputs are meaningless
+    dev_compute_only: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -149,6 +153,8 @@ class Role2GemmConfig:
             raise ValueError(f"role2 ctas_per_sm={self.ctas_per_sm}: must be 1 or 2")
         if self.stage_release not in STAGE_RELEASES:
             raise ValueError(f"role2 stage_release={self.stage_release!r}: must be one of {STAGE_RELEASES}")
+        if self.dev_compute_only and not self.pipelined:
+            raise ValueError("role2 dev_compute_only: only the pipelined (producer-fed) kernel has stages to skip")
         if self.act_buffers not in (1, 2):
             raise ValueError(f"role2 act_buffers={self.act_buffers}: must be 1 or 2")
         if self.act_buffers == 2 and self.bm * (self.kc // self.act_scale_group) > 2 * CONSUMER_THREADS:
@@ -783,10 +789,11 @@ def build_role2_gemm(cfg: Role2GemmConfig):
             # ---------------- producer warpgroup (pipelined variant only) ----------------
             setmaxnreg(cfg.setmaxnreg[0], False)
             if tid == 0:
-                slab0 = Int64(expert) * NSLAB + Int64(ntile) * 4
-                for kb in cutlass.range(NK128, unroll=1):
-                    _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, kb, lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO),
-                                  w, ws, slab0, NK128, kb, policy)
+                if const_expr(not cfg.dev_compute_only):
+                    slab0 = Int64(expert) * NSLAB + Int64(ntile) * 4
+                    for kb in cutlass.range(NK128, unroll=1):
+                        _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, kb,
+                                      lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), w, ws, slab0, NK128, kb, policy)
         else:
             # ---------------- consumer warpgroups ----------------
             if const_expr(PIPE):
@@ -814,7 +821,8 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                         ascl = TokenScales(asc_buf, kl128, t, BM, GS)
                         if const_expr(PIPE):
                             steps.append(stage_k128_step(cfg, smem, BAR_OFF, STAGE_OFF, NS, kb,
-                                                         lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO),
+                                                         (lambda bar, ph: None) if cfg.dev_compute_only else
+                                                         (lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO)),
                                                          (wg, tw, warp, g), ascl, kl128))
                         else:
                             def fetch(h=h, kb=kb):
