@@ -1,0 +1,137 @@
+"""Dev probe (never in a bundle): the tensor-core rate of role2's MMA pattern alone, to tell whether the register-A
+QGMMA at N = BM is what makes role2's consumers cost more per token column than the FP8 peak predicts (session 9,
+docs/PERFORMANCE.md "the consumers alone").
+
+One CTA per SM, two warpgroups (as role2's consumers), ``iters`` iterations of role2's K256 pattern with nothing
+else: per K128 step 4 K32 x 2 slabs of ``wgmma m64n{n}k32 .e4m3`` chained on a partial per slab, one commit group per
+step, the previous step's partials waited (``wait_group 1``) and FMA'd into the accumulators (promote), the last
+drained. ``mode="rs"``: A from 8 constant registers (role2's operand form, no decode); ``mode="ss"``: A from a
+shared-memory descriptor (the decode-to-shared alternative, minus the decode and its stores). B and A bytes are
+whatever the shared memory holds; only the time is meaningful.
+
+    python -m gcmoe_build.kernels.sm90.qgmma_probe OUTDIR     # cubins + index.json for bench_qgmma.py
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Int32, Int64, Float32, Uint8
+from cutlass.cutlass_dsl import T
+
+from .ptx_mem import st_global_f32
+from .wgmma_rs import _asm, _v, fence_f32, smem_desc, wgmma_commit, wgmma_fence, wgmma_rs_e4m3, wgmma_wait
+
+NS = (8, 16, 32, 64)
+MODES = ("rs", "ss")
+THREADS = 256
+A_BYTES = 2 * 4 * 2048  # SS: per warpgroup 2 slabs x 4 K32 x [2][64] 16-byte units
+
+
+def wgmma_ss_e4m3(n: int, adesc, bdesc, d=None):
+    """``wgmma.mma_async m64n{n}k32 .e4m3`` with A and B from shared-memory descriptors (see wgmma_rs_e4m3)."""
+    nd = n // 2
+    dregs = ", ".join(f"${i}" for i in range(nd))
+    ptx = (f"{{\n.reg .pred p;\nsetp.ne.b32 p, {0 if d is None else 1}, 0;\n"
+           f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {{{dregs}}}, ${nd}, ${nd + 1}, p, 1, 1;\n}}")
+    cons = ["=f"] * nd + ["l", "l"]
+    ops = [_v(adesc, Int64), _v(bdesc, Int64)]
+    if d is not None:
+        cons += [str(i) for i in range(nd)]
+        ops += list(d)
+    return _asm(ptx, ",".join(cons), ops, nd, T.f32())
+
+
+def _step(n: int, mode: str, smem, wg, a, b_off: int):
+    """One K128 step: 4 K32 x 2 slabs chained on a partial per slab, one commit group."""
+    pa = pb = None
+    for q in range(4):
+        bdesc = smem_desc(smem + b_off + q * 2 * n * 16, n * 16, 128)
+        wgmma_fence()
+        if mode == "rs":
+            pa = wgmma_rs_e4m3(n, a[0:4], bdesc, pa)
+            pb = wgmma_rs_e4m3(n, a[4:8], bdesc, pb)
+        else:
+            base = smem + wg * A_BYTES + q * 2048
+            pa = wgmma_ss_e4m3(n, smem_desc(base, 1024, 128), bdesc, pa)
+            pb = wgmma_ss_e4m3(n, smem_desc(base + 4 * 2048, 1024, 128), bdesc, pb)
+    wgmma_commit()
+    return pa, pb
+
+
+def _promote(acc, p, nd: int):
+    for i in range(nd):
+        acc[i] = acc[i] + fence_f32(p[0][i]) * Float32(1.5)
+        acc[nd + i] = acc[nd + i] + fence_f32(p[1][i]) * Float32(1.5)
+
+
+def smem_bytes(n: int) -> int:
+    return 2 * A_BYTES + 4 * 2 * n * 16
+
+
+def build_probe(n: int, mode: str):
+    nd = n // 2
+    b_off = 2 * A_BYTES
+
+    @cute.kernel
+    def probe_kernel(out: Int64, iters: Int32):
+        tid, _, _ = cute.arch.thread_idx()
+        tid = Int32(tid)
+        smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
+        wg = tid // 128
+        a = [Int32(0x38383838) ^ (tid + r) for r in range(8)]
+        acc = cute.make_rmem_tensor((2 * nd,), Float32)
+        for i in cutlass.range_constexpr(2 * nd):
+            acc[i] = Float32(0.0)
+
+        for it in cutlass.range(iters, unroll=1):
+            p0 = _step(n, mode, smem, wg, a, b_off)
+            p1 = _step(n, mode, smem, wg, a, b_off)
+            wgmma_wait(1)
+            _promote(acc, p0, nd)
+            wgmma_wait(0)
+            _promote(acc, p1, nd)
+        s = Float32(0.0)
+        for i in cutlass.range_constexpr(2 * nd):
+            s = s + acc[i]
+        st_global_f32(out + Int64(cute.arch.block_idx()[0] * THREADS + tid) * 4, s)
+
+    @cute.jit
+    def probe_host(out: Int64, iters: Int32, nblocks: Int32):
+        probe_kernel(out, iters).launch(grid=[nblocks, 1, 1], block=[THREADS, 1, 1], smem=smem_bytes(n))
+
+    return probe_host, probe_kernel
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("outdir")
+    a = ap.parse_args(argv)
+    from gcmoe_build.frontend.dsl import import_dsl, trace_to_ptx
+    from gcmoe_build.toolchain.ptxas import assemble, effective_options
+
+    import_dsl("sm_90a")
+    out = Path(a.outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    index = {}
+    for mode in MODES:
+        for n in NS:
+            name = f"qgmma_probe_{mode}_n{n}"
+            host, kern = build_probe(n, mode)
+            res = trace_to_ptx(host, kern, (Int64(0), Int32(1), Int32(1)), name, "sm_90a")
+            cubin = assemble(res.ptx, effective_options("sm_90a", []), what=name)
+            (out / f"{name}.ptx").write_text(res.ptx)
+            tmp = out / f".{name}.tmp"
+            tmp.write_bytes(cubin)
+            os.replace(tmp, out / f"{name}.cubin")
+            index[name] = {"entry": res.entry_name, "n": n, "mode": mode, "threads": THREADS, "smem": smem_bytes(n)}
+            print(name, len(cubin), "B")
+    (out / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
