@@ -45,7 +45,12 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_p2d": dict(act_buffers=2, ctas_per_sm=2),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
-                    "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True)}
+                    "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),
+                    # ... and four K128 steps per MMA call (one tensor-core drain per K512), full and consumers alone
+                    "_pd4": dict(act_buffers=2, mma_steps_per_call=4),
+                    "_pc4": dict(act_buffers=2, mma_steps_per_call=4, dev_compute_only=True),
+                    "_p2d4": dict(act_buffers=2, ctas_per_sm=2, mma_steps_per_call=4),
+                    "_p2c4": dict(act_buffers=2, ctas_per_sm=2, mma_steps_per_call=4, dev_compute_only=True)}
 
 
 def configs(shapes, experiments: bool = False):
@@ -58,10 +63,12 @@ def configs(shapes, experiments: bool = False):
                 for sfx, kw in ACT2_EXPERIMENTS.items():
                     if kw.get("ctas_per_sm", 1) == 2 and bm > 16:
                         continue
-                    yield (f"role2_w1_{sh}_bm{bm}{sfx}",
-                           Role2GemmConfig(mode="w1", k=h, rows=2 * i, bm=bm, pipelined=True, **kw))
-                    yield (f"role2_w2_{sh}_bm{bm}{sfx}",
-                           Role2GemmConfig(mode="w2", k=i, rows=h, bm=bm, pipelined=True, **kw))
+                    for mode, k, rows in (("w1", h, 2 * i), ("w2", i, h)):
+                        try:
+                            cfg = Role2GemmConfig(mode=mode, k=k, rows=rows, bm=bm, pipelined=True, **kw)
+                        except ValueError:  # e.g. four steps per call where the K chunk holds fewer
+                            continue
+                        yield f"role2_{mode}_{sh}_bm{bm}{sfx}", cfg
             for bm in (8, 16, 32):
                 for sfx, lag in LAG_EXPERIMENTS.items():
                     yield (f"role2_w1_{sh}_bm{bm}{sfx}",
@@ -151,6 +158,7 @@ def main(argv=None):
                        "pipelined": cfg.pipelined, "stages": cfg.stages, "kc": cfg.kc,
                        "persistent": "_pp" in name, "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
+                       "mma_steps_per_call": cfg.mma_steps_per_call,
                        "row_tiles": cfg.row_tiles}
         print(f"{name}: {len(cubin)} B cubin, {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     tmp = out / ".index.json.tmp"

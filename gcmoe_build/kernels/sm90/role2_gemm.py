@@ -135,6 +135,9 @@ class Role2GemmConfig:
     #: for the stages, so the kernel times the consumers' mainloop (decode, QGMMA, promote) on whatever the stage
     #: buffers hold, plus the activation staging and the epilogue; its outputs are meaningless
     dev_compute_only: bool = False
+    #: K128 steps per :func:`_mma_k128_steps` call (the K loop's body): the tensor cores drain once per call, so 4
+    #: halves the drains of 2 (dev kernel, pipelined only; the chunk must hold a whole number of calls)
+    mma_steps_per_call: int = 2
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -155,8 +158,13 @@ class Role2GemmConfig:
             raise ValueError(f"role2 stage_release={self.stage_release!r}: must be one of {STAGE_RELEASES}")
         if self.dev_compute_only and not self.pipelined:
             raise ValueError("role2 dev_compute_only: only the pipelined (producer-fed) kernel has stages to skip")
+        if self.mma_steps_per_call not in (2, 4) or (self.mma_steps_per_call == 4 and not self.pipelined):
+            raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: 2, or 4 for the pipelined kernel")
         if self.act_buffers not in (1, 2):
             raise ValueError(f"role2 act_buffers={self.act_buffers}: must be 1 or 2")
+        if self.kc % (128 * self.mma_steps_per_call):
+            raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: K chunk {self.kc} is not a "
+                             f"multiple of {128 * self.mma_steps_per_call}")
         if self.act_buffers == 2 and self.bm * (self.kc // self.act_scale_group) > 2 * CONSUMER_THREADS:
             raise ValueError(f"role2 act_buffers=2: BM={self.bm} x {self.kc // self.act_scale_group} scale groups "
                              f"per chunk > {2 * CONSUMER_THREADS} (two prefetched scales per consumer thread)")
@@ -811,11 +819,13 @@ def build_role2_gemm(cfg: Role2GemmConfig):
             if const_expr(not PIPE):
                 _load_k128(wbuf, 0, Int32(0), wbases, sbases, policy)
 
+            SPC = cfg.mma_steps_per_call
+
             def chunk_mma(kc, act_buf, asc_buf):
-                for k2 in cutlass.range(KC // 256, unroll=1):
+                for k2 in cutlass.range(KC // (128 * SPC), unroll=1):
                     steps = []
-                    for h in cutlass.range_constexpr(2):
-                        kl128 = k2 * 2 + h  # K128 index within the chunk
+                    for h in cutlass.range_constexpr(SPC):
+                        kl128 = k2 * SPC + h  # K128 index within the chunk
                         kb = kc * (KC // 128) + kl128
                         # activation scales of this thread's tokens for this K128
                         ascl = TokenScales(asc_buf, kl128, t, BM, GS)
