@@ -13,8 +13,9 @@ CTAs per SM: :attr:`Role2GemmConfig.setmaxnreg`).
 
 These two are non-persistent (one CTA per (256-row tile, ring block), no ring handshake: the caller
 launches after the blocks are full). The persistent ring-consuming variant is
-:mod:`.role2_persistent` (same helpers). Not yet in any variant: activations staged by the producer
-(they are plain loads by the consumers), 16-byte W1/W2 stores, W2 scatter through the peer
+:mod:`.role2_persistent` (same helpers). Activations are staged by the consumers, a K chunk at a time
+(:func:`for_each_chunk`: plain loads into one buffer, or with ``act_buffers=2`` the next chunk's ``cp.async`` into a
+second buffer while the current one is multiplied, as the ring kernel does). Not in these dev kernels: 16-byte W1/W2 stores, W2 scatter through the peer
 descriptor into the source rank's combine buffer (W2 writes a plain ``[row, H]`` buffer through a
 per-token row table), W1+W2 in one task stream.
 

@@ -34,7 +34,9 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
 * **W2**, per activation chunk of I-columns ``[k0, k1)``: acquire exactly the mask bits of the W1
   N128 tiles that produced them (code 9). The chunk is the verified kernels' ``kc`` (a multiple of
   256, up to all of I at small BM), so a chunk waits on 4 or more bits, not the paper's two per W2
-  K128 tile: per-K128 staging is a measured-next step. Epilogue: BF16 partials staged through shared memory,
+  K128 tile: per-K128 staging is a measured-next step. The 384-thread builds copy chunk kc + 1 with ``cp.async``
+  into a second buffer while chunk kc is multiplied (``Role2GemmConfig.act_buffers = 2``, W1 and W2; the W2
+  prefetch acquires its chunk's mask bits first). Epilogue: BF16 partials staged through shared memory,
   then 16-byte ``st.global.v4`` straight into the SOURCE rank's ``combine[slot][src_token][H]``
   through the peer descriptor (``ring_meta[rb][row] = (weight, src_rank, src_token, slot)``).
   Release: ``atom.acq_rel.gpu.add l2_empty_count[rb]``; the task that completes the generation

@@ -163,3 +163,59 @@ def test_pipelined_two_ctas_per_sm_fit_an_sm():
     for lp in loops:
         waits = sum(1 for i in lp.insns if i.opcode == "WARPGROUP" and i.modifiers.startswith(".DEPBAR"))
         assert waits * 8 <= lp.count("QGMMA"), (waits, lp.count("QGMMA"))
+
+
+def test_activation_prefetch_config():
+    """act_buffers = 2 splits the activation budget into two chunk buffers (shared memory unchanged where the chunk
+    halves evenly), its bad values and the other session-9 knobs are refused by name, and the prefetching kernel
+    copies with ``cp.async`` (zero-fill) and waits for its copies before the barrier that publishes a chunk."""
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.role2_devbuild import compile_one
+    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig, task_smem_offsets
+
+    one = Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=32, pipelined=True)
+    two = Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=32, pipelined=True, act_buffers=2)
+    assert (one.kc, two.kc) == (2048, 1024) and two.act_buffer_bytes == one.act_buffer_bytes // 2
+    assert two.misc_bytes == one.misc_bytes and two.stages == one.stages
+    w2 = Role2GemmConfig(mode="w2", k=2048, rows=6144, bm=32, pipelined=True, act_buffers=2)
+    o = task_smem_offsets(two, w2)
+    assert o["asc"] == max(2 * two.act_buffer_bytes, 2 * w2.act_buffer_bytes, 32 * 512)
+    assert o["amax"] == o["asc"] + max(2 * two.asc_buffer_bytes, 2 * w2.asc_buffer_bytes)
+    with pytest.raises(ValueError, match="act_buffers=3"):
+        Role2GemmConfig(mode="w1", k=1024, rows=1024, bm=8, act_buffers=3)
+    with pytest.raises(ValueError, match="dev_compute_only"):
+        Role2GemmConfig(mode="w1", k=1024, rows=1024, bm=8, dev_compute_only=True)
+    with pytest.raises(ValueError, match="mma_steps_per_call=4"):
+        Role2GemmConfig(mode="w1", k=1024, rows=1024, bm=8, mma_steps_per_call=4)  # 256-thread kernel
+    with pytest.raises(ValueError, match="not a multiple of 512"):
+        Role2GemmConfig(mode="w2", k=2304, rows=5120, bm=16, pipelined=True, ctas_per_sm=2, act_buffers=2,
+                        mma_steps_per_call=4)  # DSV's W2 chunk is 768 columns
+    ptx, cubin, _ = compile_one("role2_w1_test_bm16_pd",
+                                Role2GemmConfig(mode="w1", k=1024, rows=1024, bm=16, pipelined=True, act_buffers=2))
+    assert "cp.async.cg.shared.global" in ptx and cubin[:4] == b"\x7fELF"
+    wait = ptx.index("cp.async.wait_all;")
+    assert ptx.index("fence.proxy.async.shared::cta;", wait) < ptx.index("bar.sync 1, 256;", wait)
+
+
+def test_qgmma_probe_builds_register_a_and_shared_a():
+    """The dev MMA probe (bench_qgmma.py) issues what it claims: register-A QGMMA for ``rs``, both operands from
+    descriptors for ``ss``; 16 per loop iteration (2 K128 steps x 4 K32 x 2 slabs)."""
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from cutlass import Int32, Int64
+
+    from gcmoe_build.frontend.dsl import trace_to_ptx
+    from gcmoe_build.kernels.sm90.qgmma_probe import build_probe
+    from gcmoe_build.sass import disassemble, innermost_mma_loops, qgmma_register_a
+    from gcmoe_build.toolchain.ptxas import assemble, effective_options
+
+    for mode in ("rs", "ss"):
+        host, kern = build_probe(32, mode)
+        res = trace_to_ptx(host, kern, (Int64(0), Int32(1), Int32(1)), f"qgmma_probe_{mode}_n32", "sm_90a")
+        sass = disassemble(assemble(res.ptx, effective_options("sm_90a", []), what=mode))
+        total, reg_a = qgmma_register_a(sass)
+        assert total == 16 and reg_a == (16 if mode == "rs" else 0), (mode, total, reg_a)
+        assert [sum(i.opcode == "QGMMA" for i in lp.insns) for lp in innermost_mma_loops(sass)] == [16]
