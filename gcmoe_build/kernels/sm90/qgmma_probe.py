@@ -21,29 +21,14 @@ from pathlib import Path
 import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8
-from cutlass.cutlass_dsl import T
 
 from .ptx_mem import st_global_f32
-from .wgmma_rs import _asm, _v, fence_f32, smem_desc, wgmma_commit, wgmma_fence, wgmma_rs_e4m3, wgmma_wait
+from .wgmma_rs import fence_f32, smem_desc, wgmma_commit, wgmma_fence, wgmma_rs_e4m3, wgmma_ss_e4m3, wgmma_wait
 
 NS = (8, 16, 32, 64)
 MODES = ("rs", "ss")
 THREADS = 256
 A_BYTES = 2 * 4 * 2048  # SS: per warpgroup 2 slabs x 4 K32 x [2][64] 16-byte units
-
-
-def wgmma_ss_e4m3(n: int, adesc, bdesc, d=None):
-    """``wgmma.mma_async m64n{n}k32 .e4m3`` with A and B from shared-memory descriptors (see wgmma_rs_e4m3)."""
-    nd = n // 2
-    dregs = ", ".join(f"${i}" for i in range(nd))
-    ptx = (f"{{\n.reg .pred p;\nsetp.ne.b32 p, {0 if d is None else 1}, 0;\n"
-           f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {{{dregs}}}, ${nd}, ${nd + 1}, p, 1, 1;\n}}")
-    cons = ["=f"] * nd + ["l", "l"]
-    ops = [_v(adesc, Int64), _v(bdesc, Int64)]
-    if d is not None:
-        cons += [str(i) for i in range(nd)]
-        ops += list(d)
-    return _asm(ptx, ",".join(cons), ops, nd, T.f32())
 
 
 def _step(n: int, mode: str, smem, wg, a, b_off: int):

@@ -15,8 +15,8 @@ These two are non-persistent (one CTA per (256-row tile, ring block), no ring ha
 launches after the blocks are full). The persistent ring-consuming variant is
 :mod:`.role2_persistent` (same helpers). Activations are staged by the consumers, a K chunk at a time
 (:func:`for_each_chunk`: plain loads into one buffer, or with ``act_buffers=2`` the next chunk's ``cp.async`` into a
-second buffer while the current one is multiplied, as the ring kernel does). Not in these dev kernels: 16-byte W1/W2 stores, W2 scatter through the peer
-descriptor into the source rank's combine buffer (W2 writes a plain ``[row, H]`` buffer through a
+second buffer while the current one is multiplied, as the ring kernel does). Not in these dev kernels: 16-byte W1/W2
+stores, W2 scatter through the peer descriptor into the source rank's combine buffer (W2 writes a plain ``[row, H]`` buffer through a
 per-token row table), W1+W2 in one task stream.
 
 Kernel contract (one layer, one rank; byte addresses as Int64 params; layouts from
@@ -57,8 +57,8 @@ from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2, FOLD_LUT_WORDS
 
 from .fp4_decode import byte_of, decode_fp4x8_e4m3, fold_lut
 from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_wait_all, evict_first_policy,
-                      ld_global_f32, ld_global_s32, ld_global_v4, ld_global_u8, ld_global_v2_stream, ld_global_v4_stream, ld_shared_f32,
-                      ld_shared_v2, ld_shared_v4, st_global_u8, mbar_arrive, mbar_arrive_expect_tx,
+                      ld_global_f32, ld_global_s32, ld_global_v4, ld_global_u8, ld_global_v2_stream,
+                      ld_global_v4_stream, ld_shared_f32, ld_shared_v2, ld_shared_v4, st_global_u8, mbar_arrive, mbar_arrive_expect_tx,
                       fence_proxy_async_shared, mbar_init, mbar_init_fence, mbar_wait_or_trap, setmaxnreg,
                       st_global_f32, st_shared_f32, st_shared_v4)
 from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, sel_f32, shfl_bfly_f32, sigmoid, to_bf16_bits,
@@ -619,6 +619,12 @@ def _store_chunk_scales(asc_buf, vals, ctid, bm: int, ngs: int):
     """Consumers: :func:`_load_chunk_scales`' values into the ``[ngs][bm]`` table at ``asc_buf``."""
     for u, v in zip(_thread_units(ctid, bm * ngs), vals):
         st_shared_f32(asc_buf + ((u % ngs) * bm + u // ngs) * 4, v)
+
+
+def w1_tile_bits(kc, kc_len: int):
+    """The ``l2_full_mask`` bits a W2 task needs before reading K chunk ``kc`` (``kc_len`` I-columns): one bit per
+    W1 N128 tile (128 gate/up rows = 64 I-columns), i.e. bits ``[kc * kc_len / 64, (kc + 1) * kc_len / 64)``."""
+    return ((Int64(1) << (kc_len // 64)) - Int64(1)) << Int64(kc * (kc_len // 64))
 
 
 @cute.jit

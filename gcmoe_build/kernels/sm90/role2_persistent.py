@@ -36,7 +36,8 @@ from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global
 from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, STAGE_BYTES,
                          Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers, _mma_k128_steps,
                          stage_k128_step,
-                         _produce_k128, _token_major_scale, _w1_epilogue, _w2_store_rows, for_each_chunk)
+                         _produce_k128, _token_major_scale, _w1_epilogue, _w2_store_rows, for_each_chunk,
+                         w1_tile_bits)
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
 TRAP_L2_MASK = 9
@@ -117,8 +118,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                 for i in cutlass.range_constexpr(2 * ND):
                     acc[i] = Float32(0.0)
                 def wait_w1_tiles(kc):  # W2: the W1 tiles that produced columns [kc*KC, (kc+1)*KC)
-                    need = ((Int64(1) << (KC // 64)) - Int64(1)) << Int64(kc * (KC // 64))
-                    wait_mask_u64_or_trap(l2_mask + Int64(blk) * 8, need, err, TRAP_L2_MASK, TMO)
+                    wait_mask_u64_or_trap(l2_mask + Int64(blk) * 8, w1_tile_bits(kc, KC), err, TRAP_L2_MASK, TMO)
 
                 def chunk_mma(kc, act_buf, asc_buf):
                     for k2 in cutlass.range(KC // 256, unroll=1):

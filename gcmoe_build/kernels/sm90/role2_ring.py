@@ -59,8 +59,8 @@ one where the heuristic can pick either: it takes the two-CTA one once each CTA 
 (``heuristics.sm90_ctas_per_sm``; layer -3..-4 % at BM 8 / T = 4-64, ``results/operator/2026-11-30-h200-session6``;
 BM 16 -4 %, ``results/operator/2026-11-30-h200-x2-session7``).
 
-Not yet (say so, never fake): W1 stores are byte stores (W2's are 16-byte); activations are plain
-loads by the consumers (no TMA); ``act_fast_math`` does not change the code (the exponent is always
+Not yet (say so, never fake): W1 stores are byte stores (W2's are 16-byte); activations are copied by
+the consumers (``cp.async`` at 384 threads, plain loads at 256; no TMA); ``act_fast_math`` does not change the code (the exponent is always
 ``ex2.approx``, the reciprocal IEEE); no role4 wait (shared experts are role4's own node).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
@@ -251,7 +251,7 @@ def _trace_parts(cfg):
     from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, ROWS_PER_CTA,
                              STAGE_BYTES, K128Step, TokenScales, _consumer_lane, _init_stage_barriers,
                              _mma_k128_steps, stage_k128_step,
-                             _load_k128, _produce_k128, _w1_epilogue, for_each_chunk)
+                             _load_k128, _produce_k128, _w1_epilogue, for_each_chunk, w1_tile_bits)
     from .role2_math import to_bf16_bits, ue8m0_to_f32
 
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
@@ -328,8 +328,7 @@ def _trace_parts(cfg):
             _load_k128(wbuf, 0, Int32(0), wbases, sbases, policy)
 
         def wait_w1_tiles(kc):  # W2: the W1 N128 tiles that produced I-columns [kc*KC, (kc+1)*KC)
-            need = ((Int64(1) << (KC // 64)) - Int64(1)) << Int64(kc * (KC // 64))
-            wait_mask_u64_rt(ws + o_mask + Int64(rb) * 8, need, err, CODE_L2_MASK, timeout_ns)
+            wait_mask_u64_rt(ws + o_mask + Int64(rb) * 8, w1_tile_bits(kc, KC), err, CODE_L2_MASK, timeout_ns)
 
         def chunk_mma(kc, act_buf, asc_buf):
             for k2 in cutlass.range(KC // 256, unroll=1):

@@ -80,6 +80,27 @@ def fence_f32(x, *, loc=None, ip=None) -> Float32:
     return Float32(_asm("", "=f,0", [_v(x, Float32)], 1, T.f32())[0])
 
 
+def _wgmma_e4m3(n: int, a_ptx: str, a_cons: list, a_ops: list, bdesc, d):
+    """``wgmma.mma_async m64n{n}k32 .f32.e4m3.e4m3`` with the A operand given as its PTX text (``$k`` numbered after
+    the ``n // 2`` outputs), constraints and values; B = descriptor ``bdesc``; ``d`` as in :func:`wgmma_rs_e4m3`."""
+    if n % 8 or not 8 <= n <= 256:
+        raise ValueError(f"wgmma N must be a multiple of 8 in [8, 256], got {n}")
+    nd = n // 2
+    if d is not None and len(d) != nd:
+        raise ValueError(f"wgmma m64n{n}: an accumulator of {nd} registers, got {len(d)}")
+    dregs = ", ".join(f"${i}" for i in range(nd))
+    ptx = (
+        f"{{\n.reg .pred p;\nsetp.ne.b32 p, {0 if d is None else 1}, 0;\n"
+        f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {{{dregs}}}, {a_ptx}, ${nd + len(a_ops)}, p, 1, 1;\n}}"
+    )
+    cons = ["=f"] * nd + a_cons + ["l"]
+    ops = a_ops + [_v(bdesc, Int64)]
+    if d is not None:  # inputs tied to the outputs: the same registers carry the running sum
+        cons += [str(i) for i in range(nd)]
+        ops += list(d)
+    return _asm(ptx, ",".join(cons), ops, nd, T.f32())
+
+
 @dsl_user_op
 def wgmma_rs_e4m3(n: int, a, bdesc, d=None, *, loc=None, ip=None):
     """Issue ``wgmma.mma_async m64n{n}k32 f32.e4m3.e4m3`` with A = 4 registers (``a``: 4 Int32),
@@ -87,23 +108,16 @@ def wgmma_rs_e4m3(n: int, a, bdesc, d=None, *, loc=None, ip=None):
     ``d`` = the ``n // 2`` raw outputs of an earlier wgmma of this warpgroup: D := A*B + d (scale-d true, tied
     registers; no wait needed between wgmmas chained on one accumulator). Returns the ``n // 2`` FP32 outputs as
     raw values; read them only via :func:`fence_f32` after a wait."""
-    if n % 8 or not 8 <= n <= 256:
-        raise ValueError(f"wgmma N must be a multiple of 8 in [8, 256], got {n}")
     nd = n // 2
-    if d is not None and len(d) != nd:
-        raise ValueError(f"wgmma m64n{n}: an accumulator of {nd} registers, got {len(d)}")
-    dregs = ", ".join(f"${i}" for i in range(nd))
-    aregs = ", ".join(f"${nd + i}" for i in range(4))
-    ptx = (
-        f"{{\n.reg .pred p;\nsetp.ne.b32 p, {0 if d is None else 1}, 0;\n"
-        f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {{{dregs}}}, {{{aregs}}}, ${nd + 4}, p, 1, 1;\n}}"
-    )
-    cons = ["=f"] * nd + ["r"] * 4 + ["l"]
-    ops = [_v(x) for x in a] + [_v(bdesc, Int64)]
-    if d is not None:  # inputs tied to the outputs: the same registers carry the running sum
-        cons += [str(i) for i in range(nd)]
-        ops += list(d)
-    return _asm(ptx, ",".join(cons), ops, nd, T.f32())
+    return _wgmma_e4m3(n, "{" + ", ".join(f"${nd + i}" for i in range(4)) + "}", ["r"] * 4, [_v(x) for x in a],
+                       bdesc, d)
+
+
+@dsl_user_op
+def wgmma_ss_e4m3(n: int, adesc, bdesc, d=None, *, loc=None, ip=None):
+    """:func:`wgmma_rs_e4m3` with A from a shared-memory descriptor too (dev probe only: role2 feeds A from
+    registers)."""
+    return _wgmma_e4m3(n, f"${n // 2}", ["l"], [_v(adesc, Int64)], bdesc, d)
 
 
 def smem_desc(addr_bytes, lbo_bytes: int, sbo_bytes: int):
