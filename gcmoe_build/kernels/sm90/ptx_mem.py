@@ -76,6 +76,16 @@ def ld_shared_v4(saddr, *, loc=None, ip=None):
 
 
 @dsl_user_op
+def st_shared_u64(saddr, x, *, loc=None, ip=None):
+    _asm("st.shared.u64 [$0], $1;", "r,l", [_v(saddr), _v(x, Int64)], 0)
+
+
+@dsl_user_op
+def ld_shared_u64(saddr, *, loc=None, ip=None) -> Int64:
+    return Int64(_asm("ld.shared.u64 $0, [$1];", "=l,r", [_v(saddr)], 1, T.i64())[0])
+
+
+@dsl_user_op
 def st_shared_u8(saddr, x, *, loc=None, ip=None):
     _asm("st.shared.u8 [$0], $1;", "r,r", [_v(saddr), _v(x)], 0)
 
@@ -175,6 +185,21 @@ def ld_shared_v2(saddr, *, loc=None, ip=None):
 @dsl_user_op
 def ld_global_u8(addr, *, loc=None, ip=None) -> Int32:
     return Int32(_asm("ld.global.u8 $0, [$1];", "=r,l", [_v(addr, Int64)], 1)[0])
+
+
+@dsl_user_op
+def ld_global_f32_if(addr, pred, *, loc=None, ip=None) -> Float32:
+    """``addr``'s FP32 if ``pred`` (Int32) != 0, else 0.0 without reading: a prefetch whose first use is much later
+    (a select on a plain load's value would wait for the load where the select is placed)."""
+    return Float32(_asm("{\n.reg .pred p;\nsetp.ne.s32 p, $2, 0;\nmov.f32 $0, 0f00000000;\n"
+                        "@p ld.global.f32 $0, [$1];\n}", "=f,l,r", [_v(addr, Int64), _v(pred)], 1, T.f32())[0])
+
+
+@dsl_user_op
+def ld_global_u8_if(addr, pred, *, loc=None, ip=None) -> Int32:
+    """:func:`ld_global_f32_if` for one byte (zero-extended)."""
+    return Int32(_asm("{\n.reg .pred p;\nsetp.ne.s32 p, $2, 0;\nmov.u32 $0, 0;\n@p ld.global.u8 $0, [$1];\n}",
+                      "=r,l,r", [_v(addr, Int64), _v(pred)], 1)[0])
 
 
 @dsl_user_op

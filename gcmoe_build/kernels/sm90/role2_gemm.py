@@ -57,10 +57,11 @@ from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2, FOLD_LUT_WORDS
 
 from .fp4_decode import byte_of, decode_fp4x8_e4m3, fold_lut
 from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_wait_all, evict_first_policy,
-                      ld_global_f32, ld_global_s32, ld_global_v4, ld_global_u8, ld_global_v2_stream,
-                      ld_global_v4_stream, ld_shared_f32, ld_shared_v2, ld_shared_v4, st_global_u8, mbar_arrive, mbar_arrive_expect_tx,
-                      fence_proxy_async_shared, mbar_init, mbar_init_fence, mbar_wait_or_trap, setmaxnreg,
-                      st_global_f32, st_shared_f32, st_shared_v4)
+                      fence_proxy_async_shared, ld_global_f32, ld_global_f32_if, ld_global_s32, ld_global_u8,
+                      ld_global_u8_if, ld_global_v2_stream, ld_global_v4, ld_global_v4_stream, ld_shared_f32,
+                      ld_shared_v2, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_init_fence,
+                      mbar_wait_or_trap, setmaxnreg, st_global_f32, st_global_u8, st_global_v4, st_shared_f32,
+                      st_shared_u8, st_shared_v4)
 from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, sel_f32, shfl_bfly_f32, sigmoid, to_bf16_bits,
                          to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
 from .wgmma_rs import fence_f32, smem_desc, wgmma_commit, wgmma_fence, wgmma_rs_e4m3, wgmma_wait
@@ -322,10 +323,13 @@ class K128Step:
     """One K128 step of :func:`_mma_k128_steps`: ``fetch()`` returns its 20 words (called once, when the step's
     first MMA is decoded: for the pipelined variant that is the stage's full-barrier wait and its shared loads),
     ``ascl`` its :class:`TokenScales`, ``kl128`` its K128 index within the staged activation chunk, ``release`` (or None)
-    is called once the MMA of K32 ``release_q`` is issued (every load consumed: the stage may be overwritten)."""
+    is called once the MMA of K32 ``release_q`` is issued (every load consumed: the stage may be overwritten),
+    ``issued`` (or None) once all its MMAs are issued and committed (work that should run under them: the next
+    activation chunk's copies, :func:`for_each_chunk`)."""
 
-    def __init__(self, fetch, ascl, kl128, release=None, release_q: int = 3):
+    def __init__(self, fetch, ascl, kl128, release=None, release_q: int = 3, issued=None):
         self.fetch, self.ascl, self.kl128, self.release, self.release_q = fetch, ascl, kl128, release, release_q
+        self.issued = issued
         self._words = None
 
     @property
@@ -412,6 +416,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                 if q == step.release_q and step.release is not None:
                     step.release()
             wgmma_commit()
+            if step.issued is not None:
+                step.issued()
             if done is not None:
                 promote(done, 1)
             done = ((pa, pb), step)
@@ -431,6 +437,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             if u % 4 == steps[u // 4].release_q and steps[u // 4].release is not None and a_regs is None and fold:
                 steps[u // 4].release()
             wgmma_commit()
+            if u % 4 == 3 and steps[u // 4].issued is not None:
+                steps[u // 4].issued()
         if u >= lag:
             p = u - lag
             wgmma_wait(min(u, n - 1) - p)  # groups newer than p that may stay pending
@@ -564,13 +572,18 @@ def _stage_act_chunk(smem, act_off: int, row_addr, ctid, kc, ntok, bm: int, kc_l
         st_shared_v4(smem + act_off + (c * bm + tok) * 16, v[0] & keep, v[1] & keep, v[2] & keep, v[3] & keep)
 
 
-def _token_major_scale(asc, w1: bool, blk, bm: int, nkg: int, kc, ngs: int, tok, kk):
-    """The verified kernels' activation scale of token ``tok``, scale group ``kk`` of K chunk ``kc``, from
-    the token-major table ``[block][bm][nkg]``: W1 FP32 per 128 along H, W2 UE8M0 per :data:`L2_SCALE_GROUP` along I."""
+def _token_major_scale_addr(asc, w1: bool, blk, bm: int, nkg: int, kc, ngs: int, tok, kk):
+    """The verified kernels' activation scale of token ``tok``, scale group ``kk`` of K chunk ``kc``: its address in
+    the token-major table ``[block][bm][nkg]`` (W1 FP32 per 128 along H, W2 UE8M0 byte per :data:`L2_SCALE_GROUP`
+    along I; :func:`load_act_scale` reads it)."""
     gidx = (Int64(blk) * bm + Int64(tok)) * nkg + Int64(kc) * ngs + Int64(kk)
-    if w1:
-        return ld_global_f32(asc + gidx * 4)  # FP32 per 128 along H
-    return ue8m0_to_f32(ld_global_u8(asc + gidx))  # UE8M0 per L2_SCALE_GROUP along I
+    return asc + gidx * 4 if w1 else asc + gidx
+
+
+def load_act_scale(w1: bool, addr):
+    """An activation scale at ``addr`` as FP32: W1's FP32 (per 128 along H), W2's UE8M0 byte (per
+    :data:`L2_SCALE_GROUP` along I)."""
+    return ld_global_f32(addr) if w1 else ue8m0_to_f32(ld_global_u8(addr))
 
 
 @cute.jit
@@ -595,30 +608,46 @@ def _stage_chunk(smem, act_off: int, asc_off: int, row_addr, scale_at, ctid, kc,
     bar_sync(1, CONSUMER_THREADS)
 
 
+def _copy_act_unit(buf, row_addr, u, kc, ntok, bm: int, kc_len: int):
+    """Consumers: ``cp.async`` 16-byte unit ``u`` of K chunk ``kc`` (:func:`_stage_act_chunk`'s layout) into ``buf``,
+    a padded token's unit zero-filled by the copy itself (nothing read). Complete with ``cp_async_wait_all``."""
+    c = u % (kc_len // 16)
+    tok = u // (kc_len // 16)
+    cp_async_16_zfill(buf + (c * bm + tok) * 16, row_addr(tok) + Int64(kc) * kc_len + Int64(c) * 16,
+                      Int32(16) * Int32(tok < ntok))
+
+
 def _copy_act_chunk_async(buf, row_addr, ctid, kc, ntok, bm: int, kc_len: int):
-    """Consumers: :func:`_stage_act_chunk`'s copy without stopping: ``cp.async`` 16-byte units into ``buf``,
-    padded tokens zero-filled by the copy itself (nothing read). Complete with ``cp_async_wait_all``."""
+    """Consumers: :func:`_stage_act_chunk`'s copy without stopping: every unit of this thread (:func:`_copy_act_unit`)."""
     for u in _thread_units(ctid, bm * kc_len // 16):
-        c = u % (kc_len // 16)
-        tok = u // (kc_len // 16)
-        cp_async_16_zfill(buf + (c * bm + tok) * 16, row_addr(tok) + Int64(kc) * kc_len + Int64(c) * 16,
-                          Int32(16) * Int32(tok < ntok))
+        _copy_act_unit(buf, row_addr, u, kc, ntok, bm, kc_len)
 
 
-def _load_chunk_scales(scale_at, ctid, ntok, bm: int, ngs: int):
-    """Consumers: this thread's activation scales of one chunk (``scale_at(tok, kk)``; padded tokens 0), at most
-    two, to keep in registers until :func:`_store_chunk_scales`."""
+def copy_rounds_per_call(cfg: "Role2GemmConfig") -> int:
+    """Rounds (one 16-byte ``cp.async`` per consumer thread each) of the next activation chunk that each MMA call of
+    the current chunk issues (:func:`for_each_chunk`): the chunk's rounds spread evenly over its first calls."""
+    rounds = -(-cfg.act_buffer_bytes // (16 * CONSUMER_THREADS))
+    calls = cfg.kc // (128 * cfg.mma_steps_per_call)
+    return -(-rounds // calls)
+
+
+def _load_chunk_scales(scale_addr, w1: bool, ctid, ntok, bm: int, ngs: int):
+    """Consumers: this thread's activation scales of one chunk (``scale_addr(tok, kk)``; padded tokens 0, not read),
+    at most two, raw (W2: the UE8M0 byte), to keep in registers until :func:`_store_chunk_scales`. Nothing uses a
+    value before then, so the loads stay in flight under the current chunk's MMAs."""
     vals = []
     for u in _thread_units(ctid, bm * ngs):
         tok = u // ngs
-        vals.append(sel_f32(Int32(tok < ntok), scale_at(tok, u % ngs), Float32(0.0)))
+        addr = scale_addr(tok, u % ngs)
+        valid = Int32(tok < ntok)
+        vals.append(ld_global_f32_if(addr, valid) if w1 else ld_global_u8_if(addr, valid))
     return vals
 
 
-def _store_chunk_scales(asc_buf, vals, ctid, bm: int, ngs: int):
-    """Consumers: :func:`_load_chunk_scales`' values into the ``[ngs][bm]`` table at ``asc_buf``."""
+def _store_chunk_scales(asc_buf, vals, w1: bool, ctid, bm: int, ngs: int):
+    """Consumers: :func:`_load_chunk_scales`' values as FP32 into the ``[ngs][bm]`` table at ``asc_buf``."""
     for u, v in zip(_thread_units(ctid, bm * ngs), vals):
-        st_shared_f32(asc_buf + ((u % ngs) * bm + u // ngs) * 4, v)
+        st_shared_f32(asc_buf + ((u % ngs) * bm + u // ngs) * 4, v if w1 else ue8m0_to_f32(v))
 
 
 def w1_tile_bits(kc, kc_len: int):
@@ -628,38 +657,45 @@ def w1_tile_bits(kc, kc_len: int):
 
 
 @cute.jit
-def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row_addr, scale_at, ctid, ntok, body,
+def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row_addr, scale_addr, ctid, ntok, body,
                    wait_chunk=None):
     """Consumers, one task: stage each K chunk of the block's activations and scales in shared memory and run
-    ``body(kc, act_buf, asc_buf)`` (the chunk's MMAs; every wgmma waited when it returns) on it.
-    ``row_addr(tok)``: token row ``tok``'s first byte; ``scale_at(kc, tok, kk)``: its scale of group ``kk`` of
-    chunk ``kc``; ``wait_chunk(kc)`` (or None): a bounded wait until chunk ``kc`` may be read (ring W2: its W1
-    mask bits).
+    ``body(kc, act_buf, asc_buf, prefetch)`` (the chunk's MMAs; every wgmma waited when it returns) on it.
+    ``row_addr(tok)``: token row ``tok``'s first byte; ``scale_addr(kc, tok, kk)``: the address of its scale of group
+    ``kk`` of chunk ``kc`` (:func:`load_act_scale`); ``wait_chunk(kc)`` (or None): a bounded wait until chunk ``kc``
+    may be read (ring W2: its W1 mask bits). ``prefetch(i)`` (or None): the body's MMA call ``i`` of the chunk passes
+    it as its last :class:`K128Step`'s ``issued`` callback.
 
     ``cfg.act_buffers == 1``: :func:`_stage_chunk` at the top of every chunk (the MMAs wait for the loads). 2: the
     first chunk is copied at the top of the task; while chunk ``kc`` is multiplied, chunk ``kc + 1`` is in flight
-    (``cp.async`` into the other buffer, issued after the barrier that ends every thread's use of that buffer for
-    chunk ``kc - 1``; its scales wait in registers and are stored after ``body``); one barrier per chunk. At the
-    last chunk the scale prefetch repeats the chunk and writes the buffer not being read (harmless, branch-free).
+    into the other buffer, :func:`copy_rounds_per_call` rounds of ``cp.async`` under each MMA call's last step (all at
+    once they queued ahead of the next step's shared loads), after the barrier that ends every thread's use of that
+    buffer for chunk ``kc - 1``; its scales are loaded (predicated, unused until then) before ``body`` and stored after
+    it; one barrier per chunk. At the last chunk the scale prefetch repeats the chunk and writes the buffer not being
+    read (harmless, branch-free); no activation is copied.
     """
     bm, kcl = cfg.bm, cfg.kc
+    w1 = cfg.mode == "w1"
     ngs = kcl // cfg.act_scale_group
     nkc = cfg.k // kcl
     if const_expr(cfg.act_buffers == 1):
         for kc in cutlass.range(nkc, unroll=1):
             if const_expr(wait_chunk is not None):
                 wait_chunk(kc)
-            _stage_chunk(smem, act_off, asc_off, row_addr, lambda tok, kk: scale_at(kc, tok, kk), ctid, kc, ntok,
-                         bm, kcl, ngs)
-            body(kc, smem + act_off, smem + asc_off)
+            _stage_chunk(smem, act_off, asc_off, row_addr, lambda tok, kk: load_act_scale(w1, scale_addr(kc, tok, kk)),
+                         ctid, kc, ntok, bm, kcl, ngs)
+            body(kc, smem + act_off, smem + asc_off, None)
         return
     ab, sb = cfg.act_buffer_bytes, cfg.asc_buffer_bytes
+    units = bm * kcl // 16
+    rounds = -(-units // CONSUMER_THREADS)
+    per_call = copy_rounds_per_call(cfg)
     bar_sync(1, CONSUMER_THREADS)  # the previous task's reads of buffer 0 (its MMAs, W2's BF16 staging) are done
     if const_expr(wait_chunk is not None):
         wait_chunk(Int32(0))
     _copy_act_chunk_async(smem + act_off, row_addr, ctid, Int32(0), ntok, bm, kcl)
-    _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_at(Int32(0), tok, kk), ctid, ntok,
-                                                           bm, ngs), ctid, bm, ngs)
+    _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_addr(Int32(0), tok, kk), w1, ctid,
+                                                           ntok, bm, ngs), w1, ctid, bm, ngs)
     for kc in cutlass.range(nkc, unroll=1):
         # chunk kc's copies (this thread's) landed; fence them for wgmma's async proxy; then every thread's
         cp_async_wait_all()
@@ -670,42 +706,74 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
         if nxt < nkc:
             if const_expr(wait_chunk is not None):
                 wait_chunk(nxt)
-            _copy_act_chunk_async(smem + act_off + (1 - cur) * ab, row_addr, ctid, nxt, ntok, bm, kcl)
         nxs = nxt - Int32(nxt >= nkc)
-        sv = _load_chunk_scales(lambda tok, kk: scale_at(nxs, tok, kk), ctid, ntok, bm, ngs)
-        body(kc, smem + act_off + cur * ab, smem + asc_off + cur * sb)
-        _store_chunk_scales(smem + asc_off + (1 - cur) * sb, sv, ctid, bm, ngs)
+        sv = _load_chunk_scales(lambda tok, kk: scale_addr(nxs, tok, kk), w1, ctid, ntok, bm, ngs)
+        nbuf = smem + act_off + (1 - cur) * ab
+
+        def prefetch(i):  # MMA call i of chunk kc: its share of chunk kc + 1's copies
+            if nxt < nkc:
+                for j in cutlass.range_constexpr(per_call):
+                    r = i * per_call + j
+                    if r < rounds:
+                        u = ctid + r * CONSUMER_THREADS
+                        if const_expr(units % CONSUMER_THREADS):
+                            u = cutlass.min(u, units - 1)  # the last round's extra threads repeat the last unit
+                        _copy_act_unit(nbuf, row_addr, u, nxt, ntok, bm, kcl)
+
+        body(kc, smem + act_off + cur * ab, smem + asc_off + cur * sb, prefetch)
+        _store_chunk_scales(smem + asc_off + (1 - cur) * sb, sv, w1, ctid, bm, ngs)
+
+
+#: row stride (bytes) of the W1 epilogue's E4M3 staging tile ``[BM][128 I-columns]``: 16-byte aligned rows for the
+#: 16-byte copies out, and the +16 puts the rows of a warp's four token pairs (2t apart) on different banks
+W1_STAGE_STRIDE = 144
+
+
+def w1_stage_bytes(bm: int) -> int:
+    """Shared-memory bytes of :func:`_w1_epilogue`'s staging tile (it reuses the activation area, which is at least
+    ``bm * 256`` bytes: one K256 chunk)."""
+    return bm * W1_STAGE_STRIDE
 
 
 @cute.jit
-def _w1_epilogue(acc, smem, amax_off: int, efac, ntok, tile, wg, warp, g, t, rw_addr, q_addr, sf_addr, bm: int,
-                 alpha: float, clamp: float):
-    """W1 epilogue of one 256-row task (numerics reference steps 3-4), inlined into the calling kernel.
+def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg, warp, g, t, rw_addr, q_addr,
+                 sf_addr, bm: int, alpha: float, clamp: float):
+    """W1 epilogue of one 256-row task (numerics reference steps 3-4), inlined into the calling kernel; every
+    consumer thread calls it once the task's MMAs are waited.
 
     Rows are gate/up interleaved in 8-row groups: accumulator element i (row half 0) is the gate and
     i + 2 (row half 1) the up value of I-column 32*slab + 8*warp + g, token n. Per value: BF16 round,
     clamp, ``gate*sigmoid(alpha*gate)*up*rw`` (padded tokens 0), amax over the task's 128 I-columns, its one
     :data:`L2_SCALE_GROUP` (shuffles, then the 16 warp partials, 4 slabs x 4 warps, through shared memory at
-    ``amax_off``), UE8M0 scale, E4M3 byte. ``rw_addr(n)``: routing weight of token n, ``q_addr(n, col)``: its E4M3
-    output byte of I-column ``col``, ``sf_addr(n, grp)``: its UE8M0 scale byte of scale group ``grp`` (= ``tile``).
-    ``efac=None`` / ``rw_addr=None`` (role4's shared expert): no expert factor / routing weight, the
-    multiply is not emitted at all."""
+    ``amax_off``, ``[16][bm]`` FP32), UE8M0 scale, E4M3 byte. Three barriers: after the partials; after one thread
+    per token has reduced its 16 partials into the scale (its inverse replaces partial 0; that thread writes the
+    token's scale byte); after the E4M3 bytes are staged in ``[bm][128]`` at ``stage_off``
+    (:data:`W1_STAGE_STRIDE`; the activation area, free once every MMA is waited), which then leaves in 16-byte
+    stores, 8 per token. The caller orders the next use of either area (its next barrier).
+
+    ``rw_addr(n)``: routing weight of token n (loaded once per token), ``q_addr(n, col)``: its E4M3 output byte of
+    I-column ``col`` (16-byte aligned at ``col % 16 == 0``), ``sf_addr(n, grp)``: its UE8M0 scale byte of scale group
+    ``grp`` (= ``tile``). ``efac=None`` / ``rw_addr=None`` (role4's shared expert): no expert factor / routing
+    weight, the multiply is not emitted at all."""
     nd = bm // 2
+    ctid = wg * 128 + warp * 32 + g * 4 + t
     ys = []
+    rws = {}  # token (as its (i >> 2, i & 1)) -> routing weight: one load for both slabs
     for sl in cutlass.range_constexpr(2):
         for i in cutlass.range_constexpr(nd):
             if const_expr((i >> 1) & 1 == 0):
                 n = 8 * (i >> 2) + 2 * t + (i & 1)
+                key = (i >> 2, i & 1)
                 gv, uv = acc[sl * nd + i], acc[sl * nd + i + 2]
-                if const_expr(rw_addr is not None):
-                    rw = ld_global_f32(rw_addr(n))
+                if const_expr(rw_addr is not None and key not in rws):
+                    rws[key] = ld_global_f32(rw_addr(n))
                 if const_expr(efac is not None):
                     gv, uv = gv * efac, uv * efac
                 gte = fmin(bf16_round(gv), Float32(clamp))
                 up = fmax(fmin(bf16_round(uv), Float32(clamp)), Float32(-clamp))
                 y = gte * sigmoid(gte * Float32(alpha)) * up
                 if const_expr(rw_addr is not None):
-                    y = y * rw
+                    y = y * rws[key]
                 y = sel_f32(Int32(n < ntok), y, Float32(0.0))
                 ys.append(y)
                 m = fabs(y)
@@ -715,30 +783,36 @@ def _w1_epilogue(acc, smem, amax_off: int, efac, ntok, tile, wg, warp, g, t, rw_
                 if g == 0:
                     st_shared_f32(smem + amax_off + (((wg * 2 + sl) * 4 + warp) * bm + n) * 4, m)
     bar_sync(1, CONSUMER_THREADS)
-    scales = {}  # token (as its (i >> 2, i & 1)) -> (scale, 1/scale): reduced once, used by both slabs
+    if ctid < bm:  # token ctid: its group's amax, scale byte, and 1/scale for everyone (in partial 0's slot)
+        m = Float32(0.0)
+        for p in cutlass.range_constexpr(16):  # partial p: slab p // 4, warp p % 4
+            m = fmax(m, ld_shared_f32(smem + amax_off + (p * bm + ctid) * 4))
+        scale, inv = ue8m0_scale_for(m)
+        st_shared_f32(smem + amax_off + ctid * 4, inv)
+        if ctid < ntok:
+            st_global_u8(sf_addr(ctid, tile), (float_bits(scale) >> 23) & 0xFF)
+    bar_sync(1, CONSUMER_THREADS)
+    invs = {}
     yi = 0
     for sl in cutlass.range_constexpr(2):
-        slab = wg * 2 + sl
         for i in cutlass.range_constexpr(nd):
             if const_expr((i >> 1) & 1 == 0):
                 n = 8 * (i >> 2) + 2 * t + (i & 1)
                 key = (i >> 2, i & 1)
-                if const_expr(key not in scales):
-                    m = Float32(0.0)
-                    for p in cutlass.range_constexpr(16):  # partial p: slab p // 4, warp p % 4
-                        m = fmax(m, ld_shared_f32(smem + amax_off + (p * bm + n) * 4))
-                    scales[key] = ue8m0_scale_for(m)
-                scale, inv = scales[key]
-                q8 = to_e4m3_byte(ys[yi] * inv)
+                if const_expr(key not in invs):
+                    invs[key] = ld_shared_f32(smem + amax_off + n * 4)
+                col = (wg * 2 + sl) * 32 + 8 * warp + g  # within the task's 128 I-columns
+                st_shared_u8(smem + stage_off + n * W1_STAGE_STRIDE + col, to_e4m3_byte(ys[yi] * invs[key]))
                 yi += 1
-                col = tile * 128 + slab * 32 + 8 * warp + g
-                if n < ntok:
-                    st_global_u8(q_addr(n, col), q8)
-                    if const_expr(sl == 0):
-                        if warp == 0:
-                            if g == 0:
-                                if wg == 0:  # one writer of the task's group
-                                    st_global_u8(sf_addr(n, tile), (float_bits(scale) >> 23) & 0xFF)
+    bar_sync(1, CONSUMER_THREADS)
+    for it in cutlass.range_constexpr((bm * 8 + CONSUMER_THREADS - 1) // CONSUMER_THREADS):
+        u = ctid + it * CONSUMER_THREADS
+        if u < bm * 8:
+            n = u >> 3
+            c = u & 7
+            if n < ntok:
+                v = ld_shared_v4(smem + stage_off + n * W1_STAGE_STRIDE + c * 16)
+                st_global_v4(q_addr(n, tile * 128 + c * 16), v[0], v[1], v[2], v[3])
 
 
 @cute.jit
@@ -828,7 +902,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
 
             SPC = cfg.mma_steps_per_call
 
-            def chunk_mma(kc, act_buf, asc_buf):
+            def chunk_mma(kc, act_buf, asc_buf, prefetch):
                 for k2 in cutlass.range(KC // (128 * SPC), unroll=1):
                     steps = []
                     for h in cutlass.range_constexpr(SPC):
@@ -847,15 +921,17 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                                 _load_k128(wbuf, 1 - h, nxt, wbases, sbases, policy)
                                 return [wbuf[h * 20 + r] for r in range(20)]
                             steps.append(K128Step(fetch, ascl, kl128))
+                    if const_expr(prefetch is not None):
+                        steps[-1].issued = lambda k2=k2: prefetch(k2)
                     _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales, overlap=PIPE)
 
             for_each_chunk(cfg, smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
-                           lambda kc, tok, kk: _token_major_scale(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
+                           lambda kc, tok, kk: _token_major_scale_addr(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
                            ctid, ntok, chunk_mma)
 
             # ---------------- epilogues ----------------
             if const_expr(W1):
-                _w1_epilogue(acc, smem, AMAX_OFF, efac, ntok, ntile, wg, warp, g, t,
+                _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF, efac, ntok, ntile, wg, warp, g, t,
                              lambda n: aux + (Int64(blk) * BM + Int64(n)) * 4,
                              lambda n, col: out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col),
                              lambda n, grp: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // L2_SCALE_GROUP)

@@ -36,7 +36,7 @@ from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global
 from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, STAGE_BYTES,
                          Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers, _mma_k128_steps,
                          stage_k128_step,
-                         _produce_k128, _token_major_scale, _w1_epilogue, _w2_store_rows, for_each_chunk,
+                         _produce_k128, _token_major_scale_addr, _w1_epilogue, _w2_store_rows, for_each_chunk,
                          w1_tile_bits)
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
@@ -120,7 +120,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                 def wait_w1_tiles(kc):  # W2: the W1 tiles that produced columns [kc*KC, (kc+1)*KC)
                     wait_mask_u64_or_trap(l2_mask + Int64(blk) * 8, w1_tile_bits(kc, KC), err, TRAP_L2_MASK, TMO)
 
-                def chunk_mma(kc, act_buf, asc_buf):
+                def chunk_mma(kc, act_buf, asc_buf, prefetch):
                     for k2 in cutlass.range(KC // 256, unroll=1):
                         steps = []
                         for h in cutlass.range_constexpr(2):
@@ -129,14 +129,16 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                                 cfg, smem, BAR_OFF, STAGE_OFF, NS, li * NK128 + kc * (KC // 128) + kl128,
                                 lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), (wg, tw, warp, g),
                                 TokenScales(asc_buf, kl128, t, BM, GS), kl128))
+                        if const_expr(prefetch is not None):
+                            steps[-1].issued = lambda k2=k2: prefetch(k2)
                         _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales)
 
                 for_each_chunk(cfg, smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
-                               lambda kc, tok, kk: _token_major_scale(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
+                               lambda kc, tok, kk: _token_major_scale_addr(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
                                ctid, ntok, chunk_mma, None if W1 else wait_w1_tiles)
 
                 if const_expr(W1):
-                    _w1_epilogue(acc, smem, AMAX_OFF, efac, ntok, ntile, wg, warp, g, t,
+                    _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF, efac, ntok, ntile, wg, warp, g, t,
                                  lambda n: aux + (Int64(blk) * BM + Int64(n)) * 4,
                                  lambda n, col: out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col),
                                  lambda n, grp: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // L2_SCALE_GROUP)

@@ -241,9 +241,9 @@ def _trace_parts(cfg):
 
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
 
-    from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_u8, ld_global_v4,
-                          ld_shared_v4, red_release_add_u32,
-                          red_release_or_b64, setmaxnreg, st_global_v4)
+    from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_v4,
+                          ld_shared_u64, ld_shared_v4, red_release_add_u32,
+                          red_release_or_b64, setmaxnreg, st_global_v4, st_shared_u64)
     from .role1_sync import fence_acq_rel_sys
     from .ring_sync import (atom_add_acqrel_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16, trap_if_ne,
@@ -252,7 +252,7 @@ def _trace_parts(cfg):
                              STAGE_BYTES, K128Step, TokenScales, _consumer_lane, _init_stage_barriers,
                              _mma_k128_steps, stage_k128_step,
                              _load_k128, _produce_k128, _w1_epilogue, for_each_chunk, w1_tile_bits)
-    from .role2_math import to_bf16_bits, ue8m0_to_f32
+    from .role2_math import to_bf16_bits
 
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
     P, EL, D = cfg.ranks, cfg.experts_local, cfg.dispatch_sms
@@ -272,13 +272,13 @@ def _trace_parts(cfg):
     STAGE_OFF, BAR_OFF, NS = so["stage"], so["bar"], so["stages"]
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
 
-    def ring_act_scale(mode, base, rb, row0, sf_stride, grp, tok):
-        """Activation scale of token ``tok``, K group ``grp`` of ring block ``rb``: W1 FP32 per K128 group,
-        MN-major ``ring_sf[rb][H/128][sf_stride]``; W2 UE8M0 per L2_SCALE_GROUP I-columns, token-major
-        ``l2_sf[rb][bm_stride][I/L2_SCALE_GROUP]``."""
+    def ring_act_scale_addr(mode, base, rb, row0, sf_stride, grp, tok):
+        """Address of the activation scale of token ``tok``, K group ``grp`` of ring block ``rb``
+        (``role2_gemm.load_act_scale``): W1 FP32 per K128 group, MN-major ``ring_sf[rb][H/128][sf_stride]``; W2
+        UE8M0 per L2_SCALE_GROUP I-columns, token-major ``l2_sf[rb][bm_stride][I/L2_SCALE_GROUP]``."""
         if mode == "w1":
-            return ld_global_f32(base + ((Int64(rb) * NKB + Int64(grp)) * Int64(sf_stride) + Int64(tok)) * 4)
-        return ue8m0_to_f32(ld_global_u8(base + (row0 + Int64(tok)) * NIG + Int64(grp)))
+            return base + ((Int64(rb) * NKB + Int64(grp)) * Int64(sf_stride) + Int64(tok)) * 4
+        return base + (row0 + Int64(tok)) * NIG + Int64(grp)
 
     def acquire_block(task, nq, l1_full_count, ring_blocks, err, timeout_ns):
         """Task -> (pool block q, W1 task? (0/1), tile, generation, ring block rb) in the generation-phased order
@@ -330,7 +330,7 @@ def _trace_parts(cfg):
         def wait_w1_tiles(kc):  # W2: the W1 N128 tiles that produced I-columns [kc*KC, (kc+1)*KC)
             wait_mask_u64_rt(ws + o_mask + Int64(rb) * 8, w1_tile_bits(kc, KC), err, CODE_L2_MASK, timeout_ns)
 
-        def chunk_mma(kc, act_buf, asc_buf):
+        def chunk_mma(kc, act_buf, asc_buf, prefetch):
             for k2 in cutlass.range(KC // 256, unroll=1):
                 steps = []
                 for h in cutlass.range_constexpr(2):
@@ -348,10 +348,13 @@ def _trace_parts(cfg):
                             _load_k128(wbuf, 1 - h, nxt, wbases, sbases, policy)
                             return [wbuf[h * 20 + r] for r in range(20)]
                         steps.append(K128Step(fetch, ascl, kl128))
+                if const_expr(prefetch is not None):
+                    steps[-1].issued = lambda k2=k2: prefetch(k2)
                 _mma_k128_steps(steps, acc, act_buf, BM, mc.lag, overlap=PIPE)
 
         for_each_chunk(mc, smem, ACT_OFF, ASC_OFF, lambda tok: ws + o_act + (row0 + Int64(tok)) * K,
-                       lambda kc, tok, kk: ring_act_scale(mode, ws + o_asc, rb, row0, sf_stride, kc * NGS + kk, tok),
+                       lambda kc, tok, kk: ring_act_scale_addr(mode, ws + o_asc, rb, row0, sf_stride, kc * NGS + kk,
+                                                               tok),
                        ctid, ntok, chunk_mma, wait_w1_tiles if mode == "w2" else None)
 
     @cute.kernel
@@ -441,7 +444,7 @@ def _trace_parts(cfg):
                     efac = ld_global_f32(w1_factor + Int64(el) * 4)
                     # routing weight = ring_meta[rb][row].x; E4M3 -> l2_x[rb][row][I],
                     # UE8M0 -> l2_sf[rb][row][I/L2_SCALE_GROUP]
-                    _w1_epilogue(acc, smem, AMAX_OFF, efac, ntok, tile, wg, warp, g, t,
+                    _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF, efac, ntok, tile, wg, warp, g, t,
                                  lambda n: ws + o_ring_meta + (row0 + Int64(n)) * 16,
                                  lambda n, col: ws + o_l2_x + (row0 + Int64(n)) * I + Int64(col),
                                  lambda n, grp: ws + o_l2_sf + (row0 + Int64(n)) * NIG + Int64(grp),
@@ -456,6 +459,15 @@ def _trace_parts(cfg):
                     mainloop("w2", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_l2_x, o_l2_sf,
                              o_l2_full_mask, w2_tiles, w2_scales, sf_stride, policy, err, timeout_ns)
                     efac = ld_global_f32(w2_factor + Int64(el) * 4)
+                    # token ctid's destination row in its source rank's combine buffer, from ring_meta =
+                    # (routing weight, src_rank, src_token, slot): loaded now, stored to shared memory after the
+                    # staging below, so its round trip runs under the staging instead of before every store
+                    dst = Int64(0)
+                    if ctid < BM:
+                        if ctid < ntok:
+                            meta = ld_global_v4(ws + o_ring_meta + (row0 + Int64(ctid)) * 16)
+                            cell = (Int64(meta[3]) * CAP + Int64(meta[2])) * H + Int64(tile * ROWS_PER_CTA)
+                            dst = peer_ws(peer, meta[1]) + o_combine + cell * 2
                     bar_sync(1, CT)  # every warpgroup's last wgmma has read the activation chunk
                     # stage BF16 [BM][256 rows] (512 B per token) over the activation region
                     for i in cutlass.range_constexpr(ND):
@@ -464,6 +476,8 @@ def _trace_parts(cfg):
                         for s2 in cutlass.range_constexpr(2):
                             row = wg * 128 + s2 * 64 + hr
                             st_shared_u16(smem + ACT_OFF + n * 512 + row * 2, to_bf16_bits(acc[s2 * ND + i] * efac))
+                    if ctid < BM:
+                        st_shared_u64(smem + AMAX_OFF + ctid * 8, dst)  # the W1 epilogue's area, free here
                     bar_sync(1, CT)
                     # 16-byte stores: token n, 8 consecutive output columns, into combine[slot][src_token]
                     # of the token's source rank (peer descriptor)
@@ -474,12 +488,9 @@ def _trace_parts(cfg):
                             n = u >> 5
                             c = u & 31
                             if n < ntok:
-                                # (routing weight, src_rank, src_token, slot) -> combine[slot][src_token] of src_rank
-                                meta = ld_global_v4(ws + o_ring_meta + (row0 + Int64(n)) * 16)
-                                cell = (Int64(meta[3]) * CAP + Int64(meta[2])) * H + Int64(tile * ROWS_PER_CTA + 8 * c)
-                                dst = peer_ws(peer, meta[1]) + o_combine + cell * 2
                                 v = ld_shared_v4(smem + ACT_OFF + n * 512 + c * 16)
-                                st_global_v4(dst, v[0], v[1], v[2], v[3])
+                                st_global_v4(ld_shared_u64(smem + AMAX_OFF + n * 8) + Int64(16 * c), v[0], v[1], v[2],
+                                             v[3])
                     bar_sync(1, CT)
                     if ctid == 0:
                         fence_acq_rel_sys()  # the CTA's combine stores went to peers over NVLink

@@ -370,7 +370,7 @@ def _trace_parts(cfg):
                                 ws + o_shared_partials + Int64(shared_partial_slot(False, b, tile, 0, BM, H, I)) * 4,
                                 ws + o_shared_split_count + Int64(b * (NT1 + NT2) + tile) * 4) != 0:
                     # role2's W1 epilogue without expert factor or routing weight (shared expert)
-                    _w1_epilogue(acc, smem, AMAX_OFF, None, nt, tile, wg, warp, g, t, None,
+                    _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF, None, nt, tile, wg, warp, g, t, None,
                                  lambda n, col: ws + o_shared_l2_x + Int64(t0 + n) * I + Int64(col),
                                  lambda n, grp: ws + o_shared_l2_sf + Int64(t0 + n) * NIG + Int64(grp),
                                  BM, alpha, clamp)
