@@ -625,9 +625,12 @@ def _copy_act_chunk_async(buf, row_addr, ctid, kc, ntok, bm: int, kc_len: int):
 
 def copy_rounds_per_call(cfg: "Role2GemmConfig") -> int:
     """Rounds (one 16-byte ``cp.async`` per consumer thread each) of the next activation chunk that each MMA call of
-    the current chunk issues (:func:`for_each_chunk`): the chunk's rounds spread evenly over its first calls."""
+    the current chunk issues (:func:`for_each_chunk`): spread over the first half of its calls (at least the first),
+    so the last copies still have half a chunk of MMAs to land under (spread over all the calls, the last ones were
+    issued just before the chunk's end and waited for: 10 % of the consumers' stall samples at W1 BM 64, session 10
+    call B)."""
     rounds = -(-cfg.act_buffer_bytes // (16 * CONSUMER_THREADS))
-    calls = cfg.kc // (128 * cfg.mma_steps_per_call)
+    calls = max(1, cfg.kc // (128 * cfg.mma_steps_per_call) // 2)
     return -(-rounds // calls)
 
 
