@@ -199,6 +199,40 @@ def test_activation_prefetch_config():
     assert ptx.index("fence.proxy.async.shared::cta;", wait) < ptx.index("bar.sync 1, 256;", wait)
 
 
+def test_prefetch_schedule_and_w1_epilogue():
+    """The next chunk's copies are spread over the first half of a chunk's MMA calls and cover the chunk; in the
+    PTX they follow a ``wgmma.commit_group`` (issued under the MMAs), the next chunk's scales are predicated loads (no
+    select waits on them), and the W1 epilogue stores E4M3 in 16-byte units with one scale byte and one division per
+    token (one reducer thread) — its staging fits the activation area of every build."""
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.role2_devbuild import compile_one
+    from gcmoe_build.kernels.sm90.role2_gemm import (CONSUMER_THREADS, SUPPORTED_BM, Role2GemmConfig,
+                                                     copy_rounds_per_call, w1_stage_bytes)
+
+    for mode, k, rows in (("w1", 6144, 4096), ("w2", 2048, 6144), ("w1", 5120, 4608), ("w2", 2304, 5120)):
+        for bm in SUPPORTED_BM:
+            for ctas in (1, 2) if bm <= 16 else (1,):
+                cfg = Role2GemmConfig(mode=mode, k=k, rows=rows, bm=bm, pipelined=True, ctas_per_sm=ctas,
+                                      act_buffers=2)
+                rounds = -(-cfg.act_buffer_bytes // (16 * CONSUMER_THREADS))
+                calls = cfg.kc // 256
+                per = copy_rounds_per_call(cfg)
+                first_half = max(1, calls // 2)
+                assert per * first_half >= rounds and per <= rounds, (mode, k, bm, ctas)  # done by mid-chunk
+                assert w1_stage_bytes(bm) <= cfg.act_buffer_bytes  # the epilogue's staging reuses buffer 0
+    ptx, _, _ = compile_one("role2_w1_test_bm16_pd",  # two 2048-column chunks
+                            Role2GemmConfig(mode="w1", k=4096, rows=1024, bm=16, pipelined=True, act_buffers=2))
+    first_mma = ptx.index("wgmma.mma_async")
+    copies = [i for i in range(len(ptx)) if ptx.startswith("cp.async.cg.shared.global", i)]
+    assert copies[0] < first_mma < copies[-1]  # chunk 0 at the top, later chunks under the MMAs
+    assert ptx.rindex("wgmma.commit_group", 0, copies[-1]) > first_mma
+    assert "@p ld.global.f32" in ptx and "selp.f32" not in ptx[:first_mma]
+    epi = ptx[ptx.rindex("wgmma.wait_group"):]
+    assert epi.count("st.global.v4.u32") == 1 and epi.count("st.global.u8") == 1 and epi.count("div.rn.f32") == 1
+
+
 def test_qgmma_probe_builds_register_a_and_shared_a():
     """The dev MMA probe (bench_qgmma.py) issues what it claims: register-A QGMMA for ``rs``, both operands from
     descriptors for ``ss``; 16 per loop iteration (2 K128 steps x 4 K32 x 2 slabs)."""

@@ -119,17 +119,29 @@ def test_ring_protocol_order(role2_arts, bm, threads):
 
 
 @pytest.mark.parametrize("bm,threads", [(8, 256), (64, 384)])
-def test_partials_are_16_byte_peer_stores_into_combine(role2_arts, bm, threads):
-    """W2 partials: BF16 staged in shared memory, then st.global.v4 to base + offsets[src_rank] + o_combine + ...
-    (the by-value peer descriptor); no 2-byte global stores remain."""
+def test_w1_and_w2_outputs_leave_in_16_byte_stores(role2_arts, bm, threads):
+    """W1: E4M3 bytes staged in shared memory, then 8 st.global.v4 per token over the 256 consumer threads; the only
+    byte store left is the token's UE8M0 scale, written by one thread per token after its amax reduction (one IEEE
+    division). W2 partials: BF16 staged in shared memory, then st.global.v4 to base + offsets[src_rank] + o_combine +
+    ... (the by-value peer descriptor), each token's destination computed once from its ring_meta row and read back
+    from shared memory (st/ld.shared.u64); no 2-byte global stores remain."""
     ptx = _ptx(role2_arts, bm, threads)
-    stores = [m.start() for m in re.finditer(r"st\.global\.v4\.u32", ptx)]
+    w2_mma = _first(ptx, "wgmma.mma_async", _first(ptx, "red.release.gpu.global.or.b64"))
+    w1, w2 = ptx[:w2_mma], ptx[w2_mma:]
+    w1_stores = [m.start() for m in re.finditer(r"st\.global\.v4\.u32", w1)]
+    assert len(w1_stores) == (bm * 8 + 255) // 256
+    assert all("ld.shared.v4.u32" in w1[max(0, s - 600):s] for s in w1_stores)
+    assert w1.count("st.global.u8") == 1 and w1.count("div.rn.f32") == 1 and w1.count("st.shared.u8") == bm // 2
+    stores = [m.start() for m in re.finditer(r"st\.global\.v4\.u32", w2)]
     assert len(stores) == (bm * 32 + 255) // 256  # BM tokens x 32 units of 8 BF16 over 256 consumer threads
     assert "[gcmoe_sm90_role2_ring_0_p_o_combine]" in ptx
+    meta = _first(w2, "ld.global.v4.u32")  # the token's (weight, src_rank, src_token, slot) row, once per token
+    if threads == 384:  # (the 256-thread build also stages its activations with 16-byte loads)
+        assert w2.count("ld.global.v4.u32") == 1
+    assert meta < _first(w2, "st.shared.u16") < _first(w2, "st.shared.u64") < stores[0]
     for s in stores:
-        window = ptx[max(0, s - 1500):s]
-        assert "ld.shared.v4.u32" in window  # the staged BF16 unit
-        assert re.search(r"ld\.global\.v4\.u32", window)  # the token's (weight, src_rank, src_token, slot) row
+        window = w2[max(0, s - 1500):s]
+        assert "ld.shared.v4.u32" in window and "ld.shared.u64" in window  # the staged unit, the destination
     assert "st.global.u16" not in ptx and "st.shared.u16" in ptx
 
 
