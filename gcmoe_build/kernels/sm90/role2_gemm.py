@@ -60,8 +60,9 @@ from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_wait_
                       fence_proxy_async_shared, ld_global_f32, ld_global_f32_if, ld_global_s32, ld_global_u8,
                       ld_global_u8_if, ld_global_v2_stream, ld_global_v4, ld_global_v4_stream, ld_shared_f32,
                       ld_shared_v2, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_init_fence,
-                      mbar_wait_or_trap, setmaxnreg, st_global_f32, st_global_u8, st_global_v4, st_shared_f32,
-                      st_shared_u8, st_shared_v4)
+                      ld_shared_u64, mbar_wait_or_trap, setmaxnreg, st_global_f32, st_global_u8, st_global_v4,
+                      st_shared_f32, st_shared_u64, st_shared_u8, st_shared_v4)
+from .ring_sync import st_shared_u16
 from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, sel_f32, shfl_bfly_f32, sigmoid, to_bf16_bits,
                          to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
 from .wgmma_rs import fence_f32, smem_desc, wgmma_commit, wgmma_fence, wgmma_rs_e4m3, wgmma_wait
@@ -819,21 +820,40 @@ def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg,
 
 
 @cute.jit
-def _w2_store_rows(acc, efac, ntok, tile, wg, warp, g, t, orow_addr, out, rows: int, bm: int):
-    """W2 epilogue of the verified kernels, inlined: BF16 ``acc * efac`` of the task's 256 rows, 2-byte
-    stores into ``out[orow][rows]`` for valid tokens, ``orow_addr(n)``: address of token n's Int32
-    output row."""
+def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_of, bm: int):
+    """W2 epilogue of one 256-row task, inlined; every consumer thread calls it once the task's MMAs are waited.
+
+    BF16 ``acc * efac`` of the task's 256 rows is staged in shared memory ``[bm][256]`` at ``stage_off`` (512 B per
+    token; the activation area, free once every warpgroup's last wgmma has read it: the first barrier), then leaves
+    in 16-byte stores, 32 per valid token, to ``dst_of(n)`` (the address of token n's 256 output rows, 16-byte
+    aligned; it may load, e.g. the ring's ``ring_meta`` row). ``dst_of`` runs once per token, in thread ``n``, before
+    the staging, and its address is handed over through shared memory at ``dst_off`` (8 B per token), so the loads
+    behind it run under the staging instead of before every store. The caller orders the next use of either area."""
     nd = bm // 2
+    wg, warp, g, t, _ = _consumer_lane(ctid)
+    dst = Int64(0)
+    if ctid < bm:
+        if ctid < ntok:
+            dst = dst_of(ctid)
+    bar_sync(1, CONSUMER_THREADS)  # every warpgroup's last wgmma has read the activation chunk
     for i in cutlass.range_constexpr(nd):
         n = 8 * (i >> 2) + 2 * t + (i & 1)
-        if n < ntok:
-            orow = ld_global_s32(orow_addr(n))
-            hr = 16 * warp + g + 8 * ((i >> 1) & 1)
-            for s in cutlass.range_constexpr(2):
-                row = tile * ROWS_PER_CTA + wg * 128 + s * 64 + hr
-                bits = to_bf16_bits(acc[s * nd + i] * efac)
-                _asm("st.global.u16 [$0], $1;", "l,r",
-                     [_v(out + (Int64(orow) * rows + Int64(row)) * 2, Int64), _v(bits)], 0)
+        hr = 16 * warp + g + 8 * ((i >> 1) & 1)
+        for s2 in cutlass.range_constexpr(2):
+            row = wg * 128 + s2 * 64 + hr
+            st_shared_u16(smem + stage_off + n * 512 + row * 2, to_bf16_bits(acc[s2 * nd + i] * efac))
+    if ctid < bm:
+        st_shared_u64(smem + dst_off + ctid * 8, dst)
+    bar_sync(1, CONSUMER_THREADS)
+    units = bm * 32
+    for it in cutlass.range_constexpr((units + CONSUMER_THREADS - 1) // CONSUMER_THREADS):
+        u = ctid + it * CONSUMER_THREADS
+        if u < units:
+            n = u >> 5
+            c = u & 31
+            if n < ntok:
+                v = ld_shared_v4(smem + stage_off + n * 512 + c * 16)
+                st_global_v4(ld_shared_u64(smem + dst_off + n * 8) + Int64(16 * c), v[0], v[1], v[2], v[3])
 
 
 def build_role2_gemm(cfg: Role2GemmConfig):
@@ -856,6 +876,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
     NSLAB = cfg.rows // 64
     ACT_OFF, ASC_OFF = 0, cfg.act_buffers * cfg.act_buffer_bytes
     AMAX_OFF = ASC_OFF + cfg.act_buffers * cfg.asc_buffer_bytes
+    assert ASC_OFF >= BM * 512, "the W2 epilogue stages [BM][256] BF16 in the activation area"
     STAGE_OFF = 1024 * ((cfg.misc_bytes + 1023) // 1024)
     BAR_OFF = STAGE_OFF + NS * STAGE_BYTES  # full[NS] then empty[NS], 8 B each
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
@@ -940,8 +961,10 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                              lambda n, grp: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // L2_SCALE_GROUP)
                                              + Int64(grp)), BM, alpha, clamp)
             else:
-                _w2_store_rows(acc, efac, ntok, ntile, wg, warp, g, t, lambda n: aux + (Int64(blk) * BM + Int64(n)) * 4,
-                               out, cfg.rows, BM)
+                # token n's output row: out[rowidx[blk][n]][rows], this task's 256 rows
+                w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid,
+                            lambda n: out + (Int64(ld_global_s32(aux + (Int64(blk) * BM + Int64(n)) * 4)) * cfg.rows
+                                             + Int64(ntile * ROWS_PER_CTA)) * 2, BM)
 
     @cute.jit
     def role2_gemm_host(w: Int64, ws: Int64, ef: Int64, act: Int64, asc: Int64, bexp: Int64, bntok: Int64,

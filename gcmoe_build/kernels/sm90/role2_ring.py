@@ -242,17 +242,15 @@ def _trace_parts(cfg):
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
 
     from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_v4,
-                          ld_shared_u64, ld_shared_v4, red_release_add_u32,
-                          red_release_or_b64, setmaxnreg, st_global_v4, st_shared_u64)
+                          red_release_add_u32, red_release_or_b64, setmaxnreg)
     from .role1_sync import fence_acq_rel_sys
     from .ring_sync import (atom_add_acqrel_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
-                            shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16, trap_if_ne,
+                            shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
     from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, ROWS_PER_CTA,
                              STAGE_BYTES, K128Step, TokenScales, _consumer_lane, _init_stage_barriers,
                              _mma_k128_steps, stage_k128_step,
-                             _load_k128, _produce_k128, _w1_epilogue, for_each_chunk, w1_tile_bits)
-    from .role2_math import to_bf16_bits
+                             _load_k128, _produce_k128, _w1_epilogue, for_each_chunk, w1_tile_bits, w2_epilogue)
 
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
     P, EL, D = cfg.ranks, cfg.experts_local, cfg.dispatch_sms
@@ -459,38 +457,14 @@ def _trace_parts(cfg):
                     mainloop("w2", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_l2_x, o_l2_sf,
                              o_l2_full_mask, w2_tiles, w2_scales, sf_stride, policy, err, timeout_ns)
                     efac = ld_global_f32(w2_factor + Int64(el) * 4)
-                    # token ctid's destination row in its source rank's combine buffer, from ring_meta =
-                    # (routing weight, src_rank, src_token, slot): loaded now, stored to shared memory after the
-                    # staging below, so its round trip runs under the staging instead of before every store
-                    dst = Int64(0)
-                    if ctid < BM:
-                        if ctid < ntok:
-                            meta = ld_global_v4(ws + o_ring_meta + (row0 + Int64(ctid)) * 16)
-                            cell = (Int64(meta[3]) * CAP + Int64(meta[2])) * H + Int64(tile * ROWS_PER_CTA)
-                            dst = peer_ws(peer, meta[1]) + o_combine + cell * 2
-                    bar_sync(1, CT)  # every warpgroup's last wgmma has read the activation chunk
-                    # stage BF16 [BM][256 rows] (512 B per token) over the activation region
-                    for i in cutlass.range_constexpr(ND):
-                        n = 8 * (i >> 2) + 2 * t + (i & 1)
-                        hr = 16 * warp + g + 8 * ((i >> 1) & 1)
-                        for s2 in cutlass.range_constexpr(2):
-                            row = wg * 128 + s2 * 64 + hr
-                            st_shared_u16(smem + ACT_OFF + n * 512 + row * 2, to_bf16_bits(acc[s2 * ND + i] * efac))
-                    if ctid < BM:
-                        st_shared_u64(smem + AMAX_OFF + ctid * 8, dst)  # the W1 epilogue's area, free here
-                    bar_sync(1, CT)
-                    # 16-byte stores: token n, 8 consecutive output columns, into combine[slot][src_token]
-                    # of the token's source rank (peer descriptor)
-                    UNITS = BM * 32
-                    for it in cutlass.range_constexpr((UNITS + CT - 1) // CT):
-                        u = ctid + it * CT
-                        if u < UNITS:
-                            n = u >> 5
-                            c = u & 31
-                            if n < ntok:
-                                v = ld_shared_v4(smem + ACT_OFF + n * 512 + c * 16)
-                                st_global_v4(ld_shared_u64(smem + AMAX_OFF + n * 8) + Int64(16 * c), v[0], v[1], v[2],
-                                             v[3])
+
+                    def combine_row(n):  # ring_meta = (routing weight, src_rank, src_token, slot): token n's
+                        # combine[slot][src_token] row of its source rank (peer descriptor), this task's 256 columns
+                        meta = ld_global_v4(ws + o_ring_meta + (row0 + Int64(n)) * 16)
+                        cell = (Int64(meta[3]) * CAP + Int64(meta[2])) * H + Int64(tile * ROWS_PER_CTA)
+                        return peer_ws(peer, meta[1]) + o_combine + cell * 2
+
+                    w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid, combine_row, BM)
                     bar_sync(1, CT)
                     if ctid == 0:
                         fence_acq_rel_sys()  # the CTA's combine stores went to peers over NVLink
