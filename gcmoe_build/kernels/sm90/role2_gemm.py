@@ -828,7 +828,8 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
     in 16-byte stores, 32 per valid token, to ``dst_of(n)`` (the address of token n's 256 output rows, 16-byte
     aligned; it may load, e.g. the ring's ``ring_meta`` row). ``dst_of`` runs once per token, in thread ``n``, before
     the staging, and its address is handed over through shared memory at ``dst_off`` (8 B per token), so the loads
-    behind it run under the staging instead of before every store. The caller orders the next use of either area."""
+    behind it run under the staging instead of before every store. ``efac=None`` (role4's shared expert): no factor,
+    the multiply is not emitted. The caller orders the next use of either area."""
     nd = bm // 2
     wg, warp, g, t, _ = _consumer_lane(ctid)
     dst = Int64(0)
@@ -841,7 +842,10 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
         hr = 16 * warp + g + 8 * ((i >> 1) & 1)
         for s2 in cutlass.range_constexpr(2):
             row = wg * 128 + s2 * 64 + hr
-            st_shared_u16(smem + stage_off + n * 512 + row * 2, to_bf16_bits(acc[s2 * nd + i] * efac))
+            y = acc[s2 * nd + i]
+            if const_expr(efac is not None):
+                y = y * efac
+            st_shared_u16(smem + stage_off + n * 512 + row * 2, to_bf16_bits(y))
     if ctid < bm:
         st_shared_u64(smem + dst_off + ctid * 8, dst)
     bar_sync(1, CONSUMER_THREADS)

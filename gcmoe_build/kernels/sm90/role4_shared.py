@@ -191,11 +191,12 @@ def _trace_parts(cfg):
     from gcmoe_runtime.workspace.layout import (SHARED_SYNC_BLOCKS, SHARED_SYNC_EXIT, SHARED_SYNC_TICKET,
                                                 shared_partial_slot)
 
-    from .ptx_mem import (bar_sync, fence_acq_rel_gpu, ld_global_cg_f32, ld_global_f32, ld_global_u8, ld_shared_v4,
-                          red_release_add_u32, st_global_f32, st_global_v4)
-    from .ring_sync import atom_add_acqrel_gpu_u32, ld_shared_b32, st_shared_b32, st_shared_u16, wait_geq_u32_rt
-    from .role2_gemm import L2_SCALE_GROUP, ROWS_PER_CTA, TokenScales, _consumer_lane, _stage_chunk, _w1_epilogue
-    from .role2_math import to_bf16_bits, ue8m0_to_f32
+    from .ptx_mem import (bar_sync, fence_acq_rel_gpu, ld_global_cg_f32, ld_global_f32, ld_global_u8,
+                          red_release_add_u32, st_global_f32)
+    from .ring_sync import atom_add_acqrel_gpu_u32, ld_shared_b32, st_shared_b32, wait_geq_u32_rt
+    from .role2_gemm import (L2_SCALE_GROUP, ROWS_PER_CTA, TokenScales, _consumer_lane, _stage_chunk, _w1_epilogue,
+                             w2_epilogue)
+    from .role2_math import ue8m0_to_f32
     from .role4_mma import WORDS_PER_STAGE, k128_mma_fp8, load_k128_fp8, st_relaxed_gpu_u32
 
     H, I, BM, CAP, K_SLOT = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity, cfg.topk
@@ -304,32 +305,6 @@ def _trace_parts(cfg):
         bar_sync(1, CT)  # every thread has read it before thread 0 may claim again
         return task
 
-    @cute.jit
-    def w2_epilogue(smem: Int32, ctid: Int32, acc: cute.Tensor, t0: Int32, nt: Int32, tile: Int32, ws: Int64,
-                    o_combine: Int64):
-        """BF16 of one W2 tile's ``[BM][256]`` outputs, staged through shared memory, then 16-byte stores into
-        lane k of the LOCAL combine buffer, ``combine[k][t0 + n]``."""
-        wg, warp, g, t, _ = _consumer_lane(ctid)
-        bar_sync(1, CT)  # every warpgroup's last wgmma has read the activation chunk
-        # stage BF16 [BM][256 rows] (512 B per token) over the activation region
-        for i in cutlass.range_constexpr(ND):
-            n = 8 * (i >> 2) + 2 * t + (i & 1)
-            hr = 16 * warp + g + 8 * ((i >> 1) & 1)
-            for s2 in cutlass.range_constexpr(2):
-                row = wg * 128 + s2 * 64 + hr
-                st_shared_u16(smem + ACT_OFF + n * 512 + row * 2, to_bf16_bits(acc[s2 * ND + i]))
-        bar_sync(1, CT)
-        UNITS = BM * 32
-        for it in cutlass.range_constexpr((UNITS + CT - 1) // CT):
-            u = ctid + it * CT
-            if u < UNITS:
-                n = u >> 5
-                c = u & 31
-                if n < nt:
-                    cell = combine_element(Int64(K_SLOT), CAP, H, Int64(t0 + n), Int64(tile * ROWS_PER_CTA + 8 * c))
-                    v = ld_shared_v4(smem + ACT_OFF + n * 512 + c * 16)
-                    st_global_v4(ws + o_combine + cell * 2, v[0], v[1], v[2], v[3])
-
     @cute.kernel
     def kernel(peer: cute.Pointer, o_x: Int64, o_x_sf: Int64, o_combine: Int64, o_shared_l2_x: Int64,
                o_shared_l2_sf: Int64, o_shared_sync: Int64, o_shared_split_count: Int64, o_shared_partials: Int64,
@@ -396,7 +371,10 @@ def _trace_parts(cfg):
                 if split_reduce(S2, smem, ctid, acc, s2, sp,
                                 ws + o_shared_partials + Int64(shared_partial_slot(True, b, tile, 0, BM, H, I)) * 4,
                                 ws + o_shared_split_count + Int64(b * (NT1 + NT2) + NT1 + tile) * 4) != 0:
-                    w2_epilogue(smem, ctid, acc, t0, nt, tile, ws, o_combine)
+                    # BF16 staged, 16-byte stores into lane k of the LOCAL combine buffer, combine[k][t0 + n]
+                    w2_epilogue(acc, None, smem, ACT_OFF, AMAX_OFF, nt, ctid,
+                                lambda n: ws + o_combine + combine_element(Int64(K_SLOT), CAP, H, Int64(t0 + n),
+                                                                           Int64(tile * ROWS_PER_CTA)) * 2, BM)
             task = claim(smem, ctid, ws, o_shared_sync)
 
         # no task left: count this CTA out; the last one resets the ticket, the exit count and the block counts
