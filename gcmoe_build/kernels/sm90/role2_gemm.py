@@ -15,9 +15,10 @@ These two are non-persistent (one CTA per (256-row tile, ring block), no ring ha
 launches after the blocks are full). The persistent ring-consuming variant is
 :mod:`.role2_persistent` (same helpers). Activations are staged by the consumers, a K chunk at a time
 (:func:`for_each_chunk`: plain loads into one buffer, or with ``act_buffers=2`` the next chunk's ``cp.async`` into a
-second buffer while the current one is multiplied, as the ring kernel does). Not in these dev kernels: 16-byte W1/W2
-stores, W2 scatter through the peer descriptor into the source rank's combine buffer (W2 writes a plain ``[row, H]`` buffer through a
-per-token row table), W1+W2 in one task stream.
+second buffer while the current one is multiplied, as the ring kernel does). The epilogues are the ring kernel's
+(:func:`_w1_epilogue`, :func:`w2_epilogue`: staged in shared memory, 16-byte stores). Not in these dev kernels: W2
+scatter through the peer descriptor into the source rank's combine buffer (W2 writes a plain ``[row, H]`` buffer
+through a per-token row table), W1+W2 in one task stream.
 
 Kernel contract (one layer, one rank; byte addresses as Int64 params; layouts from
 ``gcmoe_runtime.numerics``):
@@ -59,14 +60,13 @@ from .fp4_decode import byte_of, decode_fp4x8_e4m3, fold_lut
 from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_wait_all, evict_first_policy,
                       fence_proxy_async_shared, ld_global_f32, ld_global_f32_if, ld_global_s32, ld_global_u8,
                       ld_global_u8_if, ld_global_v2_stream, ld_global_v4, ld_global_v4_stream, ld_shared_f32,
-                      ld_shared_v2, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_init_fence,
-                      ld_shared_u64, mbar_wait_or_trap, setmaxnreg, st_global_f32, st_global_u8, st_global_v4,
-                      st_shared_f32, st_shared_u64, st_shared_u8, st_shared_v4)
+                      ld_shared_u64, ld_shared_v2, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx, mbar_init,
+                      mbar_init_fence, mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4, st_shared_f32,
+                      st_shared_u64, st_shared_u8, st_shared_v4)
 from .ring_sync import st_shared_u16
 from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, sel_f32, shfl_bfly_f32, sigmoid, to_bf16_bits,
                          to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
 from .wgmma_rs import fence_f32, smem_desc, wgmma_commit, wgmma_fence, wgmma_rs_e4m3, wgmma_wait
-from .ptx_mem import _asm, _v  # noqa: F401  (re-exported helpers used by stores below)
 
 ROWS_PER_CTA = 256
 CONSUMER_THREADS = 256  # two MMA warpgroups
@@ -323,8 +323,8 @@ class TokenScales:
 class K128Step:
     """One K128 step of :func:`_mma_k128_steps`: ``fetch()`` returns its 20 words (called once, when the step's
     first MMA is decoded: for the pipelined variant that is the stage's full-barrier wait and its shared loads),
-    ``ascl`` its :class:`TokenScales`, ``kl128`` its K128 index within the staged activation chunk, ``release`` (or None)
-    is called once the MMA of K32 ``release_q`` is issued (every load consumed: the stage may be overwritten),
+    ``ascl`` its :class:`TokenScales`, ``kl128`` its K128 index within the staged activation chunk, ``release`` (or
+    None) is called once the MMA of K32 ``release_q`` is issued (every load consumed: the stage may be overwritten),
     ``issued`` (or None) once all its MMAs are issued and committed (work that should run under them: the next
     activation chunk's copies, :func:`for_each_chunk`)."""
 
@@ -605,7 +605,7 @@ def _stage_chunk(smem, act_off: int, asc_off: int, row_addr, scale_at, ctid, kc,
             sv = scale_at(tok, kk)
             st_shared_f32(smem + asc_off + (kk * bm + tok) * 4, sel_f32(Int32(tok < ntok), sv, Float32(0.0)))
     # shared stores above are read by wgmma (async proxy): each writer fences, then barrier
-    _asm("fence.proxy.async.shared::cta;", "", [], 0)
+    fence_proxy_async_shared()
     bar_sync(1, CONSUMER_THREADS)
 
 
@@ -619,7 +619,8 @@ def _copy_act_unit(buf, row_addr, u, kc, ntok, bm: int, kc_len: int):
 
 
 def _copy_act_chunk_async(buf, row_addr, ctid, kc, ntok, bm: int, kc_len: int):
-    """Consumers: :func:`_stage_act_chunk`'s copy without stopping: every unit of this thread (:func:`_copy_act_unit`)."""
+    """Consumers: :func:`_stage_act_chunk`'s copy without stopping: every unit of this thread
+    (:func:`_copy_act_unit`)."""
     for u in _thread_units(ctid, bm * kc_len // 16):
         _copy_act_unit(buf, row_addr, u, kc, ntok, bm, kc_len)
 

@@ -29,7 +29,8 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
 * **W1** reads ``ring_x[rb][row][H]`` (row stride ``bm_stride``), FP32 scales ``ring_sf[rb][H/128]
   [sf_stride]`` (MN-major), the routing weight from ``ring_meta[rb][row].x``; epilogue: BF16 round,
   clamp, SwiGLU x routing weight, amax over the task's 128 I-columns (``role2_gemm.L2_SCALE_GROUP``), UE8M0 scale,
-  E4M3 -> ``l2_x[rb][row][I]``, ``l2_sf[rb][row][I/128]`` (UE8M0 bytes, the numerics reference's requantisation); then
+  E4M3 -> ``l2_x[rb][row][I]`` (staged in shared memory, 16-byte stores), ``l2_sf[rb][row][I/128]`` (UE8M0 bytes,
+  the numerics reference's requantisation); then
   ``red.release.gpu.or l2_full_mask[rb] |= 0b11 << 2*tile`` (its two W1 N128 tiles).
 * **W2**, per activation chunk of I-columns ``[k0, k1)``: acquire exactly the mask bits of the W1
   N128 tiles that produced them (code 9). The chunk is the verified kernels' ``kc`` (a multiple of
@@ -59,8 +60,8 @@ one where the heuristic can pick either: it takes the two-CTA one once each CTA 
 (``heuristics.sm90_ctas_per_sm``; layer -3..-4 % at BM 8 / T = 4-64, ``results/operator/2026-11-30-h200-session6``;
 BM 16 -4 %, ``results/operator/2026-11-30-h200-x2-session7``).
 
-Not yet (say so, never fake): W1 stores are byte stores (W2's are 16-byte); activations are copied by
-the consumers (``cp.async`` at 384 threads, plain loads at 256; no TMA); ``act_fast_math`` does not change the code (the exponent is always
+Not yet (say so, never fake): activations are copied by the consumers (``cp.async`` at 384 threads, plain loads at
+256; no TMA); ``act_fast_math`` does not change the code (the exponent is always
 ``ex2.approx``, the reciprocal IEEE); no role4 wait (shared experts are role4's own node).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
