@@ -43,6 +43,8 @@ NOFOLD_EXPERIMENTS = ("_p_nofold",)
 #: persistent kernel (its W2 acquires the prefetched chunk's mask bits, as the ring kernel does)
 ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_p2d": dict(act_buffers=2, ctas_per_sm=2),
+                    # persistent at two CTAs per SM: the structure of the ring kernel's BM 8 / 16 builds (session 10)
+                    "_pp2d": dict(act_buffers=2, ctas_per_sm=2),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),
