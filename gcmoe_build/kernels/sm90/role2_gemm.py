@@ -549,14 +549,22 @@ def stage_k128_step(cfg: Role2GemmConfig, smem, bar_off: int, stage_off: int, ns
                     EARLY_RELEASE_K32 if cfg.stage_release == "decoded_k32_2" else 3)
 
 
+def _rounds(n: int) -> int:
+    """Rounds of one unit per consumer thread that cover ``n`` units."""
+    return -(-n // CONSUMER_THREADS)
+
+
+def _thread_unit(ctid, r, n: int, partial: bool):
+    """This consumer thread's unit of round ``r`` (``ctid + r * CONSUMER_THREADS``) of ``n``; in a ``partial`` round
+    the thread past the end repeats unit ``n - 1`` (same bytes, same slot), so no unit needs a branch."""
+    u = ctid + r * CONSUMER_THREADS
+    return cutlass.min(u, n - 1) if partial else u
+
+
 def _thread_units(ctid, n: int):
-    """This consumer thread's units ``ctid + i * CONSUMER_THREADS`` of ``n`` (trace-time loop); in the last, partial
-    round the thread past the end repeats unit ``n - 1`` (same bytes, same slot), so no unit needs a branch."""
-    for it in range((n + CONSUMER_THREADS - 1) // CONSUMER_THREADS):
-        u = ctid + it * CONSUMER_THREADS
-        if (it + 1) * CONSUMER_THREADS > n:
-            u = cutlass.min(u, n - 1)
-        yield u
+    """This consumer thread's units of ``n``, round by round (trace-time loop; :func:`_thread_unit`)."""
+    for it in range(_rounds(n)):
+        yield _thread_unit(ctid, it, n, (it + 1) * CONSUMER_THREADS > n)
 
 
 def _stage_act_chunk(smem, act_off: int, row_addr, ctid, kc, ntok, bm: int, kc_len: int):
@@ -631,7 +639,7 @@ def copy_rounds_per_call(cfg: "Role2GemmConfig") -> int:
     so the last copies still have half a chunk of MMAs to land under (spread over all the calls, the last ones were
     issued just before the chunk's end and waited for: 10 % of the consumers' stall samples at W1 BM 64, session 10
     call B)."""
-    rounds = -(-cfg.act_buffer_bytes // (16 * CONSUMER_THREADS))
+    rounds = _rounds(cfg.act_buffer_bytes // 16)
     calls = max(1, cfg.kc // (128 * cfg.mma_steps_per_call) // 2)
     return -(-rounds // calls)
 
@@ -693,7 +701,7 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
         return
     ab, sb = cfg.act_buffer_bytes, cfg.asc_buffer_bytes
     units = bm * kcl // 16
-    rounds = -(-units // CONSUMER_THREADS)
+    rounds = _rounds(units)
     per_call = copy_rounds_per_call(cfg)
     bar_sync(1, CONSUMER_THREADS)  # the previous task's reads of buffer 0 (its MMAs, W2's BF16 staging) are done
     if const_expr(wait_chunk is not None):
@@ -720,10 +728,8 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
                 for j in cutlass.range_constexpr(per_call):
                     r = i * per_call + j
                     if r < rounds:
-                        u = ctid + r * CONSUMER_THREADS
-                        if const_expr(units % CONSUMER_THREADS):
-                            u = cutlass.min(u, units - 1)  # the last round's extra threads repeat the last unit
-                        _copy_act_unit(nbuf, row_addr, u, nxt, ntok, bm, kcl)
+                        _copy_act_unit(nbuf, row_addr, _thread_unit(ctid, r, units, units % CONSUMER_THREADS != 0),
+                                       nxt, ntok, bm, kcl)
 
         body(kc, smem + act_off + cur * ab, smem + asc_off + cur * sb, prefetch)
         _store_chunk_scales(smem + asc_off + (1 - cur) * sb, sv, w1, ctid, bm, ngs)
@@ -861,6 +867,12 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
                 st_global_v4(ld_shared_u64(smem + dst_off + n * 8) + Int64(16 * c), v[0], v[1], v[2], v[3])
 
 
+def row_table_dst(out, rowidx_addr, rows: int, tile):
+    """The dev kernels' W2 destination of a token (:func:`w2_epilogue`'s ``dst_of``): this task's 256 rows of its
+    output row ``out[rowidx][rows]`` (BF16), ``rowidx_addr``: the address of the token's Int32 row index."""
+    return out + (Int64(ld_global_s32(rowidx_addr)) * rows + Int64(tile * ROWS_PER_CTA)) * 2
+
+
 def build_role2_gemm(cfg: Role2GemmConfig):
     """Return ``(host_fn, kernel_fn)`` for ``cfg``: a ``@cute.jit`` launcher (grid.y = blocks) and the
     ``@cute.kernel`` it launches. Parameters of the kernel, in order (all Int64 addresses unless
@@ -968,8 +980,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
             else:
                 # token n's output row: out[rowidx[blk][n]][rows], this task's 256 rows
                 w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid,
-                            lambda n: out + (Int64(ld_global_s32(aux + (Int64(blk) * BM + Int64(n)) * 4)) * cfg.rows
-                                             + Int64(ntile * ROWS_PER_CTA)) * 2, BM)
+                            lambda n: row_table_dst(out, aux + (Int64(blk) * BM + Int64(n)) * 4, cfg.rows, ntile), BM)
 
     @cute.jit
     def role2_gemm_host(w: Int64, ws: Int64, ef: Int64, act: Int64, asc: Int64, bexp: Int64, bntok: Int64,

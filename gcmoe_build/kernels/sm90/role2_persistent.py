@@ -33,10 +33,10 @@ from cutlass import Int32, Int64, Float32, Uint8, const_expr
 from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_s32,
                       mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
-from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, ROWS_PER_CTA, STAGE_BYTES,
+from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, STAGE_BYTES,
                          Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers, _mma_k128_steps,
                          stage_k128_step,
-                         _produce_k128, _token_major_scale_addr, _w1_epilogue, w2_epilogue, for_each_chunk,
+                         _produce_k128, _token_major_scale_addr, _w1_epilogue, w2_epilogue, for_each_chunk, row_table_dst,
                          w1_tile_bits)
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
@@ -145,8 +145,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                                                  + Int64(grp)), BM, alpha, clamp)
                 else:
                     w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid,
-                                lambda n: out + (Int64(ld_global_s32(aux + (Int64(blk) * BM + Int64(n)) * 4))
-                                                 * cfg.rows + Int64(ntile * ROWS_PER_CTA)) * 2, BM)
+                                lambda n: row_table_dst(out, aux + (Int64(blk) * BM + Int64(n)) * 4, cfg.rows, ntile),
+                                BM)
                 # publish: every consumer's stores, then one release per task (also orders the next
                 # task's shared-memory reuse after this task's epilogue reads)
                 bar_sync(1, CT)

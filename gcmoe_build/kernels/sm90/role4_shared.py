@@ -191,12 +191,11 @@ def _trace_parts(cfg):
     from gcmoe_runtime.workspace.layout import (SHARED_SYNC_BLOCKS, SHARED_SYNC_EXIT, SHARED_SYNC_TICKET,
                                                 shared_partial_slot)
 
-    from .ptx_mem import (bar_sync, fence_acq_rel_gpu, ld_global_cg_f32, ld_global_f32, ld_global_u8,
+    from .ptx_mem import (bar_sync, fence_acq_rel_gpu, ld_global_cg_f32,
                           red_release_add_u32, st_global_f32)
     from .ring_sync import atom_add_acqrel_gpu_u32, ld_shared_b32, st_shared_b32, wait_geq_u32_rt
     from .role2_gemm import (L2_SCALE_GROUP, ROWS_PER_CTA, TokenScales, _consumer_lane, _stage_chunk, _w1_epilogue,
-                             w2_epilogue)
-    from .role2_math import ue8m0_to_f32
+                             load_act_scale, w2_epilogue)
     from .role4_mma import WORDS_PER_STAGE, k128_mma_fp8, load_k128_fp8, st_relaxed_gpu_u32
 
     H, I, BM, CAP, K_SLOT = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity, cfg.topk
@@ -221,9 +220,9 @@ def _trace_parts(cfg):
     def act_scale(mode, table, row, grp):
         """Activation scale of workspace row ``row``, scale group ``grp``, as FP32."""
         if mode == "w1":  # x_sf: FP32 per 128 along H, token-major [T][H/128]
-            return ld_global_f32(table + (row * NKB + Int64(grp)) * 4)
+            return load_act_scale(True, table + (row * NKB + Int64(grp)) * 4)
         # shared_l2_sf: UE8M0 per L2_SCALE_GROUP along I
-        return ue8m0_to_f32(ld_global_u8(table + row * NIG + Int64(grp)))
+        return load_act_scale(False, table + row * NIG + Int64(grp))
 
     @cute.jit
     def mainloop(mode: cutlass.Constexpr, smem: Int32, ctid: Int32, acc: cute.Tensor, wbuf: cute.Tensor,
