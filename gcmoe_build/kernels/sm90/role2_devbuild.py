@@ -45,6 +45,9 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_p2d": dict(act_buffers=2, ctas_per_sm=2),
                     # persistent at two CTAs per SM: the structure of the ring kernel's BM 8 / 16 builds (session 10)
                     "_pp2d": dict(act_buffers=2, ctas_per_sm=2),
+                    # ... and with dynamic task claiming (task_queue; session 11: _pp2d lost 5-15 % to _p2d)
+                    "_pp2t": dict(act_buffers=2, ctas_per_sm=2, dynamic_tasks=True),
+                    "_ppt": dict(act_buffers=2, dynamic_tasks=True),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),
@@ -119,7 +122,7 @@ def compile_one(name, cfg):
         from .role2_persistent import build_role2_persistent
 
         host, kern = build_role2_persistent(cfg)
-        args = tuple([Int64(0)] * 15 + [Int32(1), Int32(1)])
+        args = tuple([Int64(0)] * 16 + [Int32(1), Int32(1)])
     else:
         host, kern = build_role2_gemm(cfg)
         args = tuple([Int64(0)] * 10 + [Int32(1)])
@@ -158,7 +161,7 @@ def main(argv=None):
         index[name] = {"entry": entry, "mode": cfg.mode, "k": cfg.k, "rows": cfg.rows, "bm": cfg.bm,
                        "alpha": cfg.alpha, "clamp": cfg.clamp, "smem": cfg.smem_bytes, "threads": cfg.threads,
                        "pipelined": cfg.pipelined, "stages": cfg.stages, "kc": cfg.kc,
-                       "persistent": "_pp" in name, "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
+                       "persistent": "_pp" in name, "dynamic_tasks": cfg.dynamic_tasks, "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
                        "mma_steps_per_call": cfg.mma_steps_per_call,
                        "row_tiles": cfg.row_tiles}

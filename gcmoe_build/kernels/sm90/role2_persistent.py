@@ -3,10 +3,11 @@
 Same arithmetic as :mod:`.role2_gemm` (register-A e4m3 wgmma, in-register FP4 decode, per-K32
 scale FMAs, identical epilogues; the helpers are shared), but:
 
-* **Persistent static schedule.** ``grid.x`` CTAs (at most one per SM of the compute partition);
-  CTA ``c`` takes tasks ``c, c + G, c + 2G, ...`` of ``nblocks * row_tiles`` tasks, task ``t`` =
-  (ring block ``t // row_tiles``, 256-row tile ``t % row_tiles``): block-major, so the first filled
-  ring block's tiles are spread over all CTAs. The producer warpgroup streams K128 weight stages
+* **Persistent schedule.** ``grid.x`` CTAs (co-resident: ``ctas_per_sm`` per SM of the compute partition) over
+  ``nblocks * row_tiles`` tasks, task ``t`` = (ring block ``t // row_tiles``, 256-row tile ``t % row_tiles``):
+  block-major, so the first filled ring block's tiles are spread over all CTAs. Static split: CTA ``c`` takes tasks
+  ``c, c + G, c + 2G, ...``; ``Role2GemmConfig.dynamic_tasks``: the CTA's producer claims each next task from a
+  counter (:mod:`.task_queue`). The producer warpgroup streams K128 weight stages
   continuously across task boundaries (the ring of shared-memory stages never drains between
   tasks); the stage index is ``local_task * K/128 + k128``, identical in producer and consumers.
 * **Ring handshake (paper §4.3).** Before a task's weights or activations are touched, the producer
@@ -38,17 +39,19 @@ from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, STA
                          stage_k128_step,
                          _produce_k128, _token_major_scale_addr, _w1_epilogue, w2_epilogue, for_each_chunk, row_table_dst,
                          w1_tile_bits)
+from .task_queue import check_slot_reuse, claim_task, init_task_slots, next_task, publish_task
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
 TRAP_L2_MASK = 9
 
-#: kernel formals in order (15 x u64 addresses, then the block count)
+#: kernel formals in order (16 x u64 addresses, then the block count); ``ticket``: the task counter of
+#: ``Role2GemmConfig.dynamic_tasks`` (a zeroed u32; unused by the static split)
 PARAMS = ("w", "ws", "ef", "act", "asc", "bexp", "bntok", "bgen", "aux", "out", "outs",
-          "l1_full", "l1_empty", "l2_mask", "err", "nblocks")
+          "l1_full", "l1_empty", "l2_mask", "err", "ticket", "nblocks")
 
 
 def build_role2_persistent(cfg: Role2GemmConfig):
-    """``(host_fn, kernel_fn)``; host args: the 15 addresses of :data:`PARAMS`, ``nblocks``, ``ncta``
+    """``(host_fn, kernel_fn)``; host args: the 16 addresses of :data:`PARAMS`, ``nblocks``, ``ncta``
     (grid size). ``l1_empty`` / ``l2_mask`` are W1's release targets, W2 reads ``l2_mask`` and
     releases into ``l1_empty``'s sibling passed as ``l1_empty`` (the L2 empty counter)."""
     if not cfg.pipelined:
@@ -69,6 +72,10 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     BAR_OFF = STAGE_OFF + NS * STAGE_BYTES
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     TMO = int(cfg.timeout_ns)
+    DYN = cfg.dynamic_tasks
+    TASK_OFF = BAR_OFF + 2 * 8 * NS  # the task slots (dynamic_tasks) follow the stage barriers
+    if DYN:
+        check_slot_reuse(NK128, NS, f"role2 {cfg.mode} persistent")
 
     def acquire_task(task, bgen, bexp, l1_full, err):
         """Task -> (ring block, row tile, expert), once the block's generation is full (trap code 2)."""
@@ -79,10 +86,29 @@ def build_role2_persistent(cfg: Role2GemmConfig):
         expert = ld_global_s32(bexp + Int64(blk) * 4)
         return blk, ntile, expert
 
+    def static_task(cta, li, ntasks, ncta):
+        """Static split: this CTA's ``li``-th task, -1 past its last."""
+        task = cta + li * ncta
+        return Int32(task < ntasks) * (task + 1) - 1
+
+    def producer_task(ticket, smem, cta, li, ntasks, ncta):
+        """Producer thread: this CTA's ``li``-th task or -1 (dynamic_tasks: claimed, then published)."""
+        if DYN:
+            task = claim_task(ticket, ntasks, ncta)
+            publish_task(smem + TASK_OFF, li, task)
+            return task
+        return static_task(cta, li, ntasks, ncta)
+
+    def consumer_task(smem, cta, li, ntasks, ncta):
+        """Consumers: this CTA's ``li``-th task or -1 (dynamic_tasks: as the producer published it)."""
+        if DYN:
+            return next_task(smem + TASK_OFF, li, lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO))
+        return static_task(cta, li, ntasks, ncta)
+
     @cute.kernel
     def role2_persistent_kernel(w: Int64, ws: Int64, ef: Int64, act: Int64, asc: Int64, bexp: Int64, bntok: Int64,
                                 bgen: Int64, aux: Int64, out: Int64, outs: Int64, l1_full: Int64, l1_empty: Int64,
-                                l2_mask: Int64, err: Int64, nblocks: Int32):
+                                l2_mask: Int64, err: Int64, ticket: Int64, nblocks: Int32):
         tid, _, _ = cute.arch.thread_idx()
         cta, _, _ = cute.arch.block_idx()
         ncta, _, _ = cute.arch.grid_dim()
@@ -90,33 +116,42 @@ def build_role2_persistent(cfg: Role2GemmConfig):
         cta = Int32(cta)
         ncta = Int32(ncta)
         ntasks = nblocks * NT
-        nlocal = (ntasks - cta + ncta - 1) // ncta  # tasks of this CTA (may be 0)
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         policy = evict_first_policy()
         if tid == 0:
             _init_stage_barriers(smem, BAR_OFF, NS)
+            if const_expr(DYN):
+                init_task_slots(smem + TASK_OFF)
         bar_sync(0, P0 + CT)
 
         if tid < P0:
             setmaxnreg(cfg.setmaxnreg[0], False)
             if tid == 0:
-                for li in cutlass.range(nlocal, unroll=1):
-                    blk, ntile, expert = acquire_task(cta + li * ncta, bgen, bexp, l1_full, err)
+                li = Int32(0)
+                task = producer_task(ticket, smem, cta, li, ntasks, ncta)
+                while task >= 0:
+                    blk, ntile, expert = acquire_task(task, bgen, bexp, l1_full, err)
                     slab0 = Int64(expert) * NSLAB + Int64(ntile) * 4
                     for kb in cutlass.range(NK128, unroll=1):
                         _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, li * NK128 + kb,
-                                      lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), w, ws, slab0, NK128, kb, policy)
+                                      lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), w, ws, slab0, NK128, kb,
+                                      policy)
+                    li = li + 1
+                    task = producer_task(ticket, smem, cta, li, ntasks, ncta)
         else:
             setmaxnreg(cfg.setmaxnreg[1], True)
             ctid = tid - P0
             wg, warp, g, t, tw = _consumer_lane(ctid)
             acc = cute.make_rmem_tensor((2 * ND,), Float32)
-            for li in cutlass.range(nlocal, unroll=1):
-                blk, ntile, expert = acquire_task(cta + li * ncta, bgen, bexp, l1_full, err)
+            li = Int32(0)
+            task = consumer_task(smem, cta, li, ntasks, ncta)
+            while task >= 0:
+                blk, ntile, expert = acquire_task(task, bgen, bexp, l1_full, err)
                 ntok = ld_global_s32(bntok + Int64(blk) * 4)
                 efac = ld_global_f32(ef + Int64(expert) * 4)
                 for i in cutlass.range_constexpr(2 * ND):
                     acc[i] = Float32(0.0)
+
                 def wait_w1_tiles(kc):  # W2: the W1 tiles that produced columns [kc*KC, (kc+1)*KC)
                     wait_mask_u64_or_trap(l2_mask + Int64(blk) * 8, w1_tile_bits(kc, KC), err, TRAP_L2_MASK, TMO)
 
@@ -155,13 +190,15 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     if const_expr(W1):
                         red_release_or_b64(l2_mask + Int64(blk) * 8, Int64(3) << Int64(2 * ntile))
                     red_release_add_u32(l1_empty + Int64(blk) * 4, Int32(1))
+                li = li + 1
+                task = consumer_task(smem, cta, li, ntasks, ncta)
 
     @cute.jit
     def role2_persistent_host(w: Int64, ws: Int64, ef: Int64, act: Int64, asc: Int64, bexp: Int64, bntok: Int64,
                               bgen: Int64, aux: Int64, out: Int64, outs: Int64, l1_full: Int64, l1_empty: Int64,
-                              l2_mask: Int64, err: Int64, nblocks: Int32, ncta: Int32):
+                              l2_mask: Int64, err: Int64, ticket: Int64, nblocks: Int32, ncta: Int32):
         role2_persistent_kernel(w, ws, ef, act, asc, bexp, bntok, bgen, aux, out, outs, l1_full, l1_empty, l2_mask,
-                                err, nblocks).launch(grid=[ncta, 1, 1], block=[cfg.threads, 1, 1],
+                                err, ticket, nblocks).launch(grid=[ncta, 1, 1], block=[cfg.threads, 1, 1],
                                                      smem=cfg.smem_bytes, **cfg.occupancy_launch)
 
     return role2_persistent_host, role2_persistent_kernel

@@ -33,6 +33,8 @@ class Role2Kernels:
         self.dir = Path(cubin_dir)
         self.index = json.loads((self.dir / "index.json").read_text())
         self._fn = {}
+        self._tickets = {}  # name -> its task counter (role2_persistent.PARAMS "ticket"): concurrent launches of
+        # two dynamic_tasks kernels (the chained W1 / W2 test) must not share one
 
     def function(self, name: str):
         from cuda.bindings import driver as cu
@@ -65,20 +67,28 @@ class Role2Kernels:
                                  cu.CUstream(stream.cuda_stream), ctypes.addressof(ptr_arr), 0))
 
     def launch_persistent(self, name: str, ncta: int, ptrs: list[int], nblocks: int, stream=None):
-        """Persistent kernel: 15 u64 addresses (role2_persistent.PARAMS order) then the u32 block count."""
+        """Persistent kernel: 15 u64 addresses (role2_persistent.PARAMS order up to ``err``), then the harness's
+        kernel's task counter (``ticket``: zeroed once; a dynamic_tasks launch leaves it zeroed) and the u32 block
+        count."""
         from cuda.bindings import driver as cu
         import torch
 
         _, _, fn, info = self.function(name)
         assert info.get("persistent") and len(ptrs) == 15, (name, len(ptrs))
+        if name not in self._tickets:
+            self._tickets[name] = torch.zeros(1, dtype=torch.int32, device="cuda")
         stream = stream or torch.cuda.current_stream()
-        vals = (ctypes.c_uint64 * 15)(*ptrs)
+        vals = (ctypes.c_uint64 * 16)(*ptrs, self._tickets[name].data_ptr())
         nb = ctypes.c_uint32(nblocks)
-        addrs = [ctypes.addressof(vals) + 8 * i for i in range(15)] + [ctypes.addressof(nb)]
-        ptr_arr = (ctypes.c_void_p * 16)(*addrs)
+        addrs = [ctypes.addressof(vals) + 8 * i for i in range(16)] + [ctypes.addressof(nb)]
+        ptr_arr = (ctypes.c_void_p * 17)(*addrs)
         _check(cu.cuLaunchKernel(fn, ncta, 1, 1, info["threads"], 1, 1, info["smem"],
                                  cu.CUstream(stream.cuda_stream), ctypes.addressof(ptr_arr), 0))
         self._keep = (vals, nb, ptr_arr)
+
+    def ticket_value(self, name: str) -> int:
+        """``name``'s task counter after its last launch (0 unless a launch was cut short)."""
+        return int(self._tickets[name].item()) if name in self._tickets else 0
 
 
 class RingSignals:
