@@ -48,6 +48,10 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     # ... and with dynamic task claiming (task_queue; session 11: _pp2d lost 5-15 % to _p2d)
                     "_pp2t": dict(act_buffers=2, ctas_per_sm=2, dynamic_tasks=True),
                     "_ppt": dict(act_buffers=2, dynamic_tasks=True),
+                    # ... and the release queue (task_queue; the per-task fence off the consumers' path)
+                    "_pp2r": dict(act_buffers=2, ctas_per_sm=2, release_warp=True),
+                    "_ppr": dict(act_buffers=2, release_warp=True),
+                    "_pp2tr": dict(act_buffers=2, ctas_per_sm=2, dynamic_tasks=True, release_warp=True),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),
@@ -161,7 +165,8 @@ def main(argv=None):
         index[name] = {"entry": entry, "mode": cfg.mode, "k": cfg.k, "rows": cfg.rows, "bm": cfg.bm,
                        "alpha": cfg.alpha, "clamp": cfg.clamp, "smem": cfg.smem_bytes, "threads": cfg.threads,
                        "pipelined": cfg.pipelined, "stages": cfg.stages, "kc": cfg.kc,
-                       "persistent": "_pp" in name, "dynamic_tasks": cfg.dynamic_tasks, "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
+                       "persistent": "_pp" in name, "dynamic_tasks": cfg.dynamic_tasks,
+                       "release_warp": cfg.release_warp, "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
                        "mma_steps_per_call": cfg.mma_steps_per_call,
                        "row_tiles": cfg.row_tiles}

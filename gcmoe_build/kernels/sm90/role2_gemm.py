@@ -64,7 +64,7 @@ from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_wait_
                       mbar_init_fence, mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4, st_shared_f32,
                       st_shared_u64, st_shared_u8, st_shared_v4)
 from .ring_sync import st_shared_u16
-from .task_queue import TASK_SLOTS_BYTES
+from .task_queue import RELEASE_QUEUE_BYTES, TASK_SLOTS_BYTES
 from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, sel_f32, shfl_bfly_f32, sigmoid, to_bf16_bits,
                          to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
 from .wgmma_rs import fence_f32, smem_desc, wgmma_commit, wgmma_fence, wgmma_rs_e4m3, wgmma_wait
@@ -145,6 +145,9 @@ class Role2GemmConfig:
     #: persistent kernels: claim each next task from a counter in global memory instead of the static split (CTA c
     #: takes c, c + G, ...): :mod:`.task_queue` (two task slots after the stage barriers)
     dynamic_tasks: bool = False
+    #: persistent kernels: a producer-warpgroup thread makes each finished task's stores visible and releases its
+    #: signals (:mod:`.task_queue` release queue) instead of consumer thread 0 on the consumers' critical path
+    release_warp: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -167,6 +170,8 @@ class Role2GemmConfig:
             raise ValueError("role2 dev_compute_only: only the pipelined (producer-fed) kernel has stages to skip")
         if self.mma_steps_per_call not in (2, 4) or (self.mma_steps_per_call == 4 and not self.pipelined):
             raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: 2, or 4 for the pipelined kernel")
+        if self.release_warp and not self.pipelined:
+            raise ValueError("role2 release_warp: the releasing thread is in the producer warpgroup (pipelined=True)")
         if self.dynamic_tasks and (not self.pipelined or self.dev_compute_only):
             raise ValueError("role2 dynamic_tasks: the producer of the pipelined kernel claims the tasks (and its "
                              "weight-stage waits order the task slots' reuse), so pipelined=True, "
@@ -267,15 +272,20 @@ class Role2GemmConfig:
         if not self.pipelined:
             return 0
         free = (self.smem_limit - 1024 - self.misc_bytes - 2 * 8 * MAX_STAGES
-                - (TASK_SLOTS_BYTES if self.dynamic_tasks else 0))
+                - self.queue_bytes)
         return max(2, min(MAX_STAGES, free // STAGE_BYTES))
+
+    @property
+    def queue_bytes(self) -> int:
+        """Shared memory after the stage barriers: the task slots (dynamic_tasks), then the release queue."""
+        return (TASK_SLOTS_BYTES if self.dynamic_tasks else 0) + (RELEASE_QUEUE_BYTES if self.release_warp else 0)
 
     @property
     def smem_bytes(self) -> int:
         if not self.pipelined:
             return self.misc_bytes
         return (1024 * ((self.misc_bytes + 1023) // 1024) + self.stages * STAGE_BYTES + 2 * 8 * self.stages
-                + (TASK_SLOTS_BYTES if self.dynamic_tasks else 0))
+                + self.queue_bytes)
 
     @property
     def row_tiles(self) -> int:

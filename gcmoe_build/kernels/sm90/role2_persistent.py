@@ -39,7 +39,8 @@ from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, STA
                          stage_k128_step,
                          _produce_k128, _token_major_scale_addr, _w1_epilogue, w2_epilogue, for_each_chunk, row_table_dst,
                          w1_tile_bits)
-from .task_queue import check_slot_reuse, claim_task, init_task_slots, next_task, publish_task
+from .task_queue import (TASK_SLOTS_BYTES, check_slot_reuse, claim_task, free_release, init_release_queue,
+                         init_task_slots, next_task, post_release, publish_task, take_release)
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
 TRAP_L2_MASK = 9
@@ -73,7 +74,9 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     TMO = int(cfg.timeout_ns)
     DYN = cfg.dynamic_tasks
+    REL = cfg.release_warp
     TASK_OFF = BAR_OFF + 2 * 8 * NS  # the task slots (dynamic_tasks) follow the stage barriers
+    REL_OFF = TASK_OFF + (TASK_SLOTS_BYTES if DYN else 0)  # then the release queue (release_warp)
     if DYN:
         check_slot_reuse(NK128, NS, f"role2 {cfg.mode} persistent")
 
@@ -85,6 +88,19 @@ def build_role2_persistent(cfg: Role2GemmConfig):
         wait_geq_u32_or_trap(l1_full + Int64(blk) * 4, BM * (gen + 1), err, TRAP_L1_FULL, TMO)
         expert = ld_global_s32(bexp + Int64(blk) * 4)
         return blk, ntile, expert
+
+    def qwait(bar, ph):  # the task hand-offs' bounded mbarrier wait
+        mbar_wait_or_trap(bar, ph, TMO)
+
+    def release_task(task, l2_mask, l1_empty):
+        """Make task ``task``'s stores visible at GPU scope, then its signals: W1 its two N128 mask bits, both one
+        ``l1_empty`` count. Consumer thread 0 after the consumers' barrier, or the release_warp thread."""
+        blk = task // NT
+        ntile = task % NT
+        fence_acq_rel_gpu()
+        if const_expr(W1):
+            red_release_or_b64(l2_mask + Int64(blk) * 8, Int64(3) << Int64(2 * ntile))
+        red_release_add_u32(l1_empty + Int64(blk) * 4, Int32(1))
 
     def static_task(cta, li, ntasks, ncta):
         """Static split: this CTA's ``li``-th task, -1 past its last."""
@@ -102,7 +118,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     def consumer_task(smem, cta, li, ntasks, ncta):
         """Consumers: this CTA's ``li``-th task or -1 (dynamic_tasks: as the producer published it)."""
         if DYN:
-            return next_task(smem + TASK_OFF, li, lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO))
+            return next_task(smem + TASK_OFF, li, qwait)
         return static_task(cta, li, ntasks, ncta)
 
     @cute.kernel
@@ -122,6 +138,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
             _init_stage_barriers(smem, BAR_OFF, NS)
             if const_expr(DYN):
                 init_task_slots(smem + TASK_OFF)
+            if const_expr(REL):
+                init_release_queue(smem + REL_OFF)
         bar_sync(0, P0 + CT)
 
         if tid < P0:
@@ -138,6 +156,15 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                                       policy)
                     li = li + 1
                     task = producer_task(ticket, smem, cta, li, ntasks, ncta)
+            if const_expr(REL):
+                if tid == 32:  # warp 1 of the producer warpgroup: the release queue's consumer
+                    li = Int32(0)
+                    task = take_release(smem + REL_OFF, li, qwait)
+                    while task >= 0:
+                        free_release(smem + REL_OFF, li)
+                        release_task(task, l2_mask, l1_empty)
+                        li = li + 1
+                        task = take_release(smem + REL_OFF, li, qwait)
         else:
             setmaxnreg(cfg.setmaxnreg[1], True)
             ctid = tid - P0
@@ -186,12 +213,15 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                 # task's shared-memory reuse after this task's epilogue reads)
                 bar_sync(1, CT)
                 if ctid == 0:
-                    fence_acq_rel_gpu()
-                    if const_expr(W1):
-                        red_release_or_b64(l2_mask + Int64(blk) * 8, Int64(3) << Int64(2 * ntile))
-                    red_release_add_u32(l1_empty + Int64(blk) * 4, Int32(1))
+                    if const_expr(REL):
+                        post_release(smem + REL_OFF, li, task, qwait)
+                    else:
+                        release_task(task, l2_mask, l1_empty)
                 li = li + 1
                 task = consumer_task(smem, cta, li, ntasks, ncta)
+            if const_expr(REL):
+                if ctid == 0:
+                    post_release(smem + REL_OFF, li, Int32(-1), qwait)
 
     @cute.jit
     def role2_persistent_host(w: Int64, ws: Int64, ef: Int64, act: Int64, asc: Int64, bexp: Int64, bntok: Int64,

@@ -1,4 +1,5 @@
-"""Dynamic task claiming for the persistent role2 kernels (``Role2GemmConfig.dynamic_tasks``).
+"""Task hand-offs inside a persistent role2 CTA: dynamic task claiming (``Role2GemmConfig.dynamic_tasks``) and
+the release queue (``Role2GemmConfig.release_warp``, at the end).
 
 A static split (CTA ``c`` of ``G`` takes tasks ``c, c + G, ...``) lasts as long as its slowest CTA: session 11
 (call A) measured the persistent two-CTA dev kernel ``_pp2d`` 5-15 % slower than one CTA per task (``_p2d``, whose
@@ -66,3 +67,45 @@ def next_task(saddr, li, wait):
     s = li % 2
     wait(saddr + 8 * s, (li // 2) & 1)
     return ld_shared_b32(saddr + 16 + 4 * s)
+
+
+# ---------------------------------------------------------------------------------------------
+# Release queue: the consumers hand each finished task to one thread of the producer warpgroup, which makes the
+# task's stores visible at GPU (or system) scope and releases its signals, off the consumers' critical path. Before,
+# consumer thread 0 ran ``fence.acq_rel`` + ``red.release`` after the epilogue's stores, and every consumer waited
+# for it at the next task's first barrier (a fence waits for the CTA's outstanding stores: microseconds per task).
+# Ordering: every consumer's stores -> consumer barrier -> ``mbarrier.arrive`` (release, CTA) -> the releaser's
+# ``try_wait`` (acquire, CTA) -> its fence at GPU / system scope (cumulative) -> the signal.
+# ---------------------------------------------------------------------------------------------
+#: shared memory of the release queue: full[2], empty[2] mbarriers (8 B each), then two Int32 task indices
+RELEASE_QUEUE_BYTES = 48
+
+
+def init_release_queue(saddr):
+    """One thread, before the CTA's first barrier: two slots, each a full and an empty mbarrier of one arrival."""
+    for b in range(4):
+        mbar_init(saddr + 8 * b, 1)
+
+
+@cute.jit
+def post_release(saddr, li, task, wait):
+    """One consumer thread, after a barrier that orders every consumer's stores of task ``task`` (its ``li``-th)
+    before this call (``mbarrier.arrive`` releases them to the releasing thread at CTA scope); ``task`` = -1 after
+    the last one. Waits (``wait(bar, parity)``) until the releaser has taken slot ``li % 2``'s previous task."""
+    s = li % 2
+    use = li // 2
+    if use > 0:
+        wait(saddr + 16 + 8 * s, (use - 1) & 1)
+    st_shared_b32(saddr + 32 + 4 * s, task)
+    mbar_arrive(saddr + 8 * s)
+
+
+def take_release(saddr, li, wait):
+    """The releasing thread: the ``li``-th finished task (-1: none left); then :func:`free_release`."""
+    s = li % 2
+    wait(saddr + 8 * s, (li // 2) & 1)
+    return ld_shared_b32(saddr + 32 + 4 * s)
+
+
+def free_release(saddr, li):
+    mbar_arrive(saddr + 16 + 8 * (li % 2))

@@ -35,8 +35,9 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16)  # stage release after a proxy fence,
             for v in ("_p_fence", "_p_k32", "_pp_k32", "_p2_k32", "_pp2_k32")]  # or one K32 early (session 7)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 64)  # the next activation chunk
-            for v in ("_pd", "_ppd", "_ppt") + (("_p2d", "_pp2d", "_pp2t") if bm <= 16 else ())]  # prefetched
-                                     # (act_buffers = 2, session 9; _pp2d session 10; dynamic tasks _ppt / _pp2t 11)
+            for v in ("_pd", "_ppd", "_ppt", "_ppr") + (("_p2d", "_pp2d", "_pp2t", "_pp2r", "_pp2tr") if bm <= 16
+                                                          else ())]  # prefetched (act_buffers = 2, session 9; _pp2d
+            # session 10; session 11: dynamic tasks _ppt / _pp2t, release queue _ppr / _pp2r, both _pp2tr)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 64)  # four K128 steps per MMA
             for v in ("_pd4",) + (("_p2d4",) if bm <= 16 else ())])  # call (built where the K chunk allows it)
 #: ("_p_read" / "_p2_read", the racy release, are built for diag_two_cta.py, which shows the race, not tested here:
