@@ -2,9 +2,12 @@
 
 ``python3 tests/build/kernels/sm90/bench_role2.py [--json OUT.json]`` on the GPU machine. Per model
 shape, every local expert (E/8) active with ``m`` tokens in one ring block of BM tokens; W1 and W2
-timed separately with CUDA events (median of 30 after 5 warm-ups; the weights are several x the
-L2, so repeats stream from HBM). Bandwidth = (packed weight + scale bytes of the active experts) /
-time, against the HBM read bandwidth of a streaming reduction measured in the same run.
+timed separately with CUDA events: the median over 30 samples (after 5 warm-ups) of ``--batch`` back-to-back launches
+per sample / ``--batch`` (the weights are several x the L2, so repeats stream from HBM). ``--batch 1`` times one
+launch after an idle GPU, which includes the host's launch path (a ctypes call per launch, different for the
+persistent kernels' 17 parameters): what sessions 3-11 (call C) reported. Bandwidth = (packed weight + scale bytes of
+the active experts) / time, against the HBM read bandwidth of a streaming reduction measured in the same run (same
+batching).
 """
 from __future__ import annotations
 
@@ -24,32 +27,24 @@ VARIANTS = ("", "_p", "_pp")  # 256-thread register-prefetch, 384-thread bulk-co
 # experiments (role2_devbuild --experiments): _p_lag2/_p_lag3/_pp_lag3 (MMA lag), _o2 (256 threads, 2 CTAs per SM)
 
 
-def stream_read_bw(torch):
+def stream_read_bw(torch, batch=1):
     x = torch.empty(2 * 1024**3 // 4, dtype=torch.float32, device="cuda").uniform_()
-    for _ in range(3):
-        x.sum()
-    ts = []
-    for _ in range(10):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        x.sum()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) / 1e3)
-    return x.numel() * 4 / statistics.median(ts)
+    return x.numel() * 4 / time_launch(torch, x.sum, reps=10, batch=batch)
 
 
-def time_launch(torch, fn, reps=30):
+def time_launch(torch, fn, reps=30, batch=1):
+    """Seconds per launch: median over ``reps`` samples of ``batch`` back-to-back launches."""
     for _ in range(5):
         fn()
     ts = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        fn()
+        for _ in range(batch):
+            fn()
         b.record()
         torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) / 1e3)
+        ts.append(a.elapsed_time(b) / 1e3 / batch)
     return statistics.median(ts)
 
 
@@ -60,10 +55,12 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help="comma-separated name suffixes; '' is the 256-thread kernel (e.g. ',_p,_pp,_p_lag3')")
+    ap.add_argument("--batch", type=int, default=8,
+                    help="back-to-back launches per timed sample (1: one launch after an idle GPU, host path included)")
     a = ap.parse_args()
     variants = tuple(a.variants.split(","))
     k = Role2Kernels()
-    bw = stream_read_bw(torch)
+    bw = stream_read_bw(torch, a.batch)
     rows = []
     gen = torch.Generator(device="cuda").manual_seed(7)
     for shape, (h, i, e) in SHAPES.items():
@@ -98,18 +95,18 @@ def main():
                 p1 = [w1.data_ptr(), s1.data_ptr(), ef.data_ptr(), act.data_ptr(), asc.data_ptr(), bexp.data_ptr(),
                       ntok.data_ptr(), sig.gen.data_ptr(), rw.data_ptr(), l2.data_ptr(), l2s.data_ptr(),
                       sig.l1_full.data_ptr(), sig.empty.data_ptr(), sig.l2_mask.data_ptr(), 0]
-                t1 = time_launch(torch, lambda: k.launch_persistent(name1, nsm, p1, e))
+                t1 = time_launch(torch, lambda: k.launch_persistent(name1, nsm, p1, e), batch=a.batch)
                 p2 = [w2.data_ptr(), s2.data_ptr(), ef.data_ptr(), l2.data_ptr(), l2s.data_ptr(), bexp.data_ptr(),
                       ntok.data_ptr(), sig.gen.data_ptr(), rowidx.data_ptr(), out.data_ptr(), 0,
                       sig.l1_full.data_ptr(), sig.empty.data_ptr(), sig.l2_mask.data_ptr(), 0]
-                t2 = time_launch(torch, lambda: k.launch_persistent(name2, nsm, p2, e))
+                t2 = time_launch(torch, lambda: k.launch_persistent(name2, nsm, p2, e), batch=a.batch)
             else:
                 p1 = [w1.data_ptr(), s1.data_ptr(), ef.data_ptr(), act.data_ptr(), asc.data_ptr(), bexp.data_ptr(),
                       ntok.data_ptr(), rw.data_ptr(), l2.data_ptr(), l2s.data_ptr()]
-                t1 = time_launch(torch, lambda: k.launch(name1, e, p1))
+                t1 = time_launch(torch, lambda: k.launch(name1, e, p1), batch=a.batch)
                 p2 = [w2.data_ptr(), s2.data_ptr(), ef.data_ptr(), l2.data_ptr(), l2s.data_ptr(), bexp.data_ptr(),
                       ntok.data_ptr(), rowidx.data_ptr(), out.data_ptr(), 0]
-                t2 = time_launch(torch, lambda: k.launch(name2, e, p2))
+                t2 = time_launch(torch, lambda: k.launch(name2, e, p2), batch=a.batch)
             b1 = w1.numel() + s1.numel()
             b2 = w2.numel() + s2.numel()
             rows.append({"shape": shape, "variant": var or "256t", "experts": e, "tokens_per_expert": m, "bm": bm,
@@ -117,12 +114,12 @@ def main():
                          "w1_frac_bw": b1 / t1 / bw, "w2_frac_bw": b2 / t2 / bw,
                          "floor_us": (b1 + b2) / bw * 1e6})
     print(f"stream read bandwidth: {bw / 1e12:.2f} TB/s ({torch.cuda.get_device_name()})")
-    print(f"{'shape':11s} {'var':4s} {'m':>3s} {'BM':>3s} {'W1 us':>8s} {'W2 us':>8s} {'floor us':>8s} {'W1 %bw':>7s} {'W2 %bw':>7s}")
+    print(f"{'shape':11s} {'var':6s} {'m':>3s} {'BM':>3s} {'W1 us':>8s} {'W2 us':>8s} {'floor us':>8s} {'W1 %bw':>7s} {'W2 %bw':>7s}")
     for r in rows:
-        print(f"{r['shape']:11s} {r['variant'][:4]:4s} {r['tokens_per_expert']:3d} {r['bm']:3d} {r['w1_us']:8.1f} {r['w2_us']:8.1f} "
+        print(f"{r['shape']:11s} {r['variant'][:6]:6s} {r['tokens_per_expert']:3d} {r['bm']:3d} {r['w1_us']:8.1f} {r['w2_us']:8.1f} "
               f"{r['floor_us']:8.1f} {100 * r['w1_frac_bw']:6.1f}% {100 * r['w2_frac_bw']:6.1f}%")
     if a.json:
-        Path(a.json).write_text(json.dumps({"stream_read_Bps": bw, "gpu": torch.cuda.get_device_name(),
+        Path(a.json).write_text(json.dumps({"stream_read_Bps": bw, "batch": a.batch, "gpu": torch.cuda.get_device_name(),
                                             "rows": rows}, indent=1))
 
 
