@@ -52,6 +52,11 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_pp2r": dict(act_buffers=2, ctas_per_sm=2, release_warp=True),
                     "_ppr": dict(act_buffers=2, release_warp=True),
                     "_pp2tr": dict(act_buffers=2, ctas_per_sm=2, dynamic_tasks=True, release_warp=True),
+                    # ... and task records (the producer acquires; the consumers read a record: task_queue)
+                    "_pp2k": dict(act_buffers=2, ctas_per_sm=2, task_records=True),
+                    "_ppk": dict(act_buffers=2, task_records=True),
+                    "_pp2kt": dict(act_buffers=2, ctas_per_sm=2, task_records=True, dynamic_tasks=True),
+                    "_ppkt": dict(act_buffers=2, task_records=True, dynamic_tasks=True),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),
@@ -166,7 +171,7 @@ def main(argv=None):
                        "alpha": cfg.alpha, "clamp": cfg.clamp, "smem": cfg.smem_bytes, "threads": cfg.threads,
                        "pipelined": cfg.pipelined, "stages": cfg.stages, "kc": cfg.kc,
                        "persistent": "_pp" in name, "dynamic_tasks": cfg.dynamic_tasks,
-                       "release_warp": cfg.release_warp, "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
+                       "task_records": cfg.task_records, "release_warp": cfg.release_warp, "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
                        "mma_steps_per_call": cfg.mma_steps_per_call,
                        "row_tiles": cfg.row_tiles}

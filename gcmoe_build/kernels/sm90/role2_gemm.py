@@ -145,6 +145,10 @@ class Role2GemmConfig:
     #: persistent kernels: claim each next task from a counter in global memory instead of the static split (CTA c
     #: takes c, c + G, ...): :mod:`.task_queue` (two task slots after the stage barriers)
     dynamic_tasks: bool = False
+    #: persistent kernels: the producer thread acquires each task (W2: all its W1 mask bits) and hands the consumers
+    #: a record (task, expert, tokens, factor) through the task slots (:mod:`.task_queue`): no global acquire or
+    #: metadata load on the consumers' path
+    task_records: bool = False
     #: persistent kernels: a producer-warpgroup thread makes each finished task's stores visible and releases its
     #: signals (:mod:`.task_queue` release queue) instead of consumer thread 0 on the consumers' critical path
     release_warp: bool = False
@@ -172,9 +176,9 @@ class Role2GemmConfig:
             raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: 2, or 4 for the pipelined kernel")
         if self.release_warp and not self.pipelined:
             raise ValueError("role2 release_warp: the releasing thread is in the producer warpgroup (pipelined=True)")
-        if self.dynamic_tasks and (not self.pipelined or self.dev_compute_only):
-            raise ValueError("role2 dynamic_tasks: the producer of the pipelined kernel claims the tasks (and its "
-                             "weight-stage waits order the task slots' reuse), so pipelined=True, "
+        if (self.dynamic_tasks or self.task_records) and (not self.pipelined or self.dev_compute_only):
+            raise ValueError("role2 dynamic_tasks / task_records: the producer of the pipelined kernel hands out the "
+                             "tasks (and its weight-stage waits order the task slots' reuse), so pipelined=True, "
                              "dev_compute_only=False")
         if self.act_buffers not in (1, 2):
             raise ValueError(f"role2 act_buffers={self.act_buffers}: must be 1 or 2")
@@ -277,8 +281,10 @@ class Role2GemmConfig:
 
     @property
     def queue_bytes(self) -> int:
-        """Shared memory after the stage barriers: the task slots (dynamic_tasks), then the release queue."""
-        return (TASK_SLOTS_BYTES if self.dynamic_tasks else 0) + (RELEASE_QUEUE_BYTES if self.release_warp else 0)
+        """Shared memory after the stage barriers: the task slots (dynamic_tasks, task_records), then the release
+        queue (release_warp)."""
+        slots = self.dynamic_tasks or self.task_records
+        return (TASK_SLOTS_BYTES if slots else 0) + (RELEASE_QUEUE_BYTES if self.release_warp else 0)
 
     @property
     def smem_bytes(self) -> int:

@@ -73,11 +73,12 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     BAR_OFF = STAGE_OFF + NS * STAGE_BYTES
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     TMO = int(cfg.timeout_ns)
-    DYN = cfg.dynamic_tasks
-    REL = cfg.release_warp
-    TASK_OFF = BAR_OFF + 2 * 8 * NS  # the task slots (dynamic_tasks) follow the stage barriers
-    REL_OFF = TASK_OFF + (TASK_SLOTS_BYTES if DYN else 0)  # then the release queue (release_warp)
-    if DYN:
+    DYN, REC, REL = cfg.dynamic_tasks, cfg.task_records, cfg.release_warp
+    SLOTS = DYN or REC  # the producer hands each task to the consumers through the task slots
+    TASK_OFF = BAR_OFF + 2 * 8 * NS  # the task slots follow the stage barriers
+    REL_OFF = TASK_OFF + (TASK_SLOTS_BYTES if SLOTS else 0)  # then the release queue (release_warp)
+    TASK_BITS = w1_tile_bits(0, K) if K // 64 < 64 else Int64(-1)  # W2: every W1 mask bit of the block's I
+    if SLOTS:
         check_slot_reuse(NK128, NS, f"role2 {cfg.mode} persistent")
 
     def acquire_task(task, bgen, bexp, l1_full, err):
@@ -107,19 +108,36 @@ def build_role2_persistent(cfg: Role2GemmConfig):
         task = cta + li * ncta
         return Int32(task < ntasks) * (task + 1) - 1
 
-    def producer_task(ticket, smem, cta, li, ntasks, ncta):
-        """Producer thread: this CTA's ``li``-th task or -1 (dynamic_tasks: claimed, then published)."""
+    def producer_task(ticket, cta, li, ntasks, ncta):
+        """Producer thread: this CTA's ``li``-th task or -1 (dynamic_tasks: claimed)."""
         if DYN:
-            task = claim_task(ticket, ntasks, ncta)
-            publish_task(smem + TASK_OFF, li, task)
-            return task
+            return claim_task(ticket, ntasks, ncta)
         return static_task(cta, li, ntasks, ncta)
 
+    def announce_task(smem, li, task, blk, expert, bntok, ef, l2_mask, err):
+        """Producer thread, after the task's acquire: hand it to the consumers (task_records: with its record, once
+        W2's W1 mask bits are all set)."""
+        if REC:
+            if const_expr(not W1):
+                wait_mask_u64_or_trap(l2_mask + Int64(blk) * 8, TASK_BITS, err, TRAP_L2_MASK, TMO)
+            publish_task(smem + TASK_OFF, li, task, expert, ld_global_s32(bntok + Int64(blk) * 4),
+                         ld_global_f32(ef + Int64(expert) * 4))
+        elif DYN:
+            publish_task(smem + TASK_OFF, li, task)
+
+    def announce_end(smem, li):
+        if REC:
+            publish_task(smem + TASK_OFF, li, Int32(-1), Int32(0), Int32(0), Float32(0.0))
+        elif DYN:
+            publish_task(smem + TASK_OFF, li, Int32(-1))
+
     def consumer_task(smem, cta, li, ntasks, ncta):
-        """Consumers: this CTA's ``li``-th task or -1 (dynamic_tasks: as the producer published it)."""
-        if DYN:
-            return next_task(smem + TASK_OFF, li, qwait)
-        return static_task(cta, li, ntasks, ncta)
+        """Consumers: ``(task or -1, expert, tokens, factor)``, the last three from the task record (task_records;
+        else placeholders: the consumers acquire and load them)."""
+        if REC:
+            return next_task(smem + TASK_OFF, li, qwait, record=True)
+        task = next_task(smem + TASK_OFF, li, qwait) if DYN else static_task(cta, li, ntasks, ncta)
+        return task, Int32(0), Int32(0), Float32(0.0)
 
     @cute.kernel
     def role2_persistent_kernel(w: Int64, ws: Int64, ef: Int64, act: Int64, asc: Int64, bexp: Int64, bntok: Int64,
@@ -136,7 +154,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
         policy = evict_first_policy()
         if tid == 0:
             _init_stage_barriers(smem, BAR_OFF, NS)
-            if const_expr(DYN):
+            if const_expr(SLOTS):
                 init_task_slots(smem + TASK_OFF)
             if const_expr(REL):
                 init_release_queue(smem + REL_OFF)
@@ -146,16 +164,18 @@ def build_role2_persistent(cfg: Role2GemmConfig):
             setmaxnreg(cfg.setmaxnreg[0], False)
             if tid == 0:
                 li = Int32(0)
-                task = producer_task(ticket, smem, cta, li, ntasks, ncta)
+                task = producer_task(ticket, cta, li, ntasks, ncta)
                 while task >= 0:
                     blk, ntile, expert = acquire_task(task, bgen, bexp, l1_full, err)
+                    announce_task(smem, li, task, blk, expert, bntok, ef, l2_mask, err)
                     slab0 = Int64(expert) * NSLAB + Int64(ntile) * 4
                     for kb in cutlass.range(NK128, unroll=1):
                         _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, li * NK128 + kb,
                                       lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), w, ws, slab0, NK128, kb,
                                       policy)
                     li = li + 1
-                    task = producer_task(ticket, smem, cta, li, ntasks, ncta)
+                    task = producer_task(ticket, cta, li, ntasks, ncta)
+                announce_end(smem, li)
             if const_expr(REL):
                 if tid == 32:  # warp 1 of the producer warpgroup: the release queue's consumer
                     li = Int32(0)
@@ -171,11 +191,16 @@ def build_role2_persistent(cfg: Role2GemmConfig):
             wg, warp, g, t, tw = _consumer_lane(ctid)
             acc = cute.make_rmem_tensor((2 * ND,), Float32)
             li = Int32(0)
-            task = consumer_task(smem, cta, li, ntasks, ncta)
+            task, rexpert, rntok, refac = consumer_task(smem, cta, li, ntasks, ncta)
             while task >= 0:
-                blk, ntile, expert = acquire_task(task, bgen, bexp, l1_full, err)
-                ntok = ld_global_s32(bntok + Int64(blk) * 4)
-                efac = ld_global_f32(ef + Int64(expert) * 4)
+                if const_expr(REC):
+                    blk = task // NT
+                    ntile = task % NT
+                    expert, ntok, efac = rexpert, rntok, refac
+                else:
+                    blk, ntile, expert = acquire_task(task, bgen, bexp, l1_full, err)
+                    ntok = ld_global_s32(bntok + Int64(blk) * 4)
+                    efac = ld_global_f32(ef + Int64(expert) * 4)
                 for i in cutlass.range_constexpr(2 * ND):
                     acc[i] = Float32(0.0)
 
@@ -197,7 +222,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
 
                 for_each_chunk(cfg, smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
                                lambda kc, tok, kk: _token_major_scale_addr(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
-                               ctid, ntok, chunk_mma, None if W1 else wait_w1_tiles)
+                               ctid, ntok, chunk_mma, None if W1 or REC else wait_w1_tiles)
 
                 if const_expr(W1):
                     _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF, efac, ntok, ntile, wg, warp, g, t,
@@ -218,7 +243,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     else:
                         release_task(task, l2_mask, l1_empty)
                 li = li + 1
-                task = consumer_task(smem, cta, li, ntasks, ncta)
+                task, rexpert, rntok, refac = consumer_task(smem, cta, li, ntasks, ncta)
             if const_expr(REL):
                 if ctid == 0:
                     post_release(smem + REL_OFF, li, Int32(-1), qwait)

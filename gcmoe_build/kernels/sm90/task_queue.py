@@ -1,9 +1,19 @@
-"""Task hand-offs inside a persistent role2 CTA: dynamic task claiming (``Role2GemmConfig.dynamic_tasks``) and
-the release queue (``Role2GemmConfig.release_warp``, at the end).
+"""Task hand-offs inside a persistent role2 CTA: dynamic task claiming (``Role2GemmConfig.dynamic_tasks``), task
+records (``Role2GemmConfig.task_records``) and the release queue (``Role2GemmConfig.release_warp``, at the end).
 
-A static split (CTA ``c`` of ``G`` takes tasks ``c, c + G, ...``) lasts as long as its slowest CTA: session 11
-(call A) measured the persistent two-CTA dev kernel ``_pp2d`` 5-15 % slower than one CTA per task (``_p2d``, whose
-CTAs the hardware hands to SMs as they free up). Here each CTA's producer thread claims its next task from a counter
+**Task records.** Without them every consumer thread starts a task with a chain of dependent global loads: the
+ring block's acquire (``ld.acquire.gpu`` + the L1 invalidation it implies), the expert, then its factor and the
+scale addresses; W2 adds an acquire of the W1 mask bits per chunk. ncu (session 11, call E) put 6.6 % of the
+persistent W1 BM 8 kernel's stall samples and ~16 % of W2 BM 16's there, none of which the one-task-per-CTA kernels
+pay. With records the producer thread, which runs NS weight stages ahead, does the acquires (W2: every mask bit the
+task needs, before it streams the task's weights) and the loads, and publishes ``(task, expert, tokens, factor)`` in
+the task slot; the consumers read 16 bytes of shared memory. Ordering: the producer's ``ld.acquire.gpu`` then its
+``mbarrier.arrive`` (release, CTA) and the consumers' ``try_wait`` (acquire, CTA) chain the writers' releases to the
+consumers' loads; the acquire's L1 invalidation is per SM, and any line filled after it comes from the coherent L2.
+
+**Dynamic tasks.** A static split (CTA ``c`` of ``G`` takes tasks ``c, c + G, ...``) lasts as long as its slowest
+CTA. Measured (session 11, calls B-D), claiming does not close the persistent kernels' gap to one CTA per task at two
+CTAs per SM and helps one CTA at BM 8 only (task records address that gap). Each CTA's producer thread claims its next task from a counter
 in global memory (one relaxed ``atom.add`` per task, issued while the weight stages already queued keep the
 consumers busy) and hands it to the consumers through one of two shared-memory slots, each with an mbarrier of one
 arrival (``mbarrier.arrive`` releases the slot's store, ``try_wait`` acquires it).
@@ -25,11 +35,12 @@ from __future__ import annotations
 import cutlass.cute as cute
 from cutlass import Int32
 
-from .ptx_mem import mbar_arrive, mbar_init
+from .ptx_mem import ld_shared_f32, mbar_arrive, mbar_init, st_shared_f32
 from .ring_sync import atom_add_relaxed_gpu_u32, ld_shared_b32, st_relaxed_gpu_u32, st_shared_b32
 
-#: shared memory of the two slots: two mbarriers (8 B each), then two Int32 task indices
-TASK_SLOTS_BYTES = 32
+#: shared memory of the two slots: two mbarriers (8 B each), then two 16-byte records (task, expert, tokens, expert
+#: factor; only the task index without ``task_records``)
+TASK_SLOTS_BYTES = 48
 
 
 def check_slot_reuse(nk128: int, stages: int, what: str):
@@ -54,19 +65,28 @@ def claim_task(ticket, ntasks, ncta):
     return ok * (t + 1) - 1
 
 
-def publish_task(saddr, li, task):
-    """Producer thread: task ``task`` (or -1) is this CTA's ``li``-th."""
+def publish_task(saddr, li, task, expert=None, ntok=None, efac=None):
+    """Producer thread: ``task`` (or -1) is this CTA's ``li``-th; with ``Role2GemmConfig.task_records`` also its
+    record (expert, tokens, expert factor), which the producer loaded after its acquire."""
     s = li % 2
-    st_shared_b32(saddr + 16 + 4 * s, task)
+    rec = saddr + 16 + 16 * s
+    st_shared_b32(rec, task)
+    if expert is not None:
+        st_shared_b32(rec + 4, expert)
+        st_shared_b32(rec + 8, ntok)
+        st_shared_f32(rec + 12, efac)
     mbar_arrive(saddr + 8 * s)
 
 
-def next_task(saddr, li, wait):
+def next_task(saddr, li, wait, record: bool = False):
     """Consumer: this CTA's ``li``-th task (-1: done) once the producer published it; ``wait(bar, parity)`` is the
-    caller's bounded mbarrier wait."""
+    caller's bounded mbarrier wait. ``record``: ``(task, expert, ntok, efac)``."""
     s = li % 2
     wait(saddr + 8 * s, (li // 2) & 1)
-    return ld_shared_b32(saddr + 16 + 4 * s)
+    rec = saddr + 16 + 16 * s
+    if record:
+        return ld_shared_b32(rec), ld_shared_b32(rec + 4), ld_shared_b32(rec + 8), ld_shared_f32(rec + 12)
+    return ld_shared_b32(rec)
 
 
 # ---------------------------------------------------------------------------------------------

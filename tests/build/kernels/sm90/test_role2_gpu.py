@@ -24,8 +24,8 @@ E = 4
 #: exceeds the 132 SMs (session 5, call E)
 NBLK = int(os.environ.get("GCMOE_ROLE2_NBLK", "6"))
 NCTA = int(os.environ.get("GCMOE_ROLE2_NCTA", "132"))  # persistent grid: by default at most one CTA per SM
-#: the dynamic_tasks builds' grid (suffix "t"): far fewer CTAs than tasks, so every CTA claims several (the task
-#: slots are reused, the claims interleave across CTAs) and the counter must come back to 0 after every launch
+#: the grid of the builds with task slots (dynamic_tasks "t", task_records "k"): far fewer CTAs than tasks, so every
+#: CTA runs several (the slots are reused, claims interleave across CTAs; the counter must come back to 0)
 NCTA_DYNAMIC = 13
 CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16, 32, 64) for v in ("", "_p", "_pp")]
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32)  # experiments (skip if not
@@ -35,9 +35,10 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16)  # stage release after a proxy fence,
             for v in ("_p_fence", "_p_k32", "_pp_k32", "_p2_k32", "_pp2_k32")]  # or one K32 early (session 7)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 64)  # the next activation chunk
-            for v in ("_pd", "_ppd", "_ppt", "_ppr") + (("_p2d", "_pp2d", "_pp2t", "_pp2r", "_pp2tr") if bm <= 16
-                                                          else ())]  # prefetched (act_buffers = 2, session 9; _pp2d
-            # session 10; session 11: dynamic tasks _ppt / _pp2t, release queue _ppr / _pp2r, both _pp2tr)
+            for v in ("_pd", "_ppd", "_ppt", "_ppr", "_ppk", "_ppkt")
+            + (("_p2d", "_pp2d", "_pp2t", "_pp2r", "_pp2tr", "_pp2k", "_pp2kt") if bm <= 16 else ())]  # prefetched
+            # (act_buffers = 2, session 9; _pp2d session 10; session 11: dynamic tasks _ppt / _pp2t, release queue
+            # _ppr / _pp2r, both _pp2tr, task records _ppk / _pp2k, with dynamic tasks _ppkt / _pp2kt)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 64)  # four K128 steps per MMA
             for v in ("_pd4",) + (("_p2d4",) if bm <= 16 else ())])  # call (built where the K chunk allows it)
 #: ("_p_read" / "_p2_read", the racy release, are built for diag_two_cta.py, which shows the race, not tested here:
@@ -45,7 +46,8 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
 
 
 def _grid(info):
-    return min(NCTA_DYNAMIC if info.get("dynamic_tasks") else NCTA, NBLK * info["row_tiles"])
+    slots = info.get("dynamic_tasks") or info.get("task_records")
+    return min(NCTA_DYNAMIC if slots else NCTA, NBLK * info["row_tiles"])
 
 
 @pytest.fixture(scope="module")
@@ -246,18 +248,20 @@ def test_role2_w2_matches_reference(kernels, shape, bm, variant):
     assert w["rel_l2"] < 1e-2, w
 
 
-def test_role2_persistent_chain_waits_on_the_ring(kernels):
+@pytest.mark.parametrize("shape,variant", [("test", "_pp"), ("glm52", "_ppk"), ("glm52", "_pp2k")])
+def test_role2_persistent_chain_waits_on_the_ring(kernels, shape, variant):
     """W2 is launched first and must wait for W1's l2_full_mask bits; W1 must wait for l1_full_count,
     which a third stream publishes ~1 ms later. Small grids so all three run side by side. W2's
-    output must equal the reference computed from W1's actual output (the chained path)."""
+    output must equal the reference computed from W1's actual output (the chained path). ``_ppk`` / ``_pp2k``
+    (task records): the producer thread does both waits and the consumers only read its records."""
     import torch
 
     from gcmoe_runtime.numerics.quant import dequantize_e4m3_ue8m0, quantize_e4m3_fp32_k128
 
-    shape, bm = "test", 16
-    n1, n2 = f"role2_w1_{shape}_bm{bm}_pp", f"role2_w2_{shape}_bm{bm}_pp"
+    bm = 16
+    n1, n2 = f"role2_w1_{shape}_bm{bm}{variant}", f"role2_w2_{shape}_bm{bm}{variant}"
     if n1 not in kernels.index or n2 not in kernels.index:
-        pytest.skip(f"{n1} / {n2} not built (role2_devbuild --shapes test)")
+        pytest.skip(f"{n1} / {n2} not built (role2_devbuild)")
     i1, i2 = kernels.index[n1], kernels.index[n2]
     h, i = i1["k"], i1["rows"] // 2
     gen = torch.Generator(device="cuda").manual_seed(77)
@@ -312,7 +316,7 @@ def test_role2_persistent_chain_waits_on_the_ring(kernels):
         got = out[rowidx[b, :n].long()].float()
         assert torch.isfinite(got).all(), f"block {b}: W2 output not written"
         worst = max(worst, float((got - ref).norm() / ref.norm().clamp_min(1e-30)))
-    _record("chain_pp", shape, bm, {"rel_l2": worst})
+    _record("chain" + variant, shape, bm, {"rel_l2": worst})
     assert worst < 1e-2
 
 
