@@ -77,7 +77,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     SLOTS = DYN or REC  # the producer hands each task to the consumers through the task slots
     TASK_OFF = BAR_OFF + 2 * 8 * NS  # the task slots follow the stage barriers
     REL_OFF = TASK_OFF + (TASK_SLOTS_BYTES if SLOTS else 0)  # then the release queue (release_warp)
-    TASK_BITS = w1_tile_bits(0, K) if K // 64 < 64 else Int64(-1)  # W2: every W1 mask bit of the block's I
+    TASK_BITS = (1 << (K // 64)) - 1 if K // 64 < 64 else -1  # W2: every W1 mask bit of the block's I
     if SLOTS:
         check_slot_reuse(NK128, NS, f"role2 {cfg.mode} persistent")
 
@@ -119,7 +119,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
         W2's W1 mask bits are all set)."""
         if REC:
             if const_expr(not W1):
-                wait_mask_u64_or_trap(l2_mask + Int64(blk) * 8, TASK_BITS, err, TRAP_L2_MASK, TMO)
+                wait_mask_u64_or_trap(l2_mask + Int64(blk) * 8, Int64(TASK_BITS), err, TRAP_L2_MASK, TMO)
             publish_task(smem + TASK_OFF, li, task, expert, ld_global_s32(bntok + Int64(blk) * 4),
                          ld_global_f32(ef + Int64(expert) * 4))
         elif DYN:

@@ -181,6 +181,7 @@ class Role2RingConfig:
 
     def smem_offsets(self):
         from .role2_gemm import MAX_STAGES, STAGE_BYTES, task_smem_offsets
+        from .task_queue import TASK_SLOT_BYTES, task_slot_count
 
         bm = self.bm
         o = task_smem_offsets(self.w1, self.w2)
@@ -190,10 +191,13 @@ class Role2RingConfig:
             return o
         stage = _align(misc, 1024)
         limit = self.w1.smem_limit
-        free = limit - stage - 2 * 8 * MAX_STAGES
+        min_nk = min(self.hidden, self.inter) // 128
+        free = limit - stage - 2 * 8 * MAX_STAGES - task_slot_count(min_nk, MAX_STAGES) * TASK_SLOT_BYTES
         ns = max(2, min(MAX_STAGES, free // STAGE_BYTES))
         o.update(stage=stage, stages=ns, bar=stage + ns * STAGE_BYTES)
-        o["total"] = o["bar"] + 2 * 8 * ns
+        # the task records (module docstring, "Task records")
+        o.update(slots=o["bar"] + 2 * 8 * ns, nslots=task_slot_count(min_nk, ns))
+        o["total"] = o["slots"] + o["nslots"] * TASK_SLOT_BYTES
         if o["total"] > limit:
             raise ValueError(f"role2: BM={bm} H={self.hidden} I={self.inter} needs {o['total']} B of shared "
                              f"memory > {limit} ({self.ctas_per_sm} CTA(s) per SM)")
@@ -252,6 +256,7 @@ def _trace_parts(cfg):
                              STAGE_BYTES, K128Step, TokenScales, _consumer_lane, _init_stage_barriers,
                              _mma_k128_steps, stage_k128_step,
                              _load_k128, _produce_k128, _w1_epilogue, for_each_chunk, w1_tile_bits, w2_epilogue)
+    from .task_queue import check_slot_reuse, init_task_slots, next_task, publish_task
 
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
     P, EL, D = cfg.ranks, cfg.experts_local, cfg.dispatch_sms
@@ -269,6 +274,12 @@ def _trace_parts(cfg):
     so = cfg.smem_offsets()
     ACT_OFF, ASC_OFF, AMAX_OFF, INFO_OFF = so["act"], so["asc"], so["amax"], so["info"]
     STAGE_OFF, BAR_OFF, NS = so["stage"], so["bar"], so["stages"]
+    SLOT_OFF, NSLOT = so.get("slots", 0), so.get("nslots", 0)
+    if PIPE:
+        check_slot_reuse(min(NK1, NK2), NS, f"role2 BM={BM}", NSLOT)
+    I_BITS = (1 << (I // 64)) - 1  # every W1 N128 tile's mask bit of a block (Role2RingConfig: 2I/128 <= 64)
+    if I_BITS >= 1 << 63:
+        I_BITS -= 1 << 64  # all 64 bits: the signed Int64 the mask wait compares with
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
 
     def ring_act_scale_addr(mode, base, rb, row0, sf_stride, grp, tok):
@@ -279,10 +290,10 @@ def _trace_parts(cfg):
             return base + ((Int64(rb) * NKB + Int64(grp)) * Int64(sf_stride) + Int64(tok)) * 4
         return base + (row0 + Int64(tok)) * NIG + Int64(grp)
 
-    def acquire_block(task, nq, l1_full_count, ring_blocks, err, timeout_ns):
+    def acquire_block(task, nq, l1_full_count, ring_blocks, err, timeout_ns, wait=True):
         """Task -> (pool block q, W1 task? (0/1), tile, generation, ring block rb) in the generation-phased order
         (``role2_schedule.task_coords``, line for line), once the ring block's ``l1_full_count`` reaches
-        ``BM * (gen + 1)`` (trap code 2)."""
+        ``BM * (gen + 1)`` (trap code 2; ``wait=False``: the coordinates only, for consumers of a task record)."""
         gt = ring_blocks * TPB
         gen = task // gt
         u = task - gen * gt
@@ -294,7 +305,8 @@ def _trace_parts(cfg):
         rb = is1 * (v // NT1) + (1 - is1) * (v // NT2)
         tile = v - rb * (NT2 + is1 * (NT1 - NT2))
         q = gen * ring_blocks + rb
-        wait_geq_u32_rt(l1_full_count + Int64(rb) * 4, BM * (gen + 1), err, CODE_L1_FULL, timeout_ns)
+        if wait:
+            wait_geq_u32_rt(l1_full_count + Int64(rb) * 4, BM * (gen + 1), err, CODE_L1_FULL, timeout_ns)
         return q, is1, tile, gen, rb
 
     def peer_ws(peer, r):
@@ -354,7 +366,7 @@ def _trace_parts(cfg):
         for_each_chunk(mc, smem, ACT_OFF, ASC_OFF, lambda tok: ws + o_act + (row0 + Int64(tok)) * K,
                        lambda kc, tok, kk: ring_act_scale_addr(mode, ws + o_asc, rb, row0, sf_stride, kc * NGS + kk,
                                                                tok),
-                       ctid, ntok, chunk_mma, wait_w1_tiles if mode == "w2" else None)
+                       ctid, ntok, chunk_mma, wait_w1_tiles if mode == "w2" and not PIPE else None)
 
     @cute.kernel
     def kernel(peer: cute.Pointer, o_ring_x: Int64, o_ring_sf: Int64, o_ring_meta: Int64, o_ring_block: Int64,
@@ -375,6 +387,7 @@ def _trace_parts(cfg):
         if const_expr(PIPE):
             if tid == 0:
                 _init_stage_barriers(smem, BAR_OFF, NS)
+                init_task_slots(smem + SLOT_OFF, NSLOT)
 
         # ---- this replay's pool blocks: wait for every receive counter of this parity to be complete ----
         if tid < 32:
@@ -403,7 +416,17 @@ def _trace_parts(cfg):
                 for li in cutlass.range(nlocal, unroll=1):
                     q, is1, tile, gen, rb = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count, ring_blocks,
                                                           err, timeout_ns)
-                    el = ld_relaxed_gpu_u32(ws + o_ring_block + Int64(rb) * 16)
+                    # the task record: header (checked here), W2's W1 mask bits, the expert factor
+                    hdr = ws + o_ring_block + Int64(rb) * 16
+                    el = ld_relaxed_gpu_u32(hdr)
+                    trap_if_ne(ld_relaxed_gpu_u32(hdr + 8), q, err, CODE_HEADER)
+                    trap_if_ne(ld_relaxed_gpu_u32(hdr + 12), gen, err, CODE_HEADER)
+                    if is1 == 0:
+                        wait_mask_u64_rt(ws + o_l2_full_mask + Int64(rb) * 8, Int64(I_BITS), err, CODE_L2_MASK,
+                                         timeout_ns)
+                    fbase = w2_factor + Int64(is1) * (w1_factor - w2_factor)
+                    publish_task(smem + SLOT_OFF, li, cta + li * ncta, el, ld_relaxed_gpu_u32(hdr + 4),
+                                 ld_global_f32(fbase + Int64(el) * 4), NSLOT)
                     nk = NK2 + is1 * (NK1 - NK2)
                     nslab = NSLAB2 + is1 * (NSLAB1 - NSLAB2)
                     wbase = w2_tiles + Int64(is1) * (w1_tiles - w2_tiles)
@@ -424,23 +447,31 @@ def _trace_parts(cfg):
             wbuf = cute.make_rmem_tensor((2 * 20,), Int32)  # 256-thread variant: 2 K128 register stages
             gs0 = Int32(0)
             for li in cutlass.range(nlocal, unroll=1):
-                q, is1, tile, gen, rb = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count, ring_blocks, err,
-                                                      timeout_ns)
+                if const_expr(PIPE):  # the producer acquired the task: its record (module docstring)
+                    _, el, ntok, efac_rec = next_task(
+                        smem + SLOT_OFF, li, lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
+                        record=True, nslots=NSLOT)
+                    q, is1, tile, gen, rb = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count, ring_blocks,
+                                                          err, timeout_ns, wait=False)
+                else:
+                    q, is1, tile, gen, rb = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count, ring_blocks,
+                                                          err, timeout_ns)
                 if gen > 0:  # previous generation's W2 done and its mask bits cleared
                     wait_geq_u32_rt(ws + o_l2_empty_count + Int64(rb) * 4, l2_empty_target(gen, NT2), err,
                                     CODE_L2_EMPTY, timeout_ns)
-                hdr = ws + o_ring_block + Int64(rb) * 16
-                el = ld_relaxed_gpu_u32(hdr)
-                ntok = ld_relaxed_gpu_u32(hdr + 4)
-                if ctid == 0:
-                    trap_if_ne(ld_relaxed_gpu_u32(hdr + 8), q, err, CODE_HEADER)
-                    trap_if_ne(ld_relaxed_gpu_u32(hdr + 12), gen, err, CODE_HEADER)
+                if const_expr(not PIPE):
+                    hdr = ws + o_ring_block + Int64(rb) * 16
+                    el = ld_relaxed_gpu_u32(hdr)
+                    ntok = ld_relaxed_gpu_u32(hdr + 4)
+                    if ctid == 0:
+                        trap_if_ne(ld_relaxed_gpu_u32(hdr + 8), q, err, CODE_HEADER)
+                        trap_if_ne(ld_relaxed_gpu_u32(hdr + 12), gen, err, CODE_HEADER)
                 row0 = Int64(rb) * Int64(bm_stride)  # first token row of the block in ring_x/meta/l2
                 if is1 != 0:
                     # ================= W1: ring_x x W1 -> SwiGLU x weight -> FP8 l2_x =================
                     mainloop("w1", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_ring_x, o_ring_sf,
                              o_l2_full_mask, w1_tiles, w1_scales, sf_stride, policy, err, timeout_ns)
-                    efac = ld_global_f32(w1_factor + Int64(el) * 4)
+                    efac = efac_rec if const_expr(PIPE) else ld_global_f32(w1_factor + Int64(el) * 4)
                     # routing weight = ring_meta[rb][row].x; E4M3 -> l2_x[rb][row][I],
                     # UE8M0 -> l2_sf[rb][row][I/L2_SCALE_GROUP]
                     _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF, efac, ntok, tile, wg, warp, g, t,
@@ -457,7 +488,7 @@ def _trace_parts(cfg):
                     # ================= W2: l2_x x W2 -> BF16 partials -> source rank's combine =================
                     mainloop("w2", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_l2_x, o_l2_sf,
                              o_l2_full_mask, w2_tiles, w2_scales, sf_stride, policy, err, timeout_ns)
-                    efac = ld_global_f32(w2_factor + Int64(el) * 4)
+                    efac = efac_rec if const_expr(PIPE) else ld_global_f32(w2_factor + Int64(el) * 4)
 
                     def combine_row(n):  # ring_meta = (routing weight, src_rank, src_token, slot): token n's
                         # combine[slot][src_token] row of its source rank (peer descriptor), this task's 256 columns

@@ -25,10 +25,11 @@ arrival (``mbarrier.arrive`` releases the slot's store, ``try_wait`` acquires it
   ``ntasks + G`` claims; the claim that returns ``ntasks + G - 1`` is the launch's last access to the counter and
   stores 0 for the next launch (stream order). A launch that traps leaves the counter dirty, but a trap ends the
   CUDA context and with it the workspace.
-* **Slot reuse.** The producer writes slot ``li % 2`` only after it issued every weight stage of task ``li - 1``;
-  the last of them waited for stage ``li * NK - 1 - NS`` to be released, and the consumers read slot ``li - 2``
-  before they consume stage ``(li - 2) * NK``. So a task must span more than half the stage ring:
-  ``2 * NK > NS`` (:func:`check_slot_reuse`, at build time).
+* **Slot reuse** (``n`` slots). The producer writes slot ``li % n`` only after it issued every weight stage of
+  task ``li - 1``; the last of them waited for the release of the stage NS before it, and the consumers read slot
+  ``li - n`` before they consume the first stage of task ``li - n``. So ``n`` consecutive tasks must span more than
+  the stage ring: ``n * min(K/128) > NS`` (:func:`task_slot_count`, :func:`check_slot_reuse`, at build time). No
+  back-pressure barrier on the hot path.
 """
 from __future__ import annotations
 
@@ -38,20 +39,28 @@ from cutlass import Int32
 from .ptx_mem import ld_shared_f32, mbar_arrive, mbar_init, st_shared_f32
 from .ring_sync import atom_add_relaxed_gpu_u32, ld_shared_b32, st_relaxed_gpu_u32, st_shared_b32
 
-#: shared memory of the two slots: two mbarriers (8 B each), then two 16-byte records (task, expert, tokens, expert
-#: factor; only the task index without ``task_records``)
-TASK_SLOTS_BYTES = 48
+#: shared memory of one task slot: its mbarrier (8 B) and its 16-byte record (task, expert, tokens, expert factor;
+#: only the task index without ``task_records``); the slots' barriers come first, then their records
+TASK_SLOT_BYTES = 24
+#: the persistent dev kernel's two slots
+TASK_SLOTS_BYTES = 2 * TASK_SLOT_BYTES
 
 
-def check_slot_reuse(nk128: int, stages: int, what: str):
-    if 2 * nk128 <= stages:
-        raise ValueError(f"{what}: dynamic_tasks needs a task of more than half the weight-stage ring "
-                         f"(2 x K/128 = {2 * nk128} <= stages = {stages})")
+def task_slot_count(min_nk128: int, stages: int) -> int:
+    """Slots that make reuse safe without a back-pressure barrier (module note, "Slot reuse"): ``n`` consecutive
+    tasks must span more than the stage ring, ``n * min_nk128 > stages``; at least two."""
+    return max(2, -(-(stages + 1) // min_nk128))
 
 
-def init_task_slots(saddr):
-    """One thread, before the CTA's first barrier: the two slots' mbarriers (one arrival each)."""
-    for s in range(2):
+def check_slot_reuse(nk128: int, stages: int, what: str, nslots: int = 2):
+    if nslots * nk128 <= stages:
+        raise ValueError(f"{what}: {nslots} task slots need tasks of more than {stages}/{nslots} weight stages "
+                         f"(K/128 = {nk128}; task_queue.task_slot_count)")
+
+
+def init_task_slots(saddr, nslots: int = 2):
+    """One thread, before the CTA's first barrier: the slots' mbarriers (one arrival each)."""
+    for s in range(nslots):
         mbar_init(saddr + 8 * s, 1)
 
 
@@ -65,11 +74,11 @@ def claim_task(ticket, ntasks, ncta):
     return ok * (t + 1) - 1
 
 
-def publish_task(saddr, li, task, expert=None, ntok=None, efac=None):
+def publish_task(saddr, li, task, expert=None, ntok=None, efac=None, nslots: int = 2):
     """Producer thread: ``task`` (or -1) is this CTA's ``li``-th; with ``Role2GemmConfig.task_records`` also its
     record (expert, tokens, expert factor), which the producer loaded after its acquire."""
-    s = li % 2
-    rec = saddr + 16 + 16 * s
+    s = li % nslots
+    rec = saddr + 8 * nslots + 16 * s
     st_shared_b32(rec, task)
     if expert is not None:
         st_shared_b32(rec + 4, expert)
@@ -78,12 +87,12 @@ def publish_task(saddr, li, task, expert=None, ntok=None, efac=None):
     mbar_arrive(saddr + 8 * s)
 
 
-def next_task(saddr, li, wait, record: bool = False):
+def next_task(saddr, li, wait, record: bool = False, nslots: int = 2):
     """Consumer: this CTA's ``li``-th task (-1: done) once the producer published it; ``wait(bar, parity)`` is the
     caller's bounded mbarrier wait. ``record``: ``(task, expert, ntok, efac)``."""
-    s = li % 2
-    wait(saddr + 8 * s, (li // 2) & 1)
-    rec = saddr + 16 + 16 * s
+    s = li % nslots
+    wait(saddr + 8 * s, (li // nslots) & 1)
+    rec = saddr + 8 * nslots + 16 * s
     if record:
         return ld_shared_b32(rec), ld_shared_b32(rec + 4), ld_shared_b32(rec + 8), ld_shared_f32(rec + 12)
     return ld_shared_b32(rec)

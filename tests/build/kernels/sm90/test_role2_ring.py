@@ -87,14 +87,23 @@ def test_ring_protocol_order(role2_arts, bm, threads):
     ptx = _ptx(role2_arts, bm, threads)
     recv = _first(ptx, "ld.acquire.sys.global.u64")  # receive counts: this replay's pool blocks
     bar0 = _first(ptx, f"bar.sync 0, {threads};", recv)
-    # consumer task: l1_full acquire (+ l2_empty acquire for generation > 0) before any activation is read
-    l1 = _first(ptx, "ld.acquire.gpu.global.u32", bar0)
-    if threads == 384:  # the producer acquires the same block before streaming its weights
-        prod_bulk = _first(ptx, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint", l1)
+    if threads == 384:
+        # the producer acquires each task (l1_full; W2: every W1 mask bit of the block), then publishes its record
+        # (mbarrier.arrive on the task slot), then streams its weights; the consumers wait on the slot and make no
+        # acquire of their own but the previous generation's l2_empty (task_queue, "Task records")
+        l1 = _first(ptx, "ld.acquire.gpu.global.u32", bar0)
+        mask_wait = _first(ptx, "ld.acquire.gpu.global.u64", l1)
+        publish = _first(ptx, "mbarrier.arrive.shared::cta.b64", mask_wait)
+        prod_bulk = _first(ptx, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint",
+                           publish)
         assert "createpolicy.fractional.L2::evict_first" in ptx[:prod_bulk]
-        l1 = _first(ptx, "setmaxnreg.inc.sync.aligned.u32 232;", prod_bulk)
-        l1 = _first(ptx, "ld.acquire.gpu.global.u32", l1)
-    else:  # 256 threads: weights straight from HBM with the EVICT_FIRST policy
+        cons = _first(ptx, "setmaxnreg.inc.sync.aligned.u32 232;", prod_bulk)
+        l1 = _first(ptx, "mbarrier.try_wait.parity.shared::cta.b64", cons)  # the task record
+        assert "ld.acquire.gpu.global.u64" not in ptx[cons:]
+        # one bounded wait left (l2_empty, generation > 0): its first probe and its retry loop
+        assert ptx[cons:].count("ld.acquire.gpu.global.u32") == 2
+    else:  # 256 threads: every consumer acquires l1_full (+ l2_empty for generation > 0); weights from HBM
+        l1 = _first(ptx, "ld.acquire.gpu.global.u32", bar0)
         assert re.search(r"ld\.global\.nc\.L1::no_allocate\.L2::cache_hint\.v4\.u32", ptx)
     w1_mma = _first(ptx, "wgmma.mma_async", l1)
     # ring_x rows staged after the acquire: plain loads (one chunk buffer), or cp.async (the 384-thread builds
@@ -104,10 +113,11 @@ def test_ring_protocol_order(role2_arts, bm, threads):
     w1_store = _first(ptx, "st.global.u8", w1_mma)
     mask_set = _first(ptx, "red.release.gpu.global.or.b64", w1_store)
     assert "fence.acq_rel.gpu;" in ptx[w1_store:mask_set]
-    # W2 task: exactly its mask bits (acquire) before its activation chunk and MMAs
-    mask_wait = _first(ptx, "ld.acquire.gpu.global.u64", mask_set)
-    w2_mma = _first(ptx, "wgmma.mma_async", mask_wait)
-    assert stage in ptx[mask_wait:w2_mma]
+    # W2 task: exactly its mask bits (acquire) before its activation chunk and MMAs (384: the producer's, above)
+    if threads == 256:
+        mask_wait = _first(ptx, "ld.acquire.gpu.global.u64", mask_set)
+    w2_mma = _first(ptx, "wgmma.mma_async", max(mask_wait, mask_set))
+    assert stage in ptx[max(mask_wait, mask_set):w2_mma]
     peer_st = _first(ptx, "st.global.v4.u32", w2_mma)
     done = _first(ptx, "atom.acq_rel.gpu.global.add.u32", peer_st)
     assert "fence.acq_rel.sys;" in ptx[peer_st:done]  # peer (NVLink) stores ordered before the completion count
