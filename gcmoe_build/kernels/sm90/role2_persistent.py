@@ -7,7 +7,10 @@ scale FMAs, identical epilogues; the helpers are shared), but:
   ``nblocks * row_tiles`` tasks, task ``t`` = (ring block ``t // row_tiles``, 256-row tile ``t % row_tiles``):
   block-major, so the first filled ring block's tiles are spread over all CTAs. Static split: CTA ``c`` takes tasks
   ``c, c + G, c + 2G, ...``; ``Role2GemmConfig.dynamic_tasks``: the CTA's producer claims each next task from a
-  counter (:mod:`.task_queue`). The producer warpgroup streams K128 weight stages
+  counter (:mod:`.task_queue`). ``task_records``: the producer also does the task's acquires (W2: every W1 mask
+  bit of the block) and loads and hands the consumers a record (the ring kernel's shipped form); ``release_warp``:
+  a producer-warpgroup thread runs each finished task's fence and releases (measured, not shipped: session 11,
+  docs/PERFORMANCE.md). The producer warpgroup streams K128 weight stages
   continuously across task boundaries (the ring of shared-memory stages never drains between
   tasks); the stage index is ``local_task * K/128 + k128``, identical in producer and consumers.
 * **Ring handshake (paper §4.3).** Before a task's weights or activations are touched, the producer

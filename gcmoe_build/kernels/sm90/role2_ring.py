@@ -26,18 +26,25 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   BM*(gen+1)`` (trap code 2); for ``gen > 0`` also ``l2_empty_count[rb] >= (NT2+1)*gen`` (code 10:
   the previous generation's W2 tasks are done and its ``l2_full_mask`` cleared). The block header
   ``ring_block[rb] = (e_local, tokens, pool block, gen)`` is checked against ``(q, gen)`` (code 11).
+* **Task records (384-thread builds, session 11).** The producer thread, NS weight stages ahead of the consumers,
+  does the task's acquires (l1_full; for a W2 task every W1 mask bit of the block, code 9), reads and checks the
+  header, loads the expert factor and publishes ``(task, expert, tokens, factor)`` in a shared-memory task slot
+  (``task_queue``: an mbarrier per slot, ``task_slot_count`` slots); the consumers wait on the slot and make no
+  global acquire but the ``gen > 0`` l2_empty one. Their dependent chain of acquire + L1 invalidation + loads at
+  every task's top was 6-16 % of the persistent kernels' stall samples (ncu, session 11 call E); layer A/B
+  -3.5..-5.5 % at T >= 2 (call G). The 256-thread builds (no producer) acquire in the consumers as before.
 * **W1** reads ``ring_x[rb][row][H]`` (row stride ``bm_stride``), FP32 scales ``ring_sf[rb][H/128]
   [sf_stride]`` (MN-major), the routing weight from ``ring_meta[rb][row].x``; epilogue: BF16 round,
   clamp, SwiGLU x routing weight, amax over the task's 128 I-columns (``role2_gemm.L2_SCALE_GROUP``), UE8M0 scale,
   E4M3 -> ``l2_x[rb][row][I]`` (staged in shared memory, 16-byte stores), ``l2_sf[rb][row][I/128]`` (UE8M0 bytes,
   the numerics reference's requantisation); then
   ``red.release.gpu.or l2_full_mask[rb] |= 0b11 << 2*tile`` (its two W1 N128 tiles).
-* **W2**, per activation chunk of I-columns ``[k0, k1)``: acquire exactly the mask bits of the W1
-  N128 tiles that produced them (code 9). The chunk is the verified kernels' ``kc`` (a multiple of
+* **W2**, per activation chunk of I-columns ``[k0, k1)`` (256-thread builds): acquire exactly the mask bits of
+  the W1 N128 tiles that produced them (code 9); the 384-thread builds' producer acquires all of the block's bits
+  before publishing the task record. The chunk is the verified kernels' ``kc`` (a multiple of
   256, up to all of I at small BM), so a chunk waits on 4 or more bits, not the paper's two per W2
   K128 tile: per-K128 staging is a measured-next step. The 384-thread builds copy chunk kc + 1 with ``cp.async``
-  into a second buffer while chunk kc is multiplied (``Role2GemmConfig.act_buffers = 2``, W1 and W2; the W2
-  prefetch acquires its chunk's mask bits first). Epilogue: BF16 partials staged through shared memory,
+  into a second buffer while chunk kc is multiplied (``Role2GemmConfig.act_buffers = 2``, W1 and W2). Epilogue: BF16 partials staged through shared memory,
   then 16-byte ``st.global.v4`` straight into the SOURCE rank's ``combine[slot][src_token][H]``
   through the peer descriptor (``ring_meta[rb][row] = (weight, src_rank, src_token, slot)``).
   Release: ``atom.acq_rel.gpu.add l2_empty_count[rb]``; the task that completes the generation
