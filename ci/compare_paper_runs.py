@@ -1,0 +1,59 @@
+"""Compare two sets of paper-protocol bench runs (``gcmoe_runtime.bench sweep`` folders) configuration by
+configuration: gc-moe's slowest-rank median per T, the change, and the new run's (a) / gc-moe ratio. Writes
+``compare.md`` and, where matplotlib is importable, ``compare.png`` into the new runs' folder. Each results folder
+keeps a small ``compare.py`` that calls :func:`compare` with its own pairs, so that its table can be rebuilt.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def points(folder: Path, impl: str = "gc-moe") -> dict[int, float]:
+    """T -> slowest-rank median latency (µs) of ``impl`` in one sweep folder (points that ran)."""
+    out = {}
+    for mv in json.load(open(folder / "results.json"))["models"]:
+        for p in mv["points"]:
+            g = p["impls"].get(impl, {})
+            if g.get("status") == "ok":
+                out[p["T"]] = g["latency_us"]
+    return out
+
+
+def compare(here: Path, prev: dict[str, str], old_label: str, new_label: str, title: str) -> str:
+    """``prev``: configuration folder (under ``here``) -> the older run's folder (relative to ``here``)."""
+    lines = [f"| configuration | T | {old_label} gc-moe µs | {new_label} gc-moe µs | change | {new_label} (a) / gc-moe |",
+             "|---|---|---|---|---|---|"]
+    series = {}
+    for cfg, old_dir in prev.items():
+        new, old, serial = points(here / cfg), points(here / old_dir), points(here / cfg, "gc-moe-serial")
+        series[cfg] = (old, new)
+        for t in sorted(new):
+            if t in old:
+                lines.append(f"| {cfg[6:]} | {t} | {old[t]:.1f} | {new[t]:.1f} | {(new[t] / old[t] - 1) * 100:+.1f} % | "
+                             f"{serial[t] / new[t]:.3f} |")
+    table = "\n".join(lines) + "\n"
+    (here / "compare.md").write_text(table)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no matplotlib: compare.md only")
+        return table
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
+    for ax in axes.flat[len(series):]:
+        ax.axis("off")
+    for ax, (cfg, (old, new)) in zip(axes.flat, series.items()):
+        ts = sorted(set(old) & set(new))
+        ax.plot(ts, [old[t] for t in ts], "o--", label=old_label)
+        ax.plot(ts, [new[t] for t in ts], "o-", label=new_label)
+        ax.set_xscale("log", base=2)
+        ax.set_title(cfg[6:])
+        ax.set_xlabel("tokens per rank")
+        ax.set_ylabel("µs (slowest-rank median)")
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(here / "compare.png", dpi=110)
+    return table
