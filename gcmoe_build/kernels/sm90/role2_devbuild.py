@@ -57,6 +57,9 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_ppk": dict(act_buffers=2, task_records=True),
                     "_pp2kt": dict(act_buffers=2, ctas_per_sm=2, task_records=True, dynamic_tasks=True),
                     "_ppkt": dict(act_buffers=2, task_records=True, dynamic_tasks=True),
+                    # ... and the next task's chunk 0 copied during the last chunk (for_each_chunk's cross)
+                    "_pp2kn": dict(act_buffers=2, ctas_per_sm=2, task_records=True, next_chunk0=True),
+                    "_ppkn": dict(act_buffers=2, task_records=True, next_chunk0=True),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),
@@ -171,7 +174,8 @@ def main(argv=None):
                        "alpha": cfg.alpha, "clamp": cfg.clamp, "smem": cfg.smem_bytes, "threads": cfg.threads,
                        "pipelined": cfg.pipelined, "stages": cfg.stages, "kc": cfg.kc,
                        "persistent": "_pp" in name, "dynamic_tasks": cfg.dynamic_tasks,
-                       "task_records": cfg.task_records, "release_warp": cfg.release_warp, "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
+                       "task_records": cfg.task_records,
+                       "next_chunk0": cfg.next_chunk0, "release_warp": cfg.release_warp, "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
                        "mma_steps_per_call": cfg.mma_steps_per_call,
                        "row_tiles": cfg.row_tiles}

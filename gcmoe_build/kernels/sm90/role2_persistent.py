@@ -38,11 +38,12 @@ from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global
                       mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
 from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, STAGE_BYTES,
-                         Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers, _mma_k128_steps,
-                         stage_k128_step,
-                         _produce_k128, _token_major_scale_addr, _w1_epilogue, w2_epilogue, for_each_chunk, row_table_dst,
-                         w1_tile_bits)
-from .task_queue import (TASK_SLOTS_BYTES, check_slot_reuse, claim_task, free_release, init_release_queue,
+                         NextTaskChunk, Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers,
+                         _mma_k128_steps, _produce_k128, _token_major_scale_addr, _w1_epilogue, for_each_chunk,
+                         row_table_dst, stage_k128_step, w1_tile_bits, w2_epilogue)
+from .ptx_mem import mbar_test_parity
+from .ring_sync import ld_shared_b32
+from .task_queue import (RELEASE_QUEUE_BYTES, TASK_SLOTS_BYTES, check_slot_reuse, claim_task, free_release, init_release_queue,
                          init_task_slots, next_task, post_release, publish_task, take_release)
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
@@ -80,6 +81,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     SLOTS = DYN or REC  # the producer hands each task to the consumers through the task slots
     TASK_OFF = BAR_OFF + 2 * 8 * NS  # the task slots follow the stage barriers
     REL_OFF = TASK_OFF + (TASK_SLOTS_BYTES if SLOTS else 0)  # then the release queue (release_warp)
+    NXT = cfg.next_chunk0
+    FLAG_OFF = REL_OFF + (RELEASE_QUEUE_BYTES if REL else 0)  # then the next-chunk flag (next_chunk0)
     TASK_BITS = (1 << (K // 64)) - 1 if K // 64 < 64 else -1  # W2: every W1 mask bit of the block's I
     if SLOTS:
         check_slot_reuse(NK128, NS, f"role2 {cfg.mode} persistent")
@@ -194,6 +197,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
             wg, warp, g, t, tw = _consumer_lane(ctid)
             acc = cute.make_rmem_tensor((2 * ND,), Float32)
             li = Int32(0)
+            ready = Int32(0)  # next_chunk0: this task's chunk 0 already in buffer 1
             task, rexpert, rntok, refac = consumer_task(smem, cta, li, ntasks, ncta)
             while task >= 0:
                 if const_expr(REC):
@@ -223,9 +227,25 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                             steps[-1].issued = lambda k2=k2: prefetch(k2)
                         _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales)
 
-                for_each_chunk(cfg, smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
-                               lambda kc, tok, kk: _token_major_scale_addr(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
-                               ctid, ntok, chunk_mma, None if W1 or REC else wait_w1_tiles)
+                def peek():  # consumer thread 0: is the next task's record published (and a task)?
+                    s_ = (li + 1) % 2
+                    done = mbar_test_parity(smem + TASK_OFF + 8 * s_, ((li + 1) // 2) & 1)
+                    return done * Int32(ld_shared_b32(smem + TASK_OFF + 16 + 16 * s_) >= 0)
+
+                def next_chunk():  # the next task's chunk 0: rows, scales, tokens (from its record)
+                    rec = smem + TASK_OFF + 16 + 16 * ((li + 1) % 2)
+                    nblk = ld_shared_b32(rec) // NT
+                    return (lambda tok: act + (Int64(nblk) * BM + Int64(tok)) * K,
+                            lambda tok, kk: _token_major_scale_addr(asc, W1, nblk, BM, NKG, Int32(0), NGS, tok, kk),
+                            ld_shared_b32(rec + 8))
+
+                chunk_args = (cfg, smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
+                              lambda kc, tok, kk: _token_major_scale_addr(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
+                              ctid, ntok, chunk_mma, None if W1 or REC else wait_w1_tiles)
+                if const_expr(NXT):
+                    ready = for_each_chunk(*chunk_args, NextTaskChunk(ready, smem + FLAG_OFF, peek, next_chunk))
+                else:
+                    for_each_chunk(*chunk_args)
 
                 if const_expr(W1):
                     _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF, efac, ntok, ntile, wg, warp, g, t,
