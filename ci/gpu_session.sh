@@ -18,6 +18,13 @@ summary=()
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv
   echo "tree (GCMOE_GIT_COMMIT): ${GCMOE_GIT_COMMIT:-unset}"; echo "device .git HEAD: $(git rev-parse HEAD 2>/dev/null)"
   echo "steps: $1"; } > "$WORK/logs/00-env.log" 2>&1
+# session 11 passed GCMOE_GIT_COMMIT=$(git rev-parse ...) evaluated here, i.e. the stale device HEAD, for every call
+dev_head=$(git rev-parse HEAD 2>/dev/null)
+if [[ -n "${GCMOE_GIT_COMMIT:-}" && -n "$dev_head" && "$dev_head" == "$GCMOE_GIT_COMMIT"* ]] \
+   && [[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null | head -1)" ]]; then
+  echo "WARNING: GCMOE_GIT_COMMIT is the device copy's .git HEAD, but the tree differs from it: pass the caller's" \
+       "committed sha literally (results would name the wrong tree)" | tee -a "$WORK/logs/00-env.log"
+fi
 while IFS='|' read -r name tmo cmd; do
   name=$(echo "$name" | sed "s/^[[:space:]]*//;s/[[:space:]]*$//"); [[ -z "$name" || "$name" == \#* ]] && continue
   tmo=$(echo "$tmo" | tr -d "[:space:]")
