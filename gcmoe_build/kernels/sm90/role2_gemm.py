@@ -150,7 +150,8 @@ class Role2GemmConfig:
     #: metadata load on the consumers' path
     task_records: bool = False
     #: persistent kernels with task records: the last activation chunk of a task also copies the next task's chunk 0
-    #: when its record is already published (:func:`for_each_chunk`'s ``cross``; a 16-byte flag after the queues)
+    #: into the other buffer when its record is already published, and the epilogue stages in the last chunk's
+    #: buffer (:func:`for_each_chunk`'s ``cross``; a 16-byte flag after the queues)
     next_chunk0: bool = False
     #: persistent kernels: a producer-warpgroup thread makes each finished task's stores visible and releases its
     #: signals (:mod:`.task_queue` release queue) instead of consumer thread 0 on the consumers' critical path
@@ -183,8 +184,8 @@ class Role2GemmConfig:
         staging = self.bm * (W1_STAGE_STRIDE if self.mode == "w1" else 512)
         if self.next_chunk0 and self.act_buffer_bytes < staging:
             raise ValueError(f"role2 {self.mode} next_chunk0: the epilogue's staging ({staging} B at BM={self.bm}) "
-                             f"does not fit in activation buffer 0 ({self.act_buffer_bytes} B), so buffer 1 would not "
-                             "stay free")
+                             f"does not fit in one activation buffer ({self.act_buffer_bytes} B), so the other would "
+                             "not stay free")
         if self.release_warp and not self.pipelined:
             raise ValueError("role2 release_warp: the releasing thread is in the producer warpgroup (pipelined=True)")
         if (self.dynamic_tasks or self.task_records) and (not self.pipelined or self.dev_compute_only):
@@ -708,13 +709,13 @@ def w1_tile_bits(kc, kc_len: int):
 
 
 class NextTaskChunk:
-    """:func:`for_each_chunk`'s ``cross``: ``ready`` (Int32 0 / 1: this task's chunk 0 is already in buffer 1),
+    """:func:`for_each_chunk`'s ``cross``: ``state`` (Int32: 0, or 1 + the buffer this task's chunk 0 is already in),
     ``flag_addr`` (a shared-memory Int32 the consumers agree through), ``peek()`` (consumer thread 0, without
     waiting: 1 if the next task's record is published and names a task), ``next()`` (every consumer: the next task's
     ``(row_addr(tok), scale_addr(tok, kk) of chunk 0, tokens)``, meaningful once ``peek`` said 1)."""
 
-    def __init__(self, ready, flag_addr, peek, next_chunk):
-        self.ready, self.flag_addr, self.peek, self.next = ready, flag_addr, peek, next_chunk
+    def __init__(self, state, flag_addr, peek, next_chunk):
+        self.state, self.flag_addr, self.peek, self.next = state, flag_addr, peek, next_chunk
 
 
 @cute.jit
@@ -736,13 +737,13 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     read (harmless, branch-free); no activation is copied.
 
     ``cross`` (a :class:`NextTaskChunk`, persistent kernels with task records; or None): chunk 0 of the *next* task
-    crosses the task boundary. ``cross.ready`` = 1: this task's chunk 0 is already in buffer 1 with its scales (the
-    previous task put it there), so the task runs its chunks from buffer 1 and skips the top copy. At the last chunk,
-    when it uses buffer 0 (the epilogues stage in buffer 0, so buffer 1 is the one free), consumer thread 0 tests
-    without waiting whether the next task's record is published (``cross.peek()``) and shares the answer through
-    ``cross.flag_addr`` at the chunk's barrier; if so the last chunk's copy rounds and scale loads fetch the next
-    task's chunk 0 (``cross.next()`` -> its row and scale addresses and tokens) into buffer 1. Returns the next
-    task's ``ready``.
+    crosses the task boundary. ``cross.state``: 0 = this task's chunk 0 is not staged (the top copy puts it in buffer
+    0), 1 + b = it is already in buffer b with its scales (the previous task put it there) and the task's chunks
+    start from buffer b. At the last chunk consumer thread 0 tests without waiting whether the next task's record is
+    published (``cross.peek()``) and shares the answer through ``cross.flag_addr`` at the chunk's barrier; if so the
+    last chunk's copy rounds and scale loads fetch the next task's chunk 0 (``cross.next()`` -> its row and scale
+    addresses and tokens) into the buffer the last chunk does not use. Returns ``(next state, last)``: ``last`` is the
+    buffer of the last chunk, where the caller's epilogue must stage (the other one may be in flight).
     """
     bm, kcl = cfg.bm, cfg.kc
     w1 = cfg.mode == "w1"
@@ -770,8 +771,9 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
         start = 0
         flag_addr, peek, next_chunk = None, None, None
     else:
-        start, flag_addr, peek, next_chunk = cross.ready, cross.flag_addr, cross.peek, cross.next
-        if start == 0:
+        start = cross.state - Int32(cross.state > 0)
+        flag_addr, peek, next_chunk = cross.flag_addr, cross.peek, cross.next
+        if cross.state == 0:
             _copy_act_chunk_async(smem + act_off, row_addr, ctid, Int32(0), ntok, bm, kcl)
             _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_addr(Int32(0), tok, kk), w1,
                                                                    ctid, ntok, bm, ngs), w1, ctid, bm, ngs)
@@ -783,7 +785,7 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
         if const_expr(cross is not None):
             if nxt == nkc:
                 if ctid == 0:  # the last chunk: may the next task's chunk 0 go to buffer 1 now?
-                    st_shared_b32(flag_addr, peek() * Int32(((kc + start) & 1) == 0))
+                    st_shared_b32(flag_addr, peek())
         bar_sync(1, CONSUMER_THREADS)
         cur = (kc + start) & 1 if const_expr(cross is not None) else kc & 1
         if nxt < nkc:
@@ -819,7 +821,9 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
         body(kc, smem + act_off + cur * ab, smem + asc_off + cur * sb, prefetch)
         _store_chunk_scales(smem + asc_off + (1 - cur) * sb, sv, w1, ctid, bm, ngs)
     if const_expr(cross is not None):
-        return ld_shared_b32(flag_addr)  # the next task's ready (written before this task's last barrier)
+        last = (nkc - 1 + start) & 1
+        # the flag was written before this task's last barrier; the next task's chunk 0 is in buffer 1 - last
+        return ld_shared_b32(flag_addr) * (2 - last), last
 
 
 #: row stride (bytes) of the W1 epilogue's E4M3 staging tile ``[BM][128 I-columns]``: 16-byte aligned rows for the

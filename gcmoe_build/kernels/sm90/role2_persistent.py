@@ -197,7 +197,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
             wg, warp, g, t, tw = _consumer_lane(ctid)
             acc = cute.make_rmem_tensor((2 * ND,), Float32)
             li = Int32(0)
-            ready = Int32(0)  # next_chunk0: this task's chunk 0 already in buffer 1
+            staged = Int32(0)  # next_chunk0: 0, or 1 + the buffer this task's chunk 0 is already in
             task, rexpert, rntok, refac = consumer_task(smem, cta, li, ntasks, ncta)
             while task >= 0:
                 if const_expr(REC):
@@ -242,19 +242,22 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                 chunk_args = (cfg, smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
                               lambda kc, tok, kk: _token_major_scale_addr(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
                               ctid, ntok, chunk_mma, None if W1 or REC else wait_w1_tiles)
-                if const_expr(NXT):
-                    ready = for_each_chunk(*chunk_args, NextTaskChunk(ready, smem + FLAG_OFF, peek, next_chunk))
+                stage_off = ACT_OFF  # the epilogues' staging: the last chunk's buffer (next_chunk0: the other one
+                if const_expr(NXT):  # may hold the next task's chunk 0 in flight)
+                    staged, last = for_each_chunk(*chunk_args, NextTaskChunk(staged, smem + FLAG_OFF, peek,
+                                                                             next_chunk))
+                    stage_off = ACT_OFF + last * cfg.act_buffer_bytes
                 else:
                     for_each_chunk(*chunk_args)
 
                 if const_expr(W1):
-                    _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF, efac, ntok, ntile, wg, warp, g, t,
+                    _w1_epilogue(acc, smem, AMAX_OFF, stage_off, efac, ntok, ntile, wg, warp, g, t,
                                  lambda n: aux + (Int64(blk) * BM + Int64(n)) * 4,
                                  lambda n, col: out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col),
                                  lambda n, grp: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // L2_SCALE_GROUP)
                                                  + Int64(grp)), BM, alpha, clamp)
                 else:
-                    w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid,
+                    w2_epilogue(acc, efac, smem, stage_off, AMAX_OFF, ntok, ctid,
                                 lambda n: row_table_dst(out, aux + (Int64(blk) * BM + Int64(n)) * 4, cfg.rows, ntile),
                                 BM)
                 # publish: every consumer's stores, then one release per task (also orders the next
