@@ -708,6 +708,15 @@ def w1_tile_bits(kc, kc_len: int):
     return ((Int64(1) << (kc_len // 64)) - Int64(1)) << Int64(kc * (kc_len // 64))
 
 
+def all_w1_tile_bits(i_cols: int) -> int:
+    """Every ``l2_full_mask`` bit of a block with ``i_cols`` I-columns (a task that waits for the whole block), as
+    the signed 64-bit value the mask wait compares with (all 64 bits: -1)."""
+    if i_cols // 64 > 64:
+        raise ValueError(f"role2: {i_cols} I-columns need {i_cols // 64} W1 tile bits > 64 (64-bit l2_full_mask)")
+    bits = (1 << (i_cols // 64)) - 1
+    return bits - (1 << 64) if bits >= 1 << 63 else bits
+
+
 class NextTaskChunk:
     """:func:`for_each_chunk`'s ``cross``: ``state`` (Int32: 0, or 1 + the buffer this task's chunk 0 is already in),
     ``flag_addr`` (a shared-memory Int32 the consumers agree through), ``peek()`` (consumer thread 0, without

@@ -40,11 +40,11 @@ from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global
 from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, STAGE_BYTES,
                          NextTaskChunk, Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers,
                          _mma_k128_steps, _produce_k128, _token_major_scale_addr, _w1_epilogue, for_each_chunk,
-                         row_table_dst, stage_k128_step, w1_tile_bits, w2_epilogue)
-from .ptx_mem import mbar_test_parity
+                         row_table_dst, stage_k128_step, all_w1_tile_bits, w1_tile_bits, w2_epilogue)
 from .ring_sync import ld_shared_b32
 from .task_queue import (RELEASE_QUEUE_BYTES, TASK_SLOTS_BYTES, check_slot_reuse, claim_task, free_release, init_release_queue,
-                         init_task_slots, next_task, post_release, publish_task, take_release)
+                         init_task_slots, next_task, post_release, publish_task, take_release, task_published,
+                         task_record)
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
 TRAP_L2_MASK = 9
@@ -83,7 +83,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     REL_OFF = TASK_OFF + (TASK_SLOTS_BYTES if SLOTS else 0)  # then the release queue (release_warp)
     NXT = cfg.next_chunk0
     FLAG_OFF = REL_OFF + (RELEASE_QUEUE_BYTES if REL else 0)  # then the next-chunk flag (next_chunk0)
-    TASK_BITS = (1 << (K // 64)) - 1 if K // 64 < 64 else -1  # W2: every W1 mask bit of the block's I
+    TASK_BITS = 0 if W1 else all_w1_tile_bits(K)  # W2: every W1 mask bit of the block's I
     if SLOTS:
         check_slot_reuse(NK128, NS, f"role2 {cfg.mode} persistent")
 
@@ -228,12 +228,11 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales)
 
                 def peek():  # consumer thread 0: is the next task's record published (and a task)?
-                    s_ = (li + 1) % 2
-                    done = mbar_test_parity(smem + TASK_OFF + 8 * s_, ((li + 1) // 2) & 1)
-                    return done * Int32(ld_shared_b32(smem + TASK_OFF + 16 + 16 * s_) >= 0)
+                    return (task_published(smem + TASK_OFF, li + 1)
+                            * Int32(ld_shared_b32(task_record(smem + TASK_OFF, li + 1)) >= 0))
 
                 def next_chunk():  # the next task's chunk 0: rows, scales, tokens (from its record)
-                    rec = smem + TASK_OFF + 16 + 16 * ((li + 1) % 2)
+                    rec = task_record(smem + TASK_OFF, li + 1)
                     nblk = ld_shared_b32(rec) // NT
                     return (lambda tok: act + (Int64(nblk) * BM + Int64(tok)) * K,
                             lambda tok, kk: _token_major_scale_addr(asc, W1, nblk, BM, NKG, Int32(0), NGS, tok, kk),

@@ -262,7 +262,8 @@ def _trace_parts(cfg):
     from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, ROWS_PER_CTA,
                              STAGE_BYTES, K128Step, TokenScales, _consumer_lane, _init_stage_barriers,
                              _mma_k128_steps, stage_k128_step,
-                             _load_k128, _produce_k128, _w1_epilogue, for_each_chunk, w1_tile_bits, w2_epilogue)
+                             _load_k128, _produce_k128, _w1_epilogue, all_w1_tile_bits, for_each_chunk, w1_tile_bits,
+                             w2_epilogue)
     from .task_queue import check_slot_reuse, init_task_slots, next_task, publish_task
 
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
@@ -284,9 +285,7 @@ def _trace_parts(cfg):
     SLOT_OFF, NSLOT = so.get("slots", 0), so.get("nslots", 0)
     if PIPE:
         check_slot_reuse(min(NK1, NK2), NS, f"role2 BM={BM}", NSLOT)
-    I_BITS = (1 << (I // 64)) - 1  # every W1 N128 tile's mask bit of a block (Role2RingConfig: 2I/128 <= 64)
-    if I_BITS >= 1 << 63:
-        I_BITS -= 1 << 64  # all 64 bits: the signed Int64 the mask wait compares with
+    I_BITS = all_w1_tile_bits(I)  # every W1 N128 tile's mask bit of a block (Role2RingConfig: 2I/128 <= 64)
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
 
     def ring_act_scale_addr(mode, base, rb, row0, sf_stride, grp, tok):

@@ -36,7 +36,7 @@ from __future__ import annotations
 import cutlass.cute as cute
 from cutlass import Int32
 
-from .ptx_mem import ld_shared_f32, mbar_arrive, mbar_init, st_shared_f32
+from .ptx_mem import ld_shared_f32, mbar_arrive, mbar_init, mbar_test_parity, st_shared_f32
 from .ring_sync import atom_add_relaxed_gpu_u32, ld_shared_b32, st_relaxed_gpu_u32, st_shared_b32
 
 #: shared memory of one task slot: its mbarrier (8 B) and its 16-byte record (task, expert, tokens, expert factor;
@@ -74,25 +74,33 @@ def claim_task(ticket, ntasks, ncta):
     return ok * (t + 1) - 1
 
 
+def task_record(saddr, li, nslots: int = 2):
+    """The shared-memory address of the record of this CTA's ``li``-th task (its slot's 16 bytes)."""
+    return saddr + 8 * nslots + 16 * (li % nslots)
+
+
+def task_published(saddr, li, nslots: int = 2):
+    """1 if the producer has published this CTA's ``li``-th task, else 0; never waits (acquire when 1)."""
+    return mbar_test_parity(saddr + 8 * (li % nslots), (li // nslots) & 1)
+
+
 def publish_task(saddr, li, task, expert=None, ntok=None, efac=None, nslots: int = 2):
     """Producer thread: ``task`` (or -1) is this CTA's ``li``-th; with ``Role2GemmConfig.task_records`` also its
     record (expert, tokens, expert factor), which the producer loaded after its acquire."""
-    s = li % nslots
-    rec = saddr + 8 * nslots + 16 * s
+    rec = task_record(saddr, li, nslots)
     st_shared_b32(rec, task)
     if expert is not None:
         st_shared_b32(rec + 4, expert)
         st_shared_b32(rec + 8, ntok)
         st_shared_f32(rec + 12, efac)
-    mbar_arrive(saddr + 8 * s)
+    mbar_arrive(saddr + 8 * (li % nslots))
 
 
 def next_task(saddr, li, wait, record: bool = False, nslots: int = 2):
     """Consumer: this CTA's ``li``-th task (-1: done) once the producer published it; ``wait(bar, parity)`` is the
     caller's bounded mbarrier wait. ``record``: ``(task, expert, ntok, efac)``."""
-    s = li % nslots
-    wait(saddr + 8 * s, (li // nslots) & 1)
-    rec = saddr + 8 * nslots + 16 * s
+    wait(saddr + 8 * (li % nslots), (li // nslots) & 1)
+    rec = task_record(saddr, li, nslots)
     if record:
         return ld_shared_b32(rec), ld_shared_b32(rec + 4), ld_shared_b32(rec + 8), ld_shared_f32(rec + 12)
     return ld_shared_b32(rec)
