@@ -60,6 +60,9 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     # ... and the next task's chunk 0 copied during the last chunk (for_each_chunk's cross)
                     "_pp2kn": dict(act_buffers=2, ctas_per_sm=2, task_records=True, next_chunk0=True),
                     "_ppkn": dict(act_buffers=2, task_records=True, next_chunk0=True),
+                    # ... and task records with the release queue (session 12: the per-task fence off the consumers)
+                    "_pp2kr": dict(act_buffers=2, ctas_per_sm=2, task_records=True, release_warp=True),
+                    "_ppkr": dict(act_buffers=2, task_records=True, release_warp=True),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),
