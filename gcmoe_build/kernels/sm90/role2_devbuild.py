@@ -63,6 +63,10 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     # ... and task records with the release queue (session 12: the per-task fence off the consumers)
                     "_pp2kr": dict(act_buffers=2, ctas_per_sm=2, task_records=True, release_warp=True),
                     "_ppkr": dict(act_buffers=2, task_records=True, release_warp=True),
+                    # ... and W2's release inside the epilogue, before its stores (session 12 call C: the fence
+                    # after the stores held the other consumer warps at the next task's first barrier)
+                    "_pp2ke": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True),
+                    "_ppke": dict(act_buffers=2, task_records=True, w2_early_release=True),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),

@@ -156,6 +156,10 @@ class Role2GemmConfig:
     #: persistent kernels: a producer-warpgroup thread makes each finished task's stores visible and releases its
     #: signals (:mod:`.task_queue` release queue) instead of consumer thread 0 on the consumers' critical path
     release_warp: bool = False
+    #: persistent kernels, W2: the task's release (its reads of the ring are done) runs inside the epilogue, after
+    #: the destinations are loaded and before the stores, so its fence has no stores of the task to wait for
+    #: (:func:`w2_epilogue`'s ``after_loads``; the ring kernel always does this)
+    w2_early_release: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -186,6 +190,9 @@ class Role2GemmConfig:
             raise ValueError(f"role2 {self.mode} next_chunk0: the epilogue's staging ({staging} B at BM={self.bm}) "
                              f"does not fit in one activation buffer ({self.act_buffer_bytes} B), so the other would "
                              "not stay free")
+        if self.w2_early_release and self.release_warp:
+            raise ValueError("role2 w2_early_release: the release runs in the epilogue, not in the release queue "
+                             "(release_warp)")
         if self.release_warp and not self.pipelined:
             raise ValueError("role2 release_warp: the releasing thread is in the producer warpgroup (pipelined=True)")
         if (self.dynamic_tasks or self.task_records) and (not self.pipelined or self.dev_compute_only):
@@ -927,7 +934,7 @@ def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg,
 
 
 @cute.jit
-def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_of, bm: int):
+def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_of, bm: int, after_loads=None):
     """W2 epilogue of one 256-row task, inlined; every consumer thread calls it once the task's MMAs are waited.
 
     BF16 ``acc * efac`` of the task's 256 rows is staged in shared memory ``[bm][256]`` at ``stage_off`` (512 B per
@@ -936,7 +943,11 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
     aligned; it may load, e.g. the ring's ``ring_meta`` row). ``dst_of`` runs once per token, in thread ``n``, before
     the staging, and its address is handed over through shared memory at ``dst_off`` (8 B per token), so the loads
     behind it run under the staging instead of before every store. ``efac=None`` (role4's shared expert): no factor,
-    the multiply is not emitted. The caller orders the next use of either area."""
+    the multiply is not emitted. The caller orders the next use of either area.
+
+    ``after_loads()``, when given, runs in every consumer thread after the barrier that follows the last ``dst_of``
+    load and before the first store; its result is returned. A release there orders every global read of the task
+    (the mainloop's, ``dst_of``'s) and no store of it: its fence finds nothing of the task to wait for."""
     nd = bm // 2
     wg, warp, g, t, _ = _consumer_lane(ctid)
     dst = Int64(0)
@@ -956,6 +967,7 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
     if ctid < bm:
         st_shared_u64(smem + dst_off + ctid * 8, dst)
     bar_sync(1, CONSUMER_THREADS)
+    early = after_loads() if after_loads is not None else None
     units = bm * 32
     for it in cutlass.range_constexpr((units + CONSUMER_THREADS - 1) // CONSUMER_THREADS):
         u = ctid + it * CONSUMER_THREADS
@@ -965,6 +977,7 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
             if n < ntok:
                 v = ld_shared_v4(smem + stage_off + n * 512 + c * 16)
                 st_global_v4(ld_shared_u64(smem + dst_off + n * 8) + Int64(16 * c), v[0], v[1], v[2], v[3])
+    return early
 
 
 def row_table_dst(out, rowidx_addr, rows: int, tile):

@@ -82,6 +82,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     TASK_OFF = BAR_OFF + 2 * 8 * NS  # the task slots follow the stage barriers
     REL_OFF = TASK_OFF + (TASK_SLOTS_BYTES if SLOTS else 0)  # then the release queue (release_warp)
     NXT = cfg.next_chunk0
+    EARLY = cfg.w2_early_release and not W1  # W2: released in the epilogue, before its stores
     FLAG_OFF = REL_OFF + (RELEASE_QUEUE_BYTES if REL else 0)  # then the next-chunk flag (next_chunk0)
     TASK_BITS = 0 if W1 else all_w1_tile_bits(K)  # W2: every W1 mask bit of the block's I
     if SLOTS:
@@ -256,17 +257,22 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                                  lambda n, grp: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // L2_SCALE_GROUP)
                                                  + Int64(grp)), BM, alpha, clamp)
                 else:
+                    def early_release():  # W2's release needs only its reads done (w2_early_release)
+                        if ctid == 0:
+                            release_task(task, l2_mask, l1_empty)
+
                     w2_epilogue(acc, efac, smem, stage_off, AMAX_OFF, ntok, ctid,
                                 lambda n: row_table_dst(out, aux + (Int64(blk) * BM + Int64(n)) * 4, cfg.rows, ntile),
-                                BM)
+                                BM, early_release if EARLY else None)
                 # publish: every consumer's stores, then one release per task (also orders the next
                 # task's shared-memory reuse after this task's epilogue reads)
                 bar_sync(1, CT)
-                if ctid == 0:
-                    if const_expr(REL):
-                        post_release(smem + REL_OFF, li, task, qwait)
-                    else:
-                        release_task(task, l2_mask, l1_empty)
+                if const_expr(not EARLY):
+                    if ctid == 0:
+                        if const_expr(REL):
+                            post_release(smem + REL_OFF, li, task, qwait)
+                        else:
+                            release_task(task, l2_mask, l1_empty)
                 li = li + 1
                 task, rexpert, rntok, refac = consumer_task(smem, cta, li, ntasks, ncta)
             if const_expr(REL):

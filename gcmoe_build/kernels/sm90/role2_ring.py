@@ -47,7 +47,14 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   into a second buffer while chunk kc is multiplied (``Role2GemmConfig.act_buffers = 2``, W1 and W2). Epilogue: BF16 partials staged through shared memory,
   then 16-byte ``st.global.v4`` straight into the SOURCE rank's ``combine[slot][src_token][H]``
   through the peer descriptor (``ring_meta[rb][row] = (weight, src_rank, src_token, slot)``).
-  Release: ``atom.acq_rel.gpu.add l2_empty_count[rb]``; the task that completes the generation
+  Release: ``atom.acq_rel.gpu.add l2_empty_count[rb]``, issued inside the epilogue after the last read of the
+  block (``ring_meta``) and before the first combine store (``w2_epilogue``'s ``after_loads``): the counts guard only
+  reads (write-after-read: the next generation's W1 rewrites ``l2_x``, role1 ``ring_x`` / ``ring_meta``), so the
+  fence in the release has none of the task's stores to wait for. Placed after the stores (session 11 and before,
+  with a system-scope fence for the NVLink stores) it held the other seven consumer warps at the next task's first
+  barrier (ncu, session 12 call C: 7 % of the persistent W2 kernel's stall samples). The combine stores reach the
+  source rank's role3 through the graph: role3 runs after role2 and releases ``combine_ready`` at system scope after
+  a system fence (cumulative). The task that completes the generation
   (old == ``(NT2+1)*gen + NT2-1``) clears ``l2_full_mask[rb]``, adds the extra 1 to
   ``l2_empty_count`` and releases ``l1_empty_count[rb] += 1`` (exactly +1 per consumed generation,
   what role1 waits for; W2 is the last reader of ``ring_meta``).
@@ -255,7 +262,6 @@ def _trace_parts(cfg):
 
     from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_v4,
                           red_release_add_u32, red_release_or_b64, setmaxnreg)
-    from .role1_sync import fence_acq_rel_sys
     from .ring_sync import (atom_add_acqrel_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
@@ -502,11 +508,16 @@ def _trace_parts(cfg):
                         cell = (Int64(meta[3]) * CAP + Int64(meta[2])) * H + Int64(tile * ROWS_PER_CTA)
                         return peer_ws(peer, meta[1]) + o_combine + cell * 2
 
-                    w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid, combine_row, BM)
+                    def release_reads():  # every read of the block is done (mainloop, ring_meta); no store yet
+                        old = Int32(-1)
+                        if ctid == 0:
+                            old = atom_add_acqrel_gpu_u32(ws + o_l2_empty_count + Int64(rb) * 4, Int32(1))
+                        return old
+
+                    old = w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid, combine_row, BM,
+                                      after_loads=release_reads)
                     bar_sync(1, CT)
                     if ctid == 0:
-                        fence_acq_rel_sys()  # the CTA's combine stores went to peers over NVLink
-                        old = atom_add_acqrel_gpu_u32(ws + o_l2_empty_count + Int64(rb) * 4, Int32(1))
                         if old == last_w2_old(gen, NT2):
                             # last W2 task of this generation: clear the W1 bitmap for the next generation,
                             # complete l2_empty's generation, then hand the ring block back to role1

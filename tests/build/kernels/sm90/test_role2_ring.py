@@ -118,10 +118,14 @@ def test_ring_protocol_order(role2_arts, bm, threads):
         mask_wait = _first(ptx, "ld.acquire.gpu.global.u64", mask_set)
     w2_mma = _first(ptx, "wgmma.mma_async", max(mask_wait, mask_set))
     assert stage in ptx[max(mask_wait, mask_set):w2_mma]
-    peer_st = _first(ptx, "st.global.v4.u32", w2_mma)
-    done = _first(ptx, "atom.acq_rel.gpu.global.add.u32", peer_st)
-    assert "fence.acq_rel.sys;" in ptx[peer_st:done]  # peer (NVLink) stores ordered before the completion count
-    clear = _first(ptx, "st.relaxed.gpu.global.u64", done)
+    # the completion count is released after the task's last ring read (ring_meta, the combine destinations) and
+    # before its combine stores: it guards reads only; the stores reach role3 through the graph edge
+    meta = _first(ptx, "ld.global.v4.u32", w2_mma)
+    done = _first(ptx, "atom.acq_rel.gpu.global.add.u32", meta)
+    peer_st = _first(ptx, "st.global.v4.u32", done)
+    assert "st.global.v4.u32" not in ptx[w2_mma:done]
+    assert "fence.acq_rel.sys;" not in ptx[w2_mma:]
+    clear = _first(ptx, "st.relaxed.gpu.global.u64", peer_st)
     rel = [m.start() for m in re.finditer(r"red\.release\.gpu\.global\.add\.u32", ptx)]
     assert len(rel) == 2 and all(r > clear for r in rel)  # l2_empty completion, then l1_empty (+1 per generation)
     # no release of l1_empty anywhere else (role1 waits for exactly +1 per consumed generation)
