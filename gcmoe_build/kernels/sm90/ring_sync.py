@@ -128,6 +128,14 @@ def atom_add_acqrel_gpu_u32(addr, val, *, loc=None, ip=None) -> Int32:
 
 
 @dsl_user_op
+def atom_add_release_gpu_u32(addr, val, *, loc=None, ip=None) -> Int32:
+    """``atom.release.gpu.add.u32``: returns the old value; orders this CTA's earlier accesses (through the caller's
+    barrier) before the add, with no acquire half (no L1 invalidation): a caller that goes on to act on the other
+    adders' releases adds ``fence.acq_rel.gpu`` on that path."""
+    return Int32(_asm("atom.release.gpu.global.add.u32 $0, [$1], $2;", "=r,l,r", [_v(addr, Int64), _v(val)], 1)[0])
+
+
+@dsl_user_op
 def atom_add_relaxed_gpu_u32(addr, val, *, loc=None, ip=None) -> Int32:
     """``atom.relaxed.gpu.add.u32``: returns the old value; no ordering (a ticket counter that publishes no data)."""
     return Int32(_asm("atom.relaxed.gpu.global.add.u32 $0, [$1], $2;", "=r,l,r", [_v(addr, Int64), _v(val)], 1)[0])
@@ -164,6 +172,6 @@ def ld_shared_b32(saddr, *, loc=None, ip=None) -> Int32:
     return Int32(_asm("ld.shared.b32 $0, [$1];", "=r,r", [_v(saddr)], 1)[0])
 
 
-__all__ = ["atom_add_acqrel_gpu_u32", "atom_add_relaxed_gpu_u32", "ld_relaxed_gpu_u32", "ld_shared_b32",
+__all__ = ["atom_add_acqrel_gpu_u32", "atom_add_release_gpu_u32", "atom_add_relaxed_gpu_u32", "ld_relaxed_gpu_u32", "ld_shared_b32",
            "mbar_wait_rt", "shfl_bfly_s32", "st_relaxed_gpu_u32", "st_relaxed_gpu_u64", "st_shared_b32",
            "st_shared_u16", "trap_if_ne", "wait_arrived_count", "wait_geq_u32_rt", "wait_mask_u64_rt"]

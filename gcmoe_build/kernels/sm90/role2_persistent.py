@@ -34,7 +34,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
-from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_s32,
+from .ptx_mem import (bar_sync, evict_first_policy, ld_global_f32, ld_global_s32,
                       mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
 from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, STAGE_BYTES,
@@ -105,7 +105,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
         ``l1_empty`` count. Consumer thread 0 after the consumers' barrier, or the release_warp thread."""
         blk = task // NT
         ntile = task % NT
-        fence_acq_rel_gpu()
+        # release operations: each cumulative over the stores the caller's barrier (or the release queue's
+        # mbarrier) ordered before it; no separate fence.acq_rel (its MEMBAR + L1 invalidation, session 12)
         if const_expr(W1):
             red_release_or_b64(l2_mask + Int64(blk) * 8, Int64(3) << Int64(2 * ntile))
         red_release_add_u32(l1_empty + Int64(blk) * 4, Int32(1))

@@ -38,7 +38,10 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   clamp, SwiGLU x routing weight, amax over the task's 128 I-columns (``role2_gemm.L2_SCALE_GROUP``), UE8M0 scale,
   E4M3 -> ``l2_x[rb][row][I]`` (staged in shared memory, 16-byte stores), ``l2_sf[rb][row][I/128]`` (UE8M0 bytes,
   the numerics reference's requantisation); then
-  ``red.release.gpu.or l2_full_mask[rb] |= 0b11 << 2*tile`` (its two W1 N128 tiles).
+  ``red.release.gpu.or l2_full_mask[rb] |= 0b11 << 2*tile`` (its two W1 N128 tiles) by consumer thread 0 after the
+  consumers' barrier: a release operation is cumulative over the stores the barrier ordered before it. (Until
+  session 12 a ``fence.acq_rel.gpu`` preceded it: a second MEMBAR and an L1 invalidation per task, waited for by
+  the other consumer warps at their next barrier.)
 * **W2**, per activation chunk of I-columns ``[k0, k1)`` (256-thread builds): acquire exactly the mask bits of
   the W1 N128 tiles that produced them (code 9); the 384-thread builds' producer acquires all of the block's bits
   before publishing the task record. The chunk is the verified kernels' ``kc`` (a multiple of
@@ -47,7 +50,7 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   into a second buffer while chunk kc is multiplied (``Role2GemmConfig.act_buffers = 2``, W1 and W2). Epilogue: BF16 partials staged through shared memory,
   then 16-byte ``st.global.v4`` straight into the SOURCE rank's ``combine[slot][src_token][H]``
   through the peer descriptor (``ring_meta[rb][row] = (weight, src_rank, src_token, slot)``).
-  Release: ``atom.acq_rel.gpu.add l2_empty_count[rb]``, issued inside the epilogue after the last read of the
+  Release: ``atom.release.gpu.add l2_empty_count[rb]``, issued inside the epilogue after the last read of the
   block (``ring_meta``) and before the first combine store (``w2_epilogue``'s ``after_loads``): the counts guard only
   reads (write-after-read: the next generation's W1 rewrites ``l2_x``, role1 ``ring_x`` / ``ring_meta``), so the
   fence in the release has none of the task's stores to wait for. Placed after the stores (session 11 and before,
@@ -106,7 +109,7 @@ SCALAR_PARAMS_S32 = ("ring_blocks", "bm_stride", "sf_stride")
 
 REQUIRED_PTX = ("wgmma.mma_async.sync.aligned", "ld.acquire.gpu.global.u32", "ld.acquire.gpu.global.u64",
                 "ld.acquire.sys.global.u64", "red.release.gpu.global.or.b64", "red.release.gpu.global.add.u32",
-                "atom.acq_rel.gpu.global.add.u32", "st.global.v4.u32", "trap")
+                "atom.release.gpu.global.add.u32", "st.global.v4.u32", "trap")
 
 
 from .role2_schedule import task_coords  # noqa: E402,F401  (the host mirror of the kernel's task order)
@@ -262,7 +265,7 @@ def _trace_parts(cfg):
 
     from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_v4,
                           red_release_add_u32, red_release_or_b64, setmaxnreg)
-    from .ring_sync import (atom_add_acqrel_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
+    from .ring_sync import (atom_add_release_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
     from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, ROWS_PER_CTA,
@@ -493,8 +496,7 @@ def _trace_parts(cfg):
                                  BM, alpha, clamp)
                     # publish: every consumer's stores, then the task's two W1 N128 mask bits
                     bar_sync(1, CT)
-                    if ctid == 0:
-                        fence_acq_rel_gpu()
+                    if ctid == 0:  # a release operation: cumulative over the barrier's stores, no acquire half
                         red_release_or_b64(ws + o_l2_full_mask + Int64(rb) * 8, Int64(3) << Int64(2 * tile))
                 else:
                     # ================= W2: l2_x x W2 -> BF16 partials -> source rank's combine =================
@@ -511,7 +513,7 @@ def _trace_parts(cfg):
                     def release_reads():  # every read of the block is done (mainloop, ring_meta); no store yet
                         old = Int32(-1)
                         if ctid == 0:
-                            old = atom_add_acqrel_gpu_u32(ws + o_l2_empty_count + Int64(rb) * 4, Int32(1))
+                            old = atom_add_release_gpu_u32(ws + o_l2_empty_count + Int64(rb) * 4, Int32(1))
                         return old
 
                     old = w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid, combine_row, BM,
@@ -519,6 +521,7 @@ def _trace_parts(cfg):
                     bar_sync(1, CT)
                     if ctid == 0:
                         if old == last_w2_old(gen, NT2):
+                            fence_acq_rel_gpu()  # acquire the generation's other W2 releases (their reads are done)
                             # last W2 task of this generation: clear the W1 bitmap for the next generation,
                             # complete l2_empty's generation, then hand the ring block back to role1
                             st_relaxed_gpu_u64(ws + o_l2_full_mask + Int64(rb) * 8, Int64(0))

@@ -112,7 +112,8 @@ def test_ring_protocol_order(role2_arts, bm, threads):
     assert stage in ptx[l1:w1_mma]
     w1_store = _first(ptx, "st.global.u8", w1_mma)
     mask_set = _first(ptx, "red.release.gpu.global.or.b64", w1_store)
-    assert "fence.acq_rel.gpu;" in ptx[w1_store:mask_set]
+    # the release operation itself orders the barrier's stores (cumulative); no separate fence on the hot path
+    assert "fence.acq_rel.gpu;" not in ptx[w1_store:mask_set]
     # W2 task: exactly its mask bits (acquire) before its activation chunk and MMAs (384: the producer's, above)
     if threads == 256:
         mask_wait = _first(ptx, "ld.acquire.gpu.global.u64", mask_set)
@@ -121,15 +122,17 @@ def test_ring_protocol_order(role2_arts, bm, threads):
     # the completion count is released after the task's last ring read (ring_meta, the combine destinations) and
     # before its combine stores: it guards reads only; the stores reach role3 through the graph edge
     meta = _first(ptx, "ld.global.v4.u32", w2_mma)
-    done = _first(ptx, "atom.acq_rel.gpu.global.add.u32", meta)
+    done = _first(ptx, "atom.release.gpu.global.add.u32", meta)
     peer_st = _first(ptx, "st.global.v4.u32", done)
     assert "st.global.v4.u32" not in ptx[w2_mma:done]
     assert "fence.acq_rel.sys;" not in ptx[w2_mma:]
     clear = _first(ptx, "st.relaxed.gpu.global.u64", peer_st)
+    # only the generation's last W2 task acquires the others' releases before it hands the block back
+    assert "fence.acq_rel.gpu;" in ptx[peer_st:clear]
     rel = [m.start() for m in re.finditer(r"red\.release\.gpu\.global\.add\.u32", ptx)]
     assert len(rel) == 2 and all(r > clear for r in rel)  # l2_empty completion, then l1_empty (+1 per generation)
     # no release of l1_empty anywhere else (role1 waits for exactly +1 per consumed generation)
-    assert ptx.count("atom.acq_rel.gpu.global.add.u32") == 1
+    assert ptx.count("atom.release.gpu.global.add.u32") == 1 and "atom.acq_rel.gpu" not in ptx
 
 
 @pytest.mark.parametrize("bm,threads", [(8, 256), (64, 384)])
