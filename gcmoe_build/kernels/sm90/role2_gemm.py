@@ -452,12 +452,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
 
     if per_k128:
         def promote(done, pending: int):
-            # the token scales are loaded (and scaled) before the wait, so their shared-load latency runs under the
-            # MMAs being waited for; loaded after it they were the first thing the drained warps stalled on (ncu,
-            # session 12 call H: the FMUL consuming them held 4.7 % of W1 BM 64's stall samples)
-            scales = [v * FOLD_SCALE for v in done[1].ascl[0]]
             wgmma_wait(pending)
-            fma(*done[0], scales)
+            fma(*done[0], [v * FOLD_SCALE for v in done[1].ascl[0]])
 
         done = None  # (partials, step) of the previous step, its group still pending
         for step in steps:
