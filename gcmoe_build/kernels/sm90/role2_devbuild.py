@@ -67,6 +67,9 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     # after the stores held the other consumer warps at the next task's first barrier)
                     "_pp2ke": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True),
                     "_ppke": dict(act_buffers=2, task_records=True, w2_early_release=True),
+                    # ... and the promote's x 2**FOLD_LOG2 applied when the token scales are staged (session 12)
+                    "_pp2kf": dict(act_buffers=2, ctas_per_sm=2, task_records=True, staged_fold_scale=True),
+                    "_ppkf": dict(act_buffers=2, task_records=True, staged_fold_scale=True),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),

@@ -65,7 +65,7 @@ from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_wait_
                       st_shared_u64, st_shared_u8, st_shared_v4)
 from .ring_sync import ld_shared_b32, st_shared_b32, st_shared_u16
 from .task_queue import RELEASE_QUEUE_BYTES, TASK_SLOTS_BYTES
-from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, sel_f32, shfl_bfly_f32, sigmoid, to_bf16_bits,
+from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, min_u32, sel_f32, shfl_bfly_f32, sigmoid, to_bf16_bits,
                          to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
 from .wgmma_rs import fence_f32, smem_desc, wgmma_commit, wgmma_fence, wgmma_rs_e4m3, wgmma_wait
 
@@ -160,6 +160,10 @@ class Role2GemmConfig:
     #: the destinations are loaded and before the stores, so its fence has no stores of the task to wait for
     #: (:func:`w2_epilogue`'s ``after_loads``; the ring kernel always does this)
     w2_early_release: bool = False
+    #: the promote's ``x 2**FOLD_LOG2`` applied when a chunk's token scales are staged (2 per thread per chunk)
+    #: instead of in every K128 step's promote (BM / 4 FMULs per step, on the path right after the wgmma wait);
+    #: exact: a power of two (W2's UE8M0 byte + FOLD_LOG2, saturating at the infinity the product gave before)
+    staged_fold_scale: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -190,6 +194,9 @@ class Role2GemmConfig:
             raise ValueError(f"role2 {self.mode} next_chunk0: the epilogue's staging ({staging} B at BM={self.bm}) "
                              f"does not fit in one activation buffer ({self.act_buffer_bytes} B), so the other would "
                              "not stay free")
+        if self.staged_fold_scale and not (self.fold_scales and self.act_buffers == 2):
+            raise ValueError("role2 staged_fold_scale: needs fold_scales=True (the x 2**FOLD_LOG2 it moves) and "
+                             "act_buffers=2 (the staging path that applies it)")
         if self.w2_early_release and self.release_warp:
             raise ValueError("role2 w2_early_release: the release runs in the epilogue, not in the release queue "
                              "(release_warp)")
@@ -394,7 +401,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 
 
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
-                    overlap: bool = True):
+                    overlap: bool = True, prescaled: bool = False):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -413,11 +420,13 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     ``words``; their UE8M0 block scale multiplies each K32 partial with the token scale. ``fold=False`` (FP4, an
     experiment): the r = 0 table for every block and a per-K32 partial multiplied by ``2**(r+5)`` x token scale.
     ``overlap=False``: each step on its own, as :func:`_k128_mma` (the 256-thread variant: its register weight
-    stream and, at two CTAs per SM, its 128-register cap leave no room for a second step's partials and words)."""
+    stream and, at two CTAs per SM, its 128-register cap leave no room for a second step's partials and words).
+    ``prescaled``: the staged token scales already carry ``2**FOLD_LOG2`` (``Role2GemmConfig.staged_fold_scale``)."""
     if not overlap and len(steps) > 1:
         for step in steps:
-            _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold)
+            _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled)
         return
+    fold_mul = 1.0 if prescaled else FOLD_SCALE
     nd = bm // 2
     per_k128 = a_regs is None and fold and steps[0].ascl.group == 128
     r0 = (Int32(FOLD_LUT_WORDS[0]), Int32(FOLD_LUT_WORDS[1]))
@@ -453,7 +462,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     if per_k128:
         def promote(done, pending: int):
             wgmma_wait(pending)
-            fma(*done[0], [v * FOLD_SCALE for v in done[1].ascl[0]])
+            fma(*done[0], done[1].ascl[0] if prescaled else [v * fold_mul for v in done[1].ascl[0]])
 
         done = None  # (partials, step) of the previous step, its group still pending
         for step in steps:
@@ -492,7 +501,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             step, q = steps[p // 4], p % 4
             pa, pb = parts[p]
             if a_regs is None and fold:
-                fma(pa, pb, [v * FOLD_SCALE for v in step.ascl[q]])
+                fma(pa, pb, step.ascl[q] if prescaled else [v * fold_mul for v in step.ascl[q]])
             else:  # the stored byte 133 + r is 2**(r+6): role4's FP8 wants that, the r = 0 FP4 table 2**(r+5)
                 rs = []
                 for sl in range(2):
@@ -703,10 +712,18 @@ def _load_chunk_scales(scale_addr, w1: bool, ctid, ntok, bm: int, ngs: int):
     return vals
 
 
-def _store_chunk_scales(asc_buf, vals, w1: bool, ctid, bm: int, ngs: int):
-    """Consumers: :func:`_load_chunk_scales`' values as FP32 into the ``[ngs][bm]`` table at ``asc_buf``."""
+def _store_chunk_scales(asc_buf, vals, w1: bool, ctid, bm: int, ngs: int, fold_log2: int = 0):
+    """Consumers: :func:`_load_chunk_scales`' values as FP32 into the ``[ngs][bm]`` table at ``asc_buf``, times
+    ``2**fold_log2`` (exact; W2 adds to the UE8M0 exponent, saturating at 255: the infinity ``2**(b-127) * 2**f``
+    rounds to for ``b + f >= 255``)."""
     for u, v in zip(_thread_units(ctid, bm * ngs), vals):
-        st_shared_f32(asc_buf + ((u % ngs) * bm + u // ngs) * 4, v if w1 else ue8m0_to_f32(v))
+        addr = asc_buf + ((u % ngs) * bm + u // ngs) * 4
+        if fold_log2 == 0:
+            st_shared_f32(addr, v if w1 else ue8m0_to_f32(v))
+        elif w1:
+            st_shared_f32(addr, v * float(2 ** fold_log2))
+        else:
+            st_shared_f32(addr, ue8m0_to_f32(min_u32(v + Int32(fold_log2), Int32(255))))
 
 
 def w1_tile_bits(kc, kc_len: int):
@@ -774,6 +791,7 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
             body(kc, smem + act_off, smem + asc_off, None)
         return
     ab, sb = cfg.act_buffer_bytes, cfg.asc_buffer_bytes
+    sfl = FOLD_LOG2 if cfg.staged_fold_scale else 0  # the promote's 2**FOLD_LOG2, applied here instead
     units = bm * kcl // 16
     rounds = _rounds(units)
     per_call = copy_rounds_per_call(cfg)
@@ -783,7 +801,7 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     if const_expr(cross is None):
         _copy_act_chunk_async(smem + act_off, row_addr, ctid, Int32(0), ntok, bm, kcl)
         _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_addr(Int32(0), tok, kk), w1, ctid,
-                                                               ntok, bm, ngs), w1, ctid, bm, ngs)
+                                                               ntok, bm, ngs), w1, ctid, bm, ngs, sfl)
         start = 0
         flag_addr, peek, next_chunk = None, None, None
     else:
@@ -792,7 +810,7 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
         if cross.state == 0:
             _copy_act_chunk_async(smem + act_off, row_addr, ctid, Int32(0), ntok, bm, kcl)
             _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_addr(Int32(0), tok, kk), w1,
-                                                                   ctid, ntok, bm, ngs), w1, ctid, bm, ngs)
+                                                                   ctid, ntok, bm, ngs), w1, ctid, bm, ngs, sfl)
     for kc in cutlass.range(nkc, unroll=1):
         # chunk kc's copies (this thread's) landed; fence them for wgmma's async proxy; then every thread's
         cp_async_wait_all()
@@ -835,7 +853,7 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
                                        nchunk, chunk_ntok, bm, kcl)
 
         body(kc, smem + act_off + cur * ab, smem + asc_off + cur * sb, prefetch)
-        _store_chunk_scales(smem + asc_off + (1 - cur) * sb, sv, w1, ctid, bm, ngs)
+        _store_chunk_scales(smem + asc_off + (1 - cur) * sb, sv, w1, ctid, bm, ngs, sfl)
     if const_expr(cross is not None):
         last = (nkc - 1 + start) & 1
         # the flag was written before this task's last barrier; the next task's chunk 0 is in buffer 1 - last
@@ -1077,7 +1095,8 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                             steps.append(K128Step(fetch, ascl, kl128))
                     if const_expr(prefetch is not None):
                         steps[-1].issued = lambda k2=k2: prefetch(k2)
-                    _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales, overlap=PIPE)
+                    _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales, overlap=PIPE,
+                                    prescaled=cfg.staged_fold_scale)
 
             for_each_chunk(cfg, smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
                            lambda kc, tok, kk: _token_major_scale_addr(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),

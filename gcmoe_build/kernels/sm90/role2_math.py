@@ -63,6 +63,11 @@ def fmax(a, b, *, loc=None, ip=None) -> Float32:
 
 
 @dsl_user_op
+def min_u32(a, b, *, loc=None, ip=None) -> Int32:
+    return Int32(_asm("min.u32 $0, $1, $2;", "=r,r,r", [_v(a), _v(b)], 1, volatile=False)[0])
+
+
+@dsl_user_op
 def shfl_bfly_f32(x, lane_mask: int, *, loc=None, ip=None) -> Float32:
     return Float32(_asm(f"shfl.sync.bfly.b32 $0, $1, {int(lane_mask)}, 31, -1;", "=f,f", [_v(x, Float32)], 1,
                         T.f32())[0])

@@ -227,7 +227,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                                 TokenScales(asc_buf, kl128, t, BM, GS), kl128))
                         if const_expr(prefetch is not None):
                             steps[-1].issued = lambda k2=k2: prefetch(k2)
-                        _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales)
+                        _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales,
+                                        prescaled=cfg.staged_fold_scale)
 
                 def peek():  # consumer thread 0: is the next task's record published (and a task)?
                     return (task_published(smem + TASK_OFF, li + 1)
