@@ -175,10 +175,13 @@ class Role2RingConfig:
         # W1 and W2 both (session 9, calls E-F: W1 alone was 0.3-1.9 % slower in the layer, though W2's two
         # buffers look 2-8 % slower kernel alone)
         nbuf = 2 if pipe else 1
+        # ... and apply the promote's 2**FOLD_LOG2 when they stage the token scales (session 12 call J: kernel alone
+        # BM 32 / 64 -0.6..-3.5 %, BM 8 / 16 +-1.5 %)
         self.w1 = Role2GemmConfig(mode="w1", k=self.hidden, rows=2 * self.inter, bm=self.bm, alpha=self.alpha,
-                                  clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf)
+                                  clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf,
+                                  staged_fold_scale=pipe)
         self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=pipe,
-                                  ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf)
+                                  ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf, staged_fold_scale=pipe)
 
     @property
     def pipelined(self):
@@ -376,7 +379,7 @@ def _trace_parts(cfg):
                         steps.append(K128Step(fetch, ascl, kl128))
                 if const_expr(prefetch is not None):
                     steps[-1].issued = lambda k2=k2: prefetch(k2)
-                _mma_k128_steps(steps, acc, act_buf, BM, mc.lag, overlap=PIPE)
+                _mma_k128_steps(steps, acc, act_buf, BM, mc.lag, overlap=PIPE, prescaled=mc.staged_fold_scale)
 
         for_each_chunk(mc, smem, ACT_OFF, ASC_OFF, lambda tok: ws + o_act + (row0 + Int64(tok)) * K,
                        lambda kc, tok, kk: ring_act_scale_addr(mode, ws + o_asc, rb, row0, sf_stride, kc * NGS + kk,
