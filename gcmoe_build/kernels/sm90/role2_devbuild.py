@@ -48,21 +48,13 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     # ... and with dynamic task claiming (task_queue; session 11: _pp2d lost 5-15 % to _p2d)
                     "_pp2t": dict(act_buffers=2, ctas_per_sm=2, dynamic_tasks=True),
                     "_ppt": dict(act_buffers=2, dynamic_tasks=True),
-                    # ... and the release queue (task_queue; the per-task fence off the consumers' path)
-                    "_pp2r": dict(act_buffers=2, ctas_per_sm=2, release_warp=True),
-                    "_ppr": dict(act_buffers=2, release_warp=True),
-                    "_pp2tr": dict(act_buffers=2, ctas_per_sm=2, dynamic_tasks=True, release_warp=True),
                     # ... and task records (the producer acquires; the consumers read a record: task_queue)
                     "_pp2k": dict(act_buffers=2, ctas_per_sm=2, task_records=True),
                     "_ppk": dict(act_buffers=2, task_records=True),
                     "_pp2kt": dict(act_buffers=2, ctas_per_sm=2, task_records=True, dynamic_tasks=True),
                     "_ppkt": dict(act_buffers=2, task_records=True, dynamic_tasks=True),
-                    # ... and the next task's chunk 0 copied during the last chunk (for_each_chunk's cross)
-                    "_pp2kn": dict(act_buffers=2, ctas_per_sm=2, task_records=True, next_chunk0=True),
-                    "_ppkn": dict(act_buffers=2, task_records=True, next_chunk0=True),
-                    # ... and task records with the release queue (session 12: the per-task fence off the consumers)
-                    "_pp2kr": dict(act_buffers=2, ctas_per_sm=2, task_records=True, release_warp=True),
-                    "_ppkr": dict(act_buffers=2, task_records=True, release_warp=True),
+                    # (measured and removed: the release queue _ppr / _pp2r / _pp2tr / _pp2kr, session 11-12; the next
+                    # task's chunk 0 during the last chunk _pp2kn / _ppkn, session 12: docs/PERFORMANCE.md)
                     # ... and W2's release inside the epilogue, before its stores (session 12 call C: the fence
                     # after the stores held the other consumer warps at the next task's first barrier)
                     "_pp2ke": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True),
@@ -184,8 +176,8 @@ def main(argv=None):
                        "alpha": cfg.alpha, "clamp": cfg.clamp, "smem": cfg.smem_bytes, "threads": cfg.threads,
                        "pipelined": cfg.pipelined, "stages": cfg.stages, "kc": cfg.kc,
                        "persistent": "_pp" in name, "dynamic_tasks": cfg.dynamic_tasks,
-                       "task_records": cfg.task_records,
-                       "next_chunk0": cfg.next_chunk0, "release_warp": cfg.release_warp, "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
+                       "task_records": cfg.task_records, "w2_early_release": cfg.w2_early_release,
+                       "staged_fold_scale": cfg.staged_fold_scale, "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
                        "mma_steps_per_call": cfg.mma_steps_per_call,
                        "row_tiles": cfg.row_tiles}

@@ -63,8 +63,8 @@ from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_wait_
                       ld_shared_u64, ld_shared_v2, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx, mbar_init,
                       mbar_init_fence, mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4, st_shared_f32,
                       st_shared_u64, st_shared_u8, st_shared_v4)
-from .ring_sync import ld_shared_b32, st_shared_b32, st_shared_u16
-from .task_queue import RELEASE_QUEUE_BYTES, TASK_SLOTS_BYTES
+from .ring_sync import st_shared_u16
+from .task_queue import TASK_SLOTS_BYTES
 from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, min_u32, sel_f32, shfl_bfly_f32, sigmoid, to_bf16_bits,
                          to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
 from .wgmma_rs import fence_f32, smem_desc, wgmma_commit, wgmma_fence, wgmma_rs_e4m3, wgmma_wait
@@ -149,13 +149,6 @@ class Role2GemmConfig:
     #: a record (task, expert, tokens, factor) through the task slots (:mod:`.task_queue`): no global acquire or
     #: metadata load on the consumers' path
     task_records: bool = False
-    #: persistent kernels with task records: the last activation chunk of a task also copies the next task's chunk 0
-    #: into the other buffer when its record is already published, and the epilogue stages in the last chunk's
-    #: buffer (:func:`for_each_chunk`'s ``cross``; a 16-byte flag after the queues)
-    next_chunk0: bool = False
-    #: persistent kernels: a producer-warpgroup thread makes each finished task's stores visible and releases its
-    #: signals (:mod:`.task_queue` release queue) instead of consumer thread 0 on the consumers' critical path
-    release_warp: bool = False
     #: persistent kernels, W2: the task's release (its reads of the ring are done) runs inside the epilogue, after
     #: the destinations are loaded and before the stores, so its fence has no stores of the task to wait for
     #: (:func:`w2_epilogue`'s ``after_loads``; the ring kernel always does this)
@@ -186,22 +179,9 @@ class Role2GemmConfig:
             raise ValueError("role2 dev_compute_only: only the pipelined (producer-fed) kernel has stages to skip")
         if self.mma_steps_per_call not in (2, 4) or (self.mma_steps_per_call == 4 and not self.pipelined):
             raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: 2, or 4 for the pipelined kernel")
-        if self.next_chunk0 and not (self.task_records and self.act_buffers == 2):
-            raise ValueError("role2 next_chunk0: needs task_records=True (the next task known a task ahead) and "
-                             "act_buffers=2 (a free buffer to copy into)")
-        staging = self.bm * (W1_STAGE_STRIDE if self.mode == "w1" else 512)
-        if self.next_chunk0 and self.act_buffer_bytes < staging:
-            raise ValueError(f"role2 {self.mode} next_chunk0: the epilogue's staging ({staging} B at BM={self.bm}) "
-                             f"does not fit in one activation buffer ({self.act_buffer_bytes} B), so the other would "
-                             "not stay free")
         if self.staged_fold_scale and not (self.fold_scales and self.act_buffers == 2):
             raise ValueError("role2 staged_fold_scale: needs fold_scales=True (the x 2**FOLD_LOG2 it moves) and "
                              "act_buffers=2 (the staging path that applies it)")
-        if self.w2_early_release and self.release_warp:
-            raise ValueError("role2 w2_early_release: the release runs in the epilogue, not in the release queue "
-                             "(release_warp)")
-        if self.release_warp and not self.pipelined:
-            raise ValueError("role2 release_warp: the releasing thread is in the producer warpgroup (pipelined=True)")
         if (self.dynamic_tasks or self.task_records) and (not self.pipelined or self.dev_compute_only):
             raise ValueError("role2 dynamic_tasks / task_records: the producer of the pipelined kernel hands out the "
                              "tasks (and its weight-stage waits order the task slots' reuse), so pipelined=True, "
@@ -307,11 +287,8 @@ class Role2GemmConfig:
 
     @property
     def queue_bytes(self) -> int:
-        """Shared memory after the stage barriers: the task slots (dynamic_tasks, task_records), the release queue
-        (release_warp), the consumers' next-chunk flag (next_chunk0)."""
-        slots = self.dynamic_tasks or self.task_records
-        return ((TASK_SLOTS_BYTES if slots else 0) + (RELEASE_QUEUE_BYTES if self.release_warp else 0)
-                + (16 if self.next_chunk0 else 0))
+        """Shared memory after the stage barriers: the task slots (dynamic_tasks, task_records)."""
+        return TASK_SLOTS_BYTES if self.dynamic_tasks or self.task_records else 0
 
     @property
     def smem_bytes(self) -> int:
@@ -741,19 +718,9 @@ def all_w1_tile_bits(i_cols: int) -> int:
     return bits - (1 << 64) if bits >= 1 << 63 else bits
 
 
-class NextTaskChunk:
-    """:func:`for_each_chunk`'s ``cross``: ``state`` (Int32: 0, or 1 + the buffer this task's chunk 0 is already in),
-    ``flag_addr`` (a shared-memory Int32 the consumers agree through), ``peek()`` (consumer thread 0, without
-    waiting: 1 if the next task's record is published and names a task), ``next()`` (every consumer: the next task's
-    ``(row_addr(tok), scale_addr(tok, kk) of chunk 0, tokens)``, meaningful once ``peek`` said 1)."""
-
-    def __init__(self, state, flag_addr, peek, next_chunk):
-        self.state, self.flag_addr, self.peek, self.next = state, flag_addr, peek, next_chunk
-
-
 @cute.jit
 def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row_addr, scale_addr, ctid, ntok, body,
-                   wait_chunk=None, cross=None):
+                   wait_chunk=None):
     """Consumers, one task: stage each K chunk of the block's activations and scales in shared memory and run
     ``body(kc, act_buf, asc_buf, prefetch)`` (the chunk's MMAs; every wgmma waited when it returns) on it.
     ``row_addr(tok)``: token row ``tok``'s first byte; ``scale_addr(kc, tok, kk)``: the address of its scale of group
@@ -767,16 +734,8 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     once they queued ahead of the next step's shared loads), after the barrier that ends every thread's use of that
     buffer for chunk ``kc - 1``; its scales are loaded (predicated, unused until then) before ``body`` and stored after
     it; one barrier per chunk. At the last chunk the scale prefetch repeats the chunk and writes the buffer not being
-    read (harmless, branch-free); no activation is copied.
-
-    ``cross`` (a :class:`NextTaskChunk`, persistent kernels with task records; or None): chunk 0 of the *next* task
-    crosses the task boundary. ``cross.state``: 0 = this task's chunk 0 is not staged (the top copy puts it in buffer
-    0), 1 + b = it is already in buffer b with its scales (the previous task put it there) and the task's chunks
-    start from buffer b. At the last chunk consumer thread 0 tests without waiting whether the next task's record is
-    published (``cross.peek()``) and shares the answer through ``cross.flag_addr`` at the chunk's barrier; if so the
-    last chunk's copy rounds and scale loads fetch the next task's chunk 0 (``cross.next()`` -> its row and scale
-    addresses and tokens) into the buffer the last chunk does not use. Returns ``(next state, last)``: ``last`` is the
-    buffer of the last chunk, where the caller's epilogue must stage (the other one may be in flight).
+    read (harmless, branch-free); no activation is copied. (Copying the next task's chunk 0 during a task's last
+    chunk was measured and removed: no gain, session 12 call A.)
     """
     bm, kcl = cfg.bm, cfg.kc
     w1 = cfg.mode == "w1"
@@ -798,53 +757,26 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     bar_sync(1, CONSUMER_THREADS)  # the previous task's reads of buffer 0 (its MMAs, W2's BF16 staging) are done
     if const_expr(wait_chunk is not None):
         wait_chunk(Int32(0))
-    if const_expr(cross is None):
-        _copy_act_chunk_async(smem + act_off, row_addr, ctid, Int32(0), ntok, bm, kcl)
-        _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_addr(Int32(0), tok, kk), w1, ctid,
-                                                               ntok, bm, ngs), w1, ctid, bm, ngs, sfl)
-        start = 0
-        flag_addr, peek, next_chunk = None, None, None
-    else:
-        start = cross.state - Int32(cross.state > 0)
-        flag_addr, peek, next_chunk = cross.flag_addr, cross.peek, cross.next
-        if cross.state == 0:
-            _copy_act_chunk_async(smem + act_off, row_addr, ctid, Int32(0), ntok, bm, kcl)
-            _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_addr(Int32(0), tok, kk), w1,
-                                                                   ctid, ntok, bm, ngs), w1, ctid, bm, ngs, sfl)
+    _copy_act_chunk_async(smem + act_off, row_addr, ctid, Int32(0), ntok, bm, kcl)
+    _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_addr(Int32(0), tok, kk), w1, ctid,
+                                                           ntok, bm, ngs), w1, ctid, bm, ngs, sfl)
     for kc in cutlass.range(nkc, unroll=1):
         # chunk kc's copies (this thread's) landed; fence them for wgmma's async proxy; then every thread's
         cp_async_wait_all()
         fence_proxy_async_shared()
         nxt = kc + 1
-        if const_expr(cross is not None):
-            if nxt == nkc:
-                if ctid == 0:  # the last chunk: may the next task's chunk 0 go to buffer 1 now?
-                    st_shared_b32(flag_addr, peek())
         bar_sync(1, CONSUMER_THREADS)
-        cur = (kc + start) & 1 if const_expr(cross is not None) else kc & 1
+        cur = kc & 1
         if nxt < nkc:
             if const_expr(wait_chunk is not None):
                 wait_chunk(nxt)
         nxs = nxt - Int32(nxt >= nkc)
-        if const_expr(cross is None):
-            chunk_rows, chunk_ntok, nchunk = row_addr, ntok, nxt
-            sv = _load_chunk_scales(lambda tok, kk: scale_addr(nxs, tok, kk), w1, ctid, ntok, bm, ngs)
-            more = nxt < nkc
-        else:
-            go = Int32(nxt >= nkc) * ld_shared_b32(flag_addr)  # the next task's chunk 0, uniformly
-            n_rows, n_scale, n_ntok = next_chunk()
-
-            def chunk_rows(tok):
-                return row_addr(tok) + Int64(go) * (n_rows(tok) - row_addr(tok))
-
-            chunk_ntok = ntok + go * (n_ntok - ntok)
-            nchunk = nxt * (1 - go)
-            sv = _load_chunk_scales(lambda tok, kk: scale_addr(nxs, tok, kk) + Int64(go) * (
-                n_scale(tok, kk) - scale_addr(nxs, tok, kk)), w1, ctid, chunk_ntok, bm, ngs)
-            more = (nxt < nkc) | (go != 0)
+        chunk_rows, chunk_ntok, nchunk = row_addr, ntok, nxt
+        sv = _load_chunk_scales(lambda tok, kk: scale_addr(nxs, tok, kk), w1, ctid, ntok, bm, ngs)
+        more = nxt < nkc
         nbuf = smem + act_off + (1 - cur) * ab
 
-        def prefetch(i):  # MMA call i of chunk kc: its share of chunk kc + 1's copies (cross: or the next task's 0)
+        def prefetch(i):  # MMA call i of chunk kc: its share of chunk kc + 1's copies
             if more:
                 for j in cutlass.range_constexpr(per_call):
                     r = i * per_call + j
@@ -854,10 +786,6 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
 
         body(kc, smem + act_off + cur * ab, smem + asc_off + cur * sb, prefetch)
         _store_chunk_scales(smem + asc_off + (1 - cur) * sb, sv, w1, ctid, bm, ngs, sfl)
-    if const_expr(cross is not None):
-        last = (nkc - 1 + start) & 1
-        # the flag was written before this task's last barrier; the next task's chunk 0 is in buffer 1 - last
-        return ld_shared_b32(flag_addr) * (2 - last), last
 
 
 #: row stride (bytes) of the W1 epilogue's E4M3 staging tile ``[BM][128 I-columns]``: 16-byte aligned rows for the

@@ -8,9 +8,9 @@ scale FMAs, identical epilogues; the helpers are shared), but:
   block-major, so the first filled ring block's tiles are spread over all CTAs. Static split: CTA ``c`` takes tasks
   ``c, c + G, c + 2G, ...``; ``Role2GemmConfig.dynamic_tasks``: the CTA's producer claims each next task from a
   counter (:mod:`.task_queue`). ``task_records``: the producer also does the task's acquires (W2: every W1 mask
-  bit of the block) and loads and hands the consumers a record (the ring kernel's shipped form); ``release_warp``:
-  a producer-warpgroup thread runs each finished task's fence and releases (measured, not shipped: session 11,
-  docs/PERFORMANCE.md). The producer warpgroup streams K128 weight stages
+  bit of the block) and loads and hands the consumers a record (the ring kernel's shipped form). (Measured and
+  removed: a producer-warpgroup thread running each task's release, session 11-12; the next task's chunk 0 copied
+  during the last chunk, session 12: docs/PERFORMANCE.md.) The producer warpgroup streams K128 weight stages
   continuously across task boundaries (the ring of shared-memory stages never drains between
   tasks); the stage index is ``local_task * K/128 + k128``, identical in producer and consumers.
 * **Ring handshake (paper §4.3).** Before a task's weights or activations are touched, the producer
@@ -38,13 +38,10 @@ from .ptx_mem import (bar_sync, evict_first_policy, ld_global_f32, ld_global_s32
                       mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
 from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, STAGE_BYTES,
-                         NextTaskChunk, Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers,
+                         Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers,
                          _mma_k128_steps, _produce_k128, _token_major_scale_addr, _w1_epilogue, for_each_chunk,
                          row_table_dst, stage_k128_step, all_w1_tile_bits, w1_tile_bits, w2_epilogue)
-from .ring_sync import ld_shared_b32
-from .task_queue import (RELEASE_QUEUE_BYTES, TASK_SLOTS_BYTES, check_slot_reuse, claim_task, free_release, init_release_queue,
-                         init_task_slots, next_task, post_release, publish_task, take_release, task_published,
-                         task_record)
+from .task_queue import check_slot_reuse, claim_task, init_task_slots, next_task, publish_task
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
 TRAP_L2_MASK = 9
@@ -77,13 +74,10 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     BAR_OFF = STAGE_OFF + NS * STAGE_BYTES
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     TMO = int(cfg.timeout_ns)
-    DYN, REC, REL = cfg.dynamic_tasks, cfg.task_records, cfg.release_warp
+    DYN, REC = cfg.dynamic_tasks, cfg.task_records
     SLOTS = DYN or REC  # the producer hands each task to the consumers through the task slots
     TASK_OFF = BAR_OFF + 2 * 8 * NS  # the task slots follow the stage barriers
-    REL_OFF = TASK_OFF + (TASK_SLOTS_BYTES if SLOTS else 0)  # then the release queue (release_warp)
-    NXT = cfg.next_chunk0
     EARLY = cfg.w2_early_release and not W1  # W2: released in the epilogue, before its stores
-    FLAG_OFF = REL_OFF + (RELEASE_QUEUE_BYTES if REL else 0)  # then the next-chunk flag (next_chunk0)
     TASK_BITS = 0 if W1 else all_w1_tile_bits(K)  # W2: every W1 mask bit of the block's I
     if SLOTS:
         check_slot_reuse(NK128, NS, f"role2 {cfg.mode} persistent")
@@ -102,11 +96,11 @@ def build_role2_persistent(cfg: Role2GemmConfig):
 
     def release_task(task, l2_mask, l1_empty):
         """Make task ``task``'s stores visible at GPU scope, then its signals: W1 its two N128 mask bits, both one
-        ``l1_empty`` count. Consumer thread 0 after the consumers' barrier, or the release_warp thread."""
+        ``l1_empty`` count. Consumer thread 0 after the consumers' barrier."""
         blk = task // NT
         ntile = task % NT
-        # release operations: each cumulative over the stores the caller's barrier (or the release queue's
-        # mbarrier) ordered before it; no separate fence.acq_rel (its MEMBAR + L1 invalidation, session 12)
+        # release operations: each cumulative over the stores the caller's barrier ordered before it; no separate
+        # fence.acq_rel (its MEMBAR + L1 invalidation, session 12)
         if const_expr(W1):
             red_release_or_b64(l2_mask + Int64(blk) * 8, Int64(3) << Int64(2 * ntile))
         red_release_add_u32(l1_empty + Int64(blk) * 4, Int32(1))
@@ -164,8 +158,6 @@ def build_role2_persistent(cfg: Role2GemmConfig):
             _init_stage_barriers(smem, BAR_OFF, NS)
             if const_expr(SLOTS):
                 init_task_slots(smem + TASK_OFF)
-            if const_expr(REL):
-                init_release_queue(smem + REL_OFF)
         bar_sync(0, P0 + CT)
 
         if tid < P0:
@@ -184,22 +176,12 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     li = li + 1
                     task = producer_task(ticket, cta, li, ntasks, ncta)
                 announce_end(smem, li)
-            if const_expr(REL):
-                if tid == 32:  # warp 1 of the producer warpgroup: the release queue's consumer
-                    li = Int32(0)
-                    task = take_release(smem + REL_OFF, li, qwait)
-                    while task >= 0:
-                        free_release(smem + REL_OFF, li)
-                        release_task(task, l2_mask, l1_empty)
-                        li = li + 1
-                        task = take_release(smem + REL_OFF, li, qwait)
         else:
             setmaxnreg(cfg.setmaxnreg[1], True)
             ctid = tid - P0
             wg, warp, g, t, tw = _consumer_lane(ctid)
             acc = cute.make_rmem_tensor((2 * ND,), Float32)
             li = Int32(0)
-            staged = Int32(0)  # next_chunk0: 0, or 1 + the buffer this task's chunk 0 is already in
             task, rexpert, rntok, refac = consumer_task(smem, cta, li, ntasks, ncta)
             while task >= 0:
                 if const_expr(REC):
@@ -230,27 +212,10 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales,
                                         prescaled=cfg.staged_fold_scale)
 
-                def peek():  # consumer thread 0: is the next task's record published (and a task)?
-                    return (task_published(smem + TASK_OFF, li + 1)
-                            * Int32(ld_shared_b32(task_record(smem + TASK_OFF, li + 1)) >= 0))
-
-                def next_chunk():  # the next task's chunk 0: rows, scales, tokens (from its record)
-                    rec = task_record(smem + TASK_OFF, li + 1)
-                    nblk = ld_shared_b32(rec) // NT
-                    return (lambda tok: act + (Int64(nblk) * BM + Int64(tok)) * K,
-                            lambda tok, kk: _token_major_scale_addr(asc, W1, nblk, BM, NKG, Int32(0), NGS, tok, kk),
-                            ld_shared_b32(rec + 8))
-
-                chunk_args = (cfg, smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
-                              lambda kc, tok, kk: _token_major_scale_addr(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
-                              ctid, ntok, chunk_mma, None if W1 or REC else wait_w1_tiles)
-                stage_off = ACT_OFF  # the epilogues' staging: the last chunk's buffer (next_chunk0: the other one
-                if const_expr(NXT):  # may hold the next task's chunk 0 in flight)
-                    staged, last = for_each_chunk(*chunk_args, NextTaskChunk(staged, smem + FLAG_OFF, peek,
-                                                                             next_chunk))
-                    stage_off = ACT_OFF + last * cfg.act_buffer_bytes
-                else:
-                    for_each_chunk(*chunk_args)
+                for_each_chunk(cfg, smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
+                               lambda kc, tok, kk: _token_major_scale_addr(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
+                               ctid, ntok, chunk_mma, None if W1 or REC else wait_w1_tiles)
+                stage_off = ACT_OFF  # the epilogues stage in the activation area (every chunk's MMAs are waited)
 
                 if const_expr(W1):
                     _w1_epilogue(acc, smem, AMAX_OFF, stage_off, efac, ntok, ntile, wg, warp, g, t,
@@ -271,15 +236,9 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                 bar_sync(1, CT)
                 if const_expr(not EARLY):
                     if ctid == 0:
-                        if const_expr(REL):
-                            post_release(smem + REL_OFF, li, task, qwait)
-                        else:
-                            release_task(task, l2_mask, l1_empty)
+                        release_task(task, l2_mask, l1_empty)
                 li = li + 1
                 task, rexpert, rntok, refac = consumer_task(smem, cta, li, ntasks, ncta)
-            if const_expr(REL):
-                if ctid == 0:
-                    post_release(smem + REL_OFF, li, Int32(-1), qwait)
 
     @cute.jit
     def role2_persistent_host(w: Int64, ws: Int64, ef: Int64, act: Int64, asc: Int64, bexp: Int64, bntok: Int64,

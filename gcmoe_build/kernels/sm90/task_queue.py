@@ -1,5 +1,6 @@
-"""Task hand-offs inside a persistent role2 CTA: dynamic task claiming (``Role2GemmConfig.dynamic_tasks``), task
-records (``Role2GemmConfig.task_records``) and the release queue (``Role2GemmConfig.release_warp``, at the end).
+"""Task hand-offs inside a persistent role2 CTA: dynamic task claiming (``Role2GemmConfig.dynamic_tasks``) and task
+records (``Role2GemmConfig.task_records``). (A release queue, a producer-warpgroup thread running each finished
+task's release, was measured in sessions 11-12 and removed: slower at two CTAs per SM, docs/PERFORMANCE.md.)
 
 **Task records.** Without them every consumer thread starts a task with a chain of dependent global loads: the
 ring block's acquire (``ld.acquire.gpu`` + the L1 invalidation it implies), the expert, then its factor and the
@@ -36,7 +37,7 @@ from __future__ import annotations
 import cutlass.cute as cute
 from cutlass import Int32
 
-from .ptx_mem import ld_shared_f32, mbar_arrive, mbar_init, mbar_test_parity, st_shared_f32
+from .ptx_mem import ld_shared_f32, mbar_arrive, mbar_init, st_shared_f32
 from .ring_sync import atom_add_relaxed_gpu_u32, ld_shared_b32, st_relaxed_gpu_u32, st_shared_b32
 
 #: shared memory of one task slot: its mbarrier (8 B) and its 16-byte record (task, expert, tokens, expert factor;
@@ -79,11 +80,6 @@ def task_record(saddr, li, nslots: int = 2):
     return saddr + 8 * nslots + 16 * (li % nslots)
 
 
-def task_published(saddr, li, nslots: int = 2):
-    """1 if the producer has published this CTA's ``li``-th task, else 0; never waits (acquire when 1)."""
-    return mbar_test_parity(saddr + 8 * (li % nslots), (li // nslots) & 1)
-
-
 def publish_task(saddr, li, task, expert=None, ntok=None, efac=None, nslots: int = 2):
     """Producer thread: ``task`` (or -1) is this CTA's ``li``-th; with ``Role2GemmConfig.task_records`` also its
     record (expert, tokens, expert factor), which the producer loaded after its acquire."""
@@ -104,45 +100,3 @@ def next_task(saddr, li, wait, record: bool = False, nslots: int = 2):
     if record:
         return ld_shared_b32(rec), ld_shared_b32(rec + 4), ld_shared_b32(rec + 8), ld_shared_f32(rec + 12)
     return ld_shared_b32(rec)
-
-
-# ---------------------------------------------------------------------------------------------
-# Release queue: the consumers hand each finished task to one thread of the producer warpgroup, which makes the
-# task's stores visible at GPU (or system) scope and releases its signals, off the consumers' critical path. Before,
-# consumer thread 0 ran ``fence.acq_rel`` + ``red.release`` after the epilogue's stores, and every consumer waited
-# for it at the next task's first barrier (a fence waits for the CTA's outstanding stores: microseconds per task).
-# Ordering: every consumer's stores -> consumer barrier -> ``mbarrier.arrive`` (release, CTA) -> the releaser's
-# ``try_wait`` (acquire, CTA) -> its fence at GPU / system scope (cumulative) -> the signal.
-# ---------------------------------------------------------------------------------------------
-#: shared memory of the release queue: full[2], empty[2] mbarriers (8 B each), then two Int32 task indices
-RELEASE_QUEUE_BYTES = 48
-
-
-def init_release_queue(saddr):
-    """One thread, before the CTA's first barrier: two slots, each a full and an empty mbarrier of one arrival."""
-    for b in range(4):
-        mbar_init(saddr + 8 * b, 1)
-
-
-@cute.jit
-def post_release(saddr, li, task, wait):
-    """One consumer thread, after a barrier that orders every consumer's stores of task ``task`` (its ``li``-th)
-    before this call (``mbarrier.arrive`` releases them to the releasing thread at CTA scope); ``task`` = -1 after
-    the last one. Waits (``wait(bar, parity)``) until the releaser has taken slot ``li % 2``'s previous task."""
-    s = li % 2
-    use = li // 2
-    if use > 0:
-        wait(saddr + 16 + 8 * s, (use - 1) & 1)
-    st_shared_b32(saddr + 32 + 4 * s, task)
-    mbar_arrive(saddr + 8 * s)
-
-
-def take_release(saddr, li, wait):
-    """The releasing thread: the ``li``-th finished task (-1: none left); then :func:`free_release`."""
-    s = li % 2
-    wait(saddr + 8 * s, (li // 2) & 1)
-    return ld_shared_b32(saddr + 32 + 4 * s)
-
-
-def free_release(saddr, li):
-    mbar_arrive(saddr + 16 + 8 * (li % 2))

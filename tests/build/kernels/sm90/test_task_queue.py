@@ -34,7 +34,7 @@ def test_ring_slots_follow_the_stage_barriers():
     assert "slots" not in Role2RingConfig({**BASE, "threads": 256}).smem_offsets()  # no producer, no records
 
 
-@pytest.mark.parametrize("kw", [dict(dynamic_tasks=True), dict(task_records=True), dict(release_warp=True)])
+@pytest.mark.parametrize("kw", [dict(dynamic_tasks=True), dict(task_records=True)])
 def test_hand_offs_need_the_producer_warpgroup(kw):
     from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
 
@@ -43,19 +43,3 @@ def test_hand_offs_need_the_producer_warpgroup(kw):
     cfg = Role2GemmConfig(mode="w2", k=2048, rows=6144, bm=16, pipelined=True, act_buffers=2, **kw)
     plain = Role2GemmConfig(mode="w2", k=2048, rows=6144, bm=16, pipelined=True, act_buffers=2)
     assert cfg.queue_bytes > 0 and cfg.smem_bytes == plain.smem_bytes + cfg.queue_bytes
-
-
-def test_next_chunk0_needs_records_and_a_free_buffer():
-    """The next task's chunk 0 goes to activation buffer 1 while the epilogue stages in buffer 0: it needs the task
-    record (the next task known a task ahead), two buffers, and an epilogue staging that fits in buffer 0."""
-    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
-
-    base = dict(mode="w2", k=2048, rows=6144, pipelined=True, act_buffers=2)
-    with pytest.raises(ValueError, match="task_records"):
-        Role2GemmConfig(bm=16, next_chunk0=True, **base)
-    ok = Role2GemmConfig(bm=16, next_chunk0=True, task_records=True, **base)
-    assert ok.act_buffer_bytes >= 16 * 512 and ok.queue_bytes == 48 + 16
-    small = Role2GemmConfig(bm=64, task_records=True, **base)
-    if small.act_buffer_bytes < 64 * 512:
-        with pytest.raises(ValueError, match="staging"):
-            Role2GemmConfig(bm=64, next_chunk0=True, task_records=True, **base)
