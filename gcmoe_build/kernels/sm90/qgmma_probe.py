@@ -13,11 +13,6 @@ whatever the shared memory holds; only the time is meaningful.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
-from pathlib import Path
-
 import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8
@@ -93,29 +88,16 @@ def build_probe(n: int, mode: str):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("outdir")
-    a = ap.parse_args(argv)
-    from gcmoe_build.frontend.dsl import import_dsl, trace_to_ptx
-    from gcmoe_build.toolchain.ptxas import assemble, effective_options
+    from .probe_build import probe_main
 
-    import_dsl("sm_90a")
-    out = Path(a.outdir)
-    out.mkdir(parents=True, exist_ok=True)
-    index = {}
-    for mode in MODES:
-        for n in NS:
-            name = f"qgmma_probe_{mode}_n{n}"
-            host, kern = build_probe(n, mode)
-            res = trace_to_ptx(host, kern, (Int64(0), Int32(1), Int32(1)), name, "sm_90a")
-            cubin = assemble(res.ptx, effective_options("sm_90a", []), what=name)
-            (out / f"{name}.ptx").write_text(res.ptx)
-            tmp = out / f".{name}.tmp"
-            tmp.write_bytes(cubin)
-            os.replace(tmp, out / f"{name}.cubin")
-            index[name] = {"entry": res.entry_name, "n": n, "mode": mode, "threads": THREADS, "smem": smem_bytes(n)}
-            print(name, len(cubin), "B")
-    (out / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True))
+    def probes():
+        for mode in MODES:
+            for n in NS:
+                host, kern = build_probe(n, mode)
+                yield (f"qgmma_probe_{mode}_n{n}", host, kern, (Int64(0), Int32(1), Int32(1)),
+                       {"n": n, "mode": mode, "threads": THREADS, "smem": smem_bytes(n)})
+
+    probe_main(__doc__.splitlines()[0], probes, argv)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
-from tests.build.kernels.sm90.role2_harness import Role2Kernels  # noqa: E402
+from tests.build.kernels.sm90.role2_harness import Role2Kernels, time_raw_launch  # noqa: E402
 
 ITERS = 4096
 #: (mode, period, gap_ns): the side warp at a role2-like rate (one release per ~5 µs: a W2 BM 8 task) and flat out;
@@ -29,7 +29,6 @@ CONFIGS = [("quiet", 1, 0), ("side", 1, 5000), ("side", 1, 1000), ("side", 1, 0)
 
 def main():
     import torch
-    from cuda.bindings import driver as cu
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
@@ -47,26 +46,10 @@ def main():
         vals = [(ctypes.c_uint64 * 1)(out.data_ptr()), (ctypes.c_uint64 * 1)(buf.data_ptr()),
                 (ctypes.c_uint64 * 1)(sig.data_ptr()), (ctypes.c_int32 * 1)(a.iters), (ctypes.c_int32 * 1)(period),
                 (ctypes.c_int32 * 1)(gap)]
-        args = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
-
-        def launch():
-            r = cu.cuLaunchKernel(fn, grid, 1, 1, info["threads"], 1, 1, info["smem"],
-                                  cu.CUstream(torch.cuda.current_stream().cuda_stream), ctypes.addressof(args), 0)
-            assert r[0] == cu.CUresult.CUDA_SUCCESS, r
-
-        for _ in range(2):
-            launch()
-        ts = []
-        for _ in range(7):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            launch()
-            e1.record()
-            torch.cuda.synchronize()
-            ts.append(e0.elapsed_time(e1) * 1e3)
+        t = time_raw_launch(fn, grid, info["threads"], info["smem"], vals, warm=2, reps=7)
         fences = float(out[grid * 256:].mean()) if mode.startswith("side") else (a.iters // period if mode == "inline"
                                                                                 else 0)
-        return statistics.median(ts), fences
+        return t, fences
 
     times = {}
     for order in (CONFIGS, CONFIGS[::-1]):

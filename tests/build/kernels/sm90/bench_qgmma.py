@@ -11,12 +11,11 @@ import argparse
 import ctypes
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
-from tests.build.kernels.sm90.role2_harness import Role2Kernels  # noqa: E402
+from tests.build.kernels.sm90.role2_harness import Role2Kernels, time_raw_launch  # noqa: E402
 
 ITERS = 2048
 WGS = 2
@@ -24,7 +23,6 @@ WGS = 2
 
 def main():
     import torch
-    from cuda.bindings import driver as cu
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
@@ -37,24 +35,7 @@ def main():
     for name in sorted(k.index, key=lambda s: (k.index[s]["mode"], k.index[s]["n"])):
         _, _, fn, info = k.function(name)
         vals = [(ctypes.c_uint64 * 1)(out.data_ptr()), (ctypes.c_int32 * 1)(ITERS)]
-        args = (ctypes.c_void_p * 2)(*[ctypes.addressof(v) for v in vals])
-
-        def launch():
-            r = cu.cuLaunchKernel(fn, sms, 1, 1, info["threads"], 1, 1, info["smem"],
-                                  cu.CUstream(torch.cuda.current_stream().cuda_stream), ctypes.addressof(args), 0)
-            assert r[0] == cu.CUresult.CUDA_SUCCESS, r
-
-        for _ in range(3):
-            launch()
-        ts = []
-        for _ in range(10):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            launch()
-            e1.record()
-            torch.cuda.synchronize()
-            ts.append(e0.elapsed_time(e1) * 1e3)
-        t = statistics.median(ts)
+        t = time_raw_launch(fn, sms, info["threads"], info["smem"], vals)
         n = info["n"]
         flops = sms * WGS * ITERS * 2 * 8 * 2 * 64 * n * 32
         # role2's unit: 256 rows x K256 = both warpgroups' 2 K128 steps, i.e. one iteration here

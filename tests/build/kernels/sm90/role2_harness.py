@@ -26,6 +26,34 @@ def _check(res):
     return None if len(res) == 1 else (res[1] if len(res) == 2 else res[1:])
 
 
+def time_raw_launch(fn, grid: int, threads: int, smem: int, vals, warm: int = 3, reps: int = 10) -> float:
+    """Median microseconds of ``reps`` single launches (after ``warm``) of a loaded kernel ``fn`` on ``grid`` CTAs,
+    its arguments ``vals`` as ctypes scalars, timed with CUDA events on torch's current stream (the dev probes'
+    benches)."""
+    import statistics
+
+    import torch
+    from cuda.bindings import driver as cu
+
+    args = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
+
+    def launch():
+        _check(cu.cuLaunchKernel(fn, grid, 1, 1, threads, 1, 1, smem,
+                                 cu.CUstream(torch.cuda.current_stream().cuda_stream), ctypes.addressof(args), 0))
+
+    for _ in range(warm):
+        launch()
+    ts = []
+    for _ in range(reps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        launch()
+        e1.record()
+        torch.cuda.synchronize()
+        ts.append(e0.elapsed_time(e1) * 1e3)
+    return statistics.median(ts)
+
+
 class Role2Kernels:
     """All cubins of ``index.json``, loaded lazily through the library API."""
 
