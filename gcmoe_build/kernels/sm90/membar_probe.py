@@ -38,6 +38,7 @@ from cutlass.cutlass_dsl import dsl_user_op
 
 from .ptx_mem import bar_sync, fence_acq_rel_gpu, ld_global_v4, red_release_add_u32, st_global_f32
 from .qgmma_probe import _promote, _step
+from .ring_sync import st_relaxed_gpu_u32
 from .wgmma_rs import _asm, _v, wgmma_wait
 
 MODES = ("quiet", "side", "side_store", "side_acqrel", "inline", "inline_none")
@@ -72,11 +73,6 @@ def _nanosleep(ns, *, loc=None, ip=None):
 @dsl_user_op
 def _red_relaxed_add(addr, x, *, loc=None, ip=None):
     _asm("red.relaxed.gpu.global.add.u32 [$0], $1;", "l,r", [_v(addr, Int64), _v(x)], 0)
-
-
-@dsl_user_op
-def _st_relaxed_u32(addr, x, *, loc=None, ip=None):
-    _asm("st.relaxed.gpu.global.u32 [$0], $1;", "l,r", [_v(addr, Int64), _v(x)], 0)
 
 
 def build_probe(mode: str):
@@ -138,7 +134,7 @@ def build_probe(mode: str):
                     go = Int32(1)
                     while go != 0:
                         if const_expr(mode == "side_store"):
-                            _st_relaxed_u32(sig + 8, count)
+                            st_relaxed_gpu_u32(sig + 8, count)
                         if const_expr(mode == "side_acqrel"):
                             fence_acq_rel_gpu()
                             _red_relaxed_add(sig + 4, Int32(1))

@@ -403,7 +403,6 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         for step in steps:
             _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled)
         return
-    fold_mul = 1.0 if prescaled else FOLD_SCALE
     nd = bm // 2
     per_k128 = a_regs is None and fold and steps[0].ascl.group == 128
     r0 = (Int32(FOLD_LUT_WORDS[0]), Int32(FOLD_LUT_WORDS[1]))
@@ -428,6 +427,9 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         wgmma_fence()
         return wgmma_rs_e4m3(bm, a[0:4], desc, pa), wgmma_rs_e4m3(bm, a[4:8], desc, pb)
 
+    def folded(ts):  # the token scales times the decode's 2**FOLD_LOG2, unless staging already applied it
+        return ts if prescaled else [v * FOLD_SCALE for v in ts]
+
     def fma(pa, pb, tsc, rs=None):
         for i in range(nd):
             ts = tsc[(i >> 2) * 2 + (i & 1)]
@@ -439,7 +441,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     if per_k128:
         def promote(done, pending: int):
             wgmma_wait(pending)
-            fma(*done[0], done[1].ascl[0] if prescaled else [v * fold_mul for v in done[1].ascl[0]])
+            fma(*done[0], folded(done[1].ascl[0]))
 
         done = None  # (partials, step) of the previous step, its group still pending
         for step in steps:
@@ -478,7 +480,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             step, q = steps[p // 4], p % 4
             pa, pb = parts[p]
             if a_regs is None and fold:
-                fma(pa, pb, step.ascl[q] if prescaled else [v * fold_mul for v in step.ascl[q]])
+                fma(pa, pb, folded(step.ascl[q]))
             else:  # the stored byte 133 + r is 2**(r+6): role4's FP8 wants that, the r = 0 FP4 table 2**(r+5)
                 rs = []
                 for sl in range(2):
@@ -764,25 +766,23 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
         # chunk kc's copies (this thread's) landed; fence them for wgmma's async proxy; then every thread's
         cp_async_wait_all()
         fence_proxy_async_shared()
-        nxt = kc + 1
         bar_sync(1, CONSUMER_THREADS)
         cur = kc & 1
+        nxt = kc + 1
         if nxt < nkc:
             if const_expr(wait_chunk is not None):
                 wait_chunk(nxt)
         nxs = nxt - Int32(nxt >= nkc)
-        chunk_rows, chunk_ntok, nchunk = row_addr, ntok, nxt
         sv = _load_chunk_scales(lambda tok, kk: scale_addr(nxs, tok, kk), w1, ctid, ntok, bm, ngs)
-        more = nxt < nkc
         nbuf = smem + act_off + (1 - cur) * ab
 
         def prefetch(i):  # MMA call i of chunk kc: its share of chunk kc + 1's copies
-            if more:
+            if nxt < nkc:
                 for j in cutlass.range_constexpr(per_call):
                     r = i * per_call + j
                     if r < rounds:
-                        _copy_act_unit(nbuf, chunk_rows, _thread_unit(ctid, r, units, units % CONSUMER_THREADS != 0),
-                                       nchunk, chunk_ntok, bm, kcl)
+                        _copy_act_unit(nbuf, row_addr, _thread_unit(ctid, r, units, units % CONSUMER_THREADS != 0),
+                                       nxt, ntok, bm, kcl)
 
         body(kc, smem + act_off + cur * ab, smem + asc_off + cur * sb, prefetch)
         _store_chunk_scales(smem + asc_off + (1 - cur) * sb, sv, w1, ctid, bm, ngs, sfl)

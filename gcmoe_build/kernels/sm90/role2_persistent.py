@@ -215,10 +215,9 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                 for_each_chunk(cfg, smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
                                lambda kc, tok, kk: _token_major_scale_addr(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
                                ctid, ntok, chunk_mma, None if W1 or REC else wait_w1_tiles)
-                stage_off = ACT_OFF  # the epilogues stage in the activation area (every chunk's MMAs are waited)
 
                 if const_expr(W1):
-                    _w1_epilogue(acc, smem, AMAX_OFF, stage_off, efac, ntok, ntile, wg, warp, g, t,
+                    _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF, efac, ntok, ntile, wg, warp, g, t,
                                  lambda n: aux + (Int64(blk) * BM + Int64(n)) * 4,
                                  lambda n, col: out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col),
                                  lambda n, grp: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // L2_SCALE_GROUP)
@@ -228,7 +227,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         if ctid == 0:
                             release_task(task, l2_mask, l1_empty)
 
-                    w2_epilogue(acc, efac, smem, stage_off, AMAX_OFF, ntok, ctid,
+                    w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid,
                                 lambda n: row_table_dst(out, aux + (Int64(blk) * BM + Int64(n)) * 4, cfg.rows, ntile),
                                 BM, early_release if EARLY else None)
                 # publish: every consumer's stores, then one release per task (also orders the next

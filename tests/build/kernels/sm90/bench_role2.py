@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
-from tests.build.kernels.sm90.role2_harness import RingSignals, Role2Kernels, e4m3_random  # noqa: E402
+from tests.build.kernels.sm90.role2_harness import RingSignals, Role2Kernels, e4m3_random, time_launch  # noqa: E402
 from gcmoe_runtime.numerics.sm90_window import STORED_BIAS, WINDOW_STEPS  # noqa: E402
 
 SHAPES = {"glm52": (6144, 2048, 256 // 8), "dsv41flash": (5120, 2304, 384 // 8)}
@@ -29,23 +28,7 @@ VARIANTS = ("", "_p", "_pp")  # 256-thread register-prefetch, 384-thread bulk-co
 
 def stream_read_bw(torch, batch=1):
     x = torch.empty(2 * 1024**3 // 4, dtype=torch.float32, device="cuda").uniform_()
-    return x.numel() * 4 / time_launch(torch, x.sum, reps=10, batch=batch)
-
-
-def time_launch(torch, fn, reps=30, batch=1):
-    """Seconds per launch: median over ``reps`` samples of ``batch`` back-to-back launches."""
-    for _ in range(5):
-        fn()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(batch):
-            fn()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) / 1e3 / batch)
-    return statistics.median(ts)
+    return x.numel() * 4 / time_launch(x.sum, reps=10, batch=batch)
 
 
 def main():
@@ -95,18 +78,18 @@ def main():
                 p1 = [w1.data_ptr(), s1.data_ptr(), ef.data_ptr(), act.data_ptr(), asc.data_ptr(), bexp.data_ptr(),
                       ntok.data_ptr(), sig.gen.data_ptr(), rw.data_ptr(), l2.data_ptr(), l2s.data_ptr(),
                       sig.l1_full.data_ptr(), sig.empty.data_ptr(), sig.l2_mask.data_ptr(), 0]
-                t1 = time_launch(torch, lambda: k.launch_persistent(name1, nsm, p1, e), batch=a.batch)
+                t1 = time_launch(lambda: k.launch_persistent(name1, nsm, p1, e), batch=a.batch)
                 p2 = [w2.data_ptr(), s2.data_ptr(), ef.data_ptr(), l2.data_ptr(), l2s.data_ptr(), bexp.data_ptr(),
                       ntok.data_ptr(), sig.gen.data_ptr(), rowidx.data_ptr(), out.data_ptr(), 0,
                       sig.l1_full.data_ptr(), sig.empty.data_ptr(), sig.l2_mask.data_ptr(), 0]
-                t2 = time_launch(torch, lambda: k.launch_persistent(name2, nsm, p2, e), batch=a.batch)
+                t2 = time_launch(lambda: k.launch_persistent(name2, nsm, p2, e), batch=a.batch)
             else:
                 p1 = [w1.data_ptr(), s1.data_ptr(), ef.data_ptr(), act.data_ptr(), asc.data_ptr(), bexp.data_ptr(),
                       ntok.data_ptr(), rw.data_ptr(), l2.data_ptr(), l2s.data_ptr()]
-                t1 = time_launch(torch, lambda: k.launch(name1, e, p1), batch=a.batch)
+                t1 = time_launch(lambda: k.launch(name1, e, p1), batch=a.batch)
                 p2 = [w2.data_ptr(), s2.data_ptr(), ef.data_ptr(), l2.data_ptr(), l2s.data_ptr(), bexp.data_ptr(),
                       ntok.data_ptr(), rowidx.data_ptr(), out.data_ptr(), 0]
-                t2 = time_launch(torch, lambda: k.launch(name2, e, p2), batch=a.batch)
+                t2 = time_launch(lambda: k.launch(name2, e, p2), batch=a.batch)
             b1 = w1.numel() + s1.numel()
             b2 = w2.numel() + s2.numel()
             rows.append({"shape": shape, "variant": var or "256t", "experts": e, "tokens_per_expert": m, "bm": bm,

@@ -26,12 +26,30 @@ def _check(res):
     return None if len(res) == 1 else (res[1] if len(res) == 2 else res[1:])
 
 
-def time_raw_launch(fn, grid: int, threads: int, smem: int, vals, warm: int = 3, reps: int = 10) -> float:
-    """Median microseconds of ``reps`` single launches (after ``warm``) of a loaded kernel ``fn`` on ``grid`` CTAs,
-    its arguments ``vals`` as ctypes scalars, timed with CUDA events on torch's current stream (the dev probes'
-    benches)."""
+def time_launch(fn, reps: int = 30, batch: int = 1, warm: int = 5) -> float:
+    """Seconds per call of ``fn`` (a launch on torch's current stream): the median over ``reps`` CUDA-event samples
+    of ``batch`` back-to-back calls each, after ``warm`` calls."""
     import statistics
 
+    import torch
+
+    for _ in range(warm):
+        fn()
+    ts = []
+    for _ in range(reps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(batch):
+            fn()
+        e1.record()
+        torch.cuda.synchronize()
+        ts.append(e0.elapsed_time(e1) / 1e3 / batch)
+    return statistics.median(ts)
+
+
+def time_raw_launch(fn, grid: int, threads: int, smem: int, vals, warm: int = 3, reps: int = 10) -> float:
+    """Median microseconds of ``reps`` single launches (after ``warm``) of a loaded kernel ``fn`` on ``grid`` CTAs,
+    its arguments ``vals`` as ctypes scalars (the dev probes' benches; :func:`time_launch`)."""
     import torch
     from cuda.bindings import driver as cu
 
@@ -41,17 +59,7 @@ def time_raw_launch(fn, grid: int, threads: int, smem: int, vals, warm: int = 3,
         _check(cu.cuLaunchKernel(fn, grid, 1, 1, threads, 1, 1, smem,
                                  cu.CUstream(torch.cuda.current_stream().cuda_stream), ctypes.addressof(args), 0))
 
-    for _ in range(warm):
-        launch()
-    ts = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        launch()
-        e1.record()
-        torch.cuda.synchronize()
-        ts.append(e0.elapsed_time(e1) * 1e3)
-    return statistics.median(ts)
+    return time_launch(launch, reps=reps, warm=warm) * 1e6
 
 
 class Role2Kernels:
