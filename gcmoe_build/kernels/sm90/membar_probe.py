@@ -36,7 +36,8 @@ import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 from cutlass.cutlass_dsl import dsl_user_op
 
-from .ptx_mem import bar_sync, fence_acq_rel_gpu, ld_global_v4, red_release_add_u32, st_global_f32
+from .ptx_mem import (bar_sync, fence_acq_rel_gpu, fence_proxy_async_shared, ld_global_v4, red_release_add_u32,
+                      st_global_f32)
 from .qgmma_probe import _promote, _step
 from .ring_sync import st_relaxed_gpu_u32
 from .wgmma_rs import _asm, _v, wgmma_wait
@@ -93,6 +94,11 @@ def build_probe(mode: str):
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         if tid == 0:
             _st_volatile_shared(smem + FLAG_OFF, Int32(0))
+        if tid < B_BYTES // 4:
+            # the B tile: finite E4M3 (1.0 and 1.125), so the workers' sums are finite (unwritten shared memory can
+            # hold NaN encodings); wgmma reads it through the async proxy
+            _st_volatile_shared(smem + tid * 4, Int32(0x38393839))
+        fence_proxy_async_shared()
         bar_sync(0, THREADS)
         if tid < WORKERS:
             wg = tid // 128

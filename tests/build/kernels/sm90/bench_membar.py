@@ -27,6 +27,27 @@ CONFIGS = [("quiet", 1, 0), ("side", 1, 5000), ("side", 1, 1000), ("side", 1, 0)
            ("inline", 24, 0)]
 
 
+def reference(mode: str, period: int):
+    """The configuration a mode is compared with: ``quiet`` for the side-warp modes (and itself), ``inline_none`` at
+    the same period for the inline ones."""
+    return ("quiet", 1, 0) if mode == "quiet" or mode.startswith("side") else ("inline_none", period, 0)
+
+
+def summarise(times):
+    """``times``: configuration -> [(us, fences per CTA), ...] over the runs. One row per configuration (CONFIGS'
+    order) with the mean time, its change against :func:`reference` and the cost per fence event."""
+    rows = []
+    for c in CONFIGS:
+        mode, period, gap = c
+        t = statistics.mean(x[0] for x in times[c])
+        f = statistics.mean(x[1] for x in times[c])
+        tr = statistics.mean(x[0] for x in times[reference(mode, period)])
+        per = (t - tr) * 1e3 / f if f else float("nan")
+        rows.append(dict(mode=mode, period=period, gap_ns=gap, us=t, runs=[x[0] for x in times[c]], fences=f,
+                         change=t / tr - 1, ns_per_fence=per))
+    return rows
+
+
 def main():
     import torch
 
@@ -56,18 +77,11 @@ def main():
         for c in order:
             t, f = run(*c)
             times.setdefault(c, []).append((t, f))
-    rows = []
+    rows = summarise(times)
     print(f"{'mode':12} {'period':>6} {'gap ns':>6} {'us':>9} {'fences/CTA':>10} {'change':>8} {'ns/fence':>9}")
-    for c in CONFIGS:
-        mode, period, gap = c
-        t = statistics.mean(x[0] for x in times[c])
-        f = statistics.mean(x[1] for x in times[c])
-        ref = ("quiet", 1, 0) if mode.startswith("side") else ("inline_none", period, 0)
-        tr = statistics.mean(x[0] for x in times[ref])
-        per = (t - tr) * 1e3 / f if f else float("nan")
-        rows.append(dict(mode=mode, period=period, gap_ns=gap, us=t, runs=[x[0] for x in times[c]], fences=f,
-                         change=t / tr - 1, ns_per_fence=per))
-        print(f"{mode:12} {period:6d} {gap:6d} {t:9.1f} {f:10.0f} {(t / tr - 1) * 100:7.2f}% {per:9.1f}")
+    for r in rows:
+        print(f"{r['mode']:12} {r['period']:6d} {r['gap_ns']:6d} {r['us']:9.1f} {r['fences']:10.0f} "
+              f"{r['change'] * 100:7.2f}% {r['ns_per_fence']:9.1f}")
     if a.json:
         Path(a.json).write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(0), iters=a.iters, grid=grid,
                                                 rows=rows), indent=1))

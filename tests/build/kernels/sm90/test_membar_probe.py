@@ -33,6 +33,7 @@ def test_probe_modes_carry_their_fence(mode):
     assert ptx.count("st.relaxed.gpu") == store
     assert ".minnctapersm 2" in ptx and ptx.count("wgmma.mma_async") == 16
     assert ("nanosleep" in ptx) == mode.startswith("side")
+    assert ptx.count("fence.proxy.async.shared::cta") == 1  # the B tile is written before wgmma reads it
 
 
 def test_unknown_mode_is_refused():
@@ -43,6 +44,24 @@ def test_unknown_mode_is_refused():
 
     with pytest.raises(ValueError, match="mode 'loud'"):
         build_probe("loud")
+
+
+def test_bench_compares_each_configuration_with_its_reference():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_membar import CONFIGS, summarise
+
+    # quiet 100 us; side modes 1 % slower per 1 000 fences; inline 2 us slower than inline_none at its period
+    times = {c: [(100.0 + (c[0].startswith("side")) * 1.0 + (c[0] == "inline") * 2.0
+                  + (c[0].startswith("inline")) * c[1], 1000.0 if c[0].startswith("side") else 512.0 * (c[0] == "inline"))]
+             for c in CONFIGS}
+    rows = {(r["mode"], r["period"], r["gap_ns"]): r for r in summarise(times)}
+    assert set(rows) == set(CONFIGS)
+    assert rows[("quiet", 1, 0)]["change"] == 0
+    assert rows[("side", 1, 0)]["change"] == pytest.approx(0.01) and rows[("side", 1, 0)]["ns_per_fence"] == 1.0
+    r = rows[("inline", 8, 0)]
+    assert r["change"] == pytest.approx(2.0 / 108.0) and r["ns_per_fence"] == pytest.approx(2e3 / 512)
 
 
 @pytest.mark.gpu
