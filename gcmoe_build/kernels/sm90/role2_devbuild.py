@@ -62,6 +62,15 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     # ... and the promote's x 2**FOLD_LOG2 applied when the token scales are staged (session 12)
                     "_pp2kf": dict(act_buffers=2, ctas_per_sm=2, task_records=True, staged_fold_scale=True),
                     "_ppkf": dict(act_buffers=2, task_records=True, staged_fold_scale=True),
+                    # ... and the ring's shipped form (records, W2 released before its stores, staged fold scale;
+                    # session 12), alone and with the releases on the signal warp (session 13)
+                    "_pp2kef": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
+                                    staged_fold_scale=True),
+                    "_ppkef": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True),
+                    "_pp2ks": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
+                                   staged_fold_scale=True, signal_warp=True),
+                    "_ppks": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
+                                  signal_warp=True),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),
@@ -177,7 +186,7 @@ def main(argv=None):
                        "pipelined": cfg.pipelined, "stages": cfg.stages, "kc": cfg.kc,
                        "persistent": "_pp" in name, "dynamic_tasks": cfg.dynamic_tasks,
                        "task_records": cfg.task_records, "w2_early_release": cfg.w2_early_release,
-                       "staged_fold_scale": cfg.staged_fold_scale, "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
+                       "staged_fold_scale": cfg.staged_fold_scale, "signal_warp": cfg.signal_warp, "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
                        "mma_steps_per_call": cfg.mma_steps_per_call,
                        "row_tiles": cfg.row_tiles}

@@ -72,6 +72,12 @@ from .wgmma_rs import fence_f32, smem_desc, wgmma_commit, wgmma_fence, wgmma_rs_
 ROWS_PER_CTA = 256
 CONSUMER_THREADS = 256  # two MMA warpgroups
 PRODUCER_THREADS = 128  # pipelined variant: one producer warpgroup (one thread issues bulk copies)
+#: persistent pipelined kernels with ``Role2GemmConfig.signal_warp``: the named barrier at which the consumers hand
+#: a finished task to the signal warp (warp 1 of the producer warpgroup), over the consumers and that warp
+SIGNAL_BAR = 2
+SIGNAL_BAR_THREADS = CONSUMER_THREADS + 32
+#: the signal warp's threads (warp 1 of the producer warpgroup; its lane 0 issues the releases)
+SIGNAL_WARP_TIDS = (32, 64)
 SUPPORTED_BM = (8, 16, 32, 64)
 SMEM_LIMIT = 227 * 1024  # sm_90 opt-in dynamic shared memory per block
 STAGE_BYTES = 16384 + 1024  # one K128 step: packed codes of 256 rows + their UE8M0 scales
@@ -157,6 +163,13 @@ class Role2GemmConfig:
     #: instead of in every K128 step's promote (BM / 4 FMULs per step, on the path right after the wgmma wait);
     #: exact: a power of two (W2's UE8M0 byte + FOLD_LOG2, saturating at the infinity the product gave before)
     staged_fold_scale: bool = False
+    #: persistent kernels: each task's releases run on the signal warp (warp 1 of the producer warpgroup, idle
+    #: otherwise), which joins the consumers' barrier that ends the task's reads / stores (:data:`SIGNAL_BAR`) and
+    #: then releases while the consumers go on. Consumer thread 0 ran them before: its ``MEMBAR.GPU`` (~0.3 µs, the
+    #: release operation's) held the other consumer warps at their next barrier (session 13's membar probe: a
+    #: MEMBAR stalls only its own warp, inline it cost 2-7 % of a BM 8 task stream). Needs the static split
+    #: (the signal warp follows the consumers' task sequence by arithmetic), so not with dynamic_tasks.
+    signal_warp: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -186,6 +199,9 @@ class Role2GemmConfig:
             raise ValueError("role2 dynamic_tasks / task_records: the producer of the pipelined kernel hands out the "
                              "tasks (and its weight-stage waits order the task slots' reuse), so pipelined=True, "
                              "dev_compute_only=False")
+        if self.signal_warp and (not self.pipelined or self.dev_compute_only or self.dynamic_tasks):
+            raise ValueError("role2 signal_warp: a warp of the pipelined kernel's producer warpgroup follows the "
+                             "static task split, so pipelined=True, dev_compute_only=False, dynamic_tasks=False")
         if self.act_buffers not in (1, 2):
             raise ValueError(f"role2 act_buffers={self.act_buffers}: must be 1 or 2")
         if self.kc % (128 * self.mma_steps_per_call):
@@ -880,7 +896,8 @@ def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg,
 
 
 @cute.jit
-def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_of, bm: int, after_loads=None):
+def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_of, bm: int, after_loads=None,
+                loads_barrier=(1, CONSUMER_THREADS)):
     """W2 epilogue of one 256-row task, inlined; every consumer thread calls it once the task's MMAs are waited.
 
     BF16 ``acc * efac`` of the task's 256 rows is staged in shared memory ``[bm][256]`` at ``stage_off`` (512 B per
@@ -893,7 +910,9 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
 
     ``after_loads()``, when given, runs in every consumer thread after the barrier that follows the last ``dst_of``
     load and before the first store; its result is returned. A release there orders every global read of the task
-    (the mainloop's, ``dst_of``'s) and no store of it: its fence finds nothing of the task to wait for."""
+    (the mainloop's, ``dst_of``'s) and no store of it: its fence finds nothing of the task to wait for.
+    ``loads_barrier``: that barrier's (id, threads); :data:`SIGNAL_BAR` hands the task to the signal warp there
+    (``Role2GemmConfig.signal_warp``), which then releases instead of ``after_loads``."""
     nd = bm // 2
     wg, warp, g, t, _ = _consumer_lane(ctid)
     dst = Int64(0)
@@ -912,7 +931,7 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
             st_shared_u16(smem + stage_off + n * 512 + row * 2, to_bf16_bits(y))
     if ctid < bm:
         st_shared_u64(smem + dst_off + ctid * 8, dst)
-    bar_sync(1, CONSUMER_THREADS)
+    bar_sync(*loads_barrier)
     early = after_loads() if after_loads is not None else None
     units = bm * 32
     for it in cutlass.range_constexpr((units + CONSUMER_THREADS - 1) // CONSUMER_THREADS):

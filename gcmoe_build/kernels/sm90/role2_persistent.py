@@ -37,7 +37,8 @@ from cutlass import Int32, Int64, Float32, Uint8, const_expr
 from .ptx_mem import (bar_sync, evict_first_policy, ld_global_f32, ld_global_s32,
                       mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
-from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, STAGE_BYTES,
+from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, SIGNAL_BAR, SIGNAL_BAR_THREADS,
+                         SIGNAL_WARP_TIDS, STAGE_BYTES,
                          Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers,
                          _mma_k128_steps, _produce_k128, _token_major_scale_addr, _w1_epilogue, for_each_chunk,
                          row_table_dst, stage_k128_step, all_w1_tile_bits, w1_tile_bits, w2_epilogue)
@@ -78,6 +79,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     SLOTS = DYN or REC  # the producer hands each task to the consumers through the task slots
     TASK_OFF = BAR_OFF + 2 * 8 * NS  # the task slots follow the stage barriers
     EARLY = cfg.w2_early_release and not W1  # W2: released in the epilogue, before its stores
+    SIG = cfg.signal_warp  # the releases run on the signal warp, handed over at SIGNAL_BAR
     TASK_BITS = 0 if W1 else all_w1_tile_bits(K)  # W2: every W1 mask bit of the block's I
     if SLOTS:
         check_slot_reuse(NK128, NS, f"role2 {cfg.mode} persistent")
@@ -96,7 +98,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
 
     def release_task(task, l2_mask, l1_empty):
         """Make task ``task``'s stores visible at GPU scope, then its signals: W1 its two N128 mask bits, both one
-        ``l1_empty`` count. Consumer thread 0 after the consumers' barrier."""
+        ``l1_empty`` count. Consumer thread 0 after the consumers' barrier, or (signal_warp) the signal warp's lane 0
+        after the hand-over barrier."""
         blk = task // NT
         ntile = task % NT
         # release operations: each cumulative over the stores the caller's barrier ordered before it; no separate
@@ -176,6 +179,17 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     li = li + 1
                     task = producer_task(ticket, cta, li, ntasks, ncta)
                 announce_end(smem, li)
+            if const_expr(SIG):
+                if tid >= SIGNAL_WARP_TIDS[0] and tid < SIGNAL_WARP_TIDS[1]:
+                    # the signal warp: the consumers' task sequence (static split), one hand-over per task
+                    li = Int32(0)
+                    task = static_task(cta, li, ntasks, ncta)
+                    while task >= 0:
+                        bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)
+                        if tid == SIGNAL_WARP_TIDS[0]:
+                            release_task(task, l2_mask, l1_empty)
+                        li = li + 1
+                        task = static_task(cta, li, ntasks, ncta)
         else:
             setmaxnreg(cfg.setmaxnreg[1], True)
             ctid = tid - P0
@@ -229,13 +243,19 @@ def build_role2_persistent(cfg: Role2GemmConfig):
 
                     w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid,
                                 lambda n: row_table_dst(out, aux + (Int64(blk) * BM + Int64(n)) * 4, cfg.rows, ntile),
-                                BM, early_release if EARLY else None)
+                                BM, early_release if EARLY and not SIG else None,
+                                (SIGNAL_BAR, SIGNAL_BAR_THREADS) if EARLY and SIG else (1, CT))
                 # publish: every consumer's stores, then one release per task (also orders the next
-                # task's shared-memory reuse after this task's epilogue reads)
-                bar_sync(1, CT)
-                if const_expr(not EARLY):
-                    if ctid == 0:
-                        release_task(task, l2_mask, l1_empty)
+                # task's shared-memory reuse after this task's epilogue reads: for_each_chunk's first barrier does
+                # that too, so with the signal warp W2's early hand-over needs no barrier here)
+                if const_expr(SIG):
+                    if const_expr(not EARLY):
+                        bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)
+                else:
+                    bar_sync(1, CT)
+                    if const_expr(not EARLY):
+                        if ctid == 0:
+                            release_task(task, l2_mask, l1_empty)
                 li = li + 1
                 task, rexpert, rntok, refac = consumer_task(smem, cta, li, ntasks, ncta)
 

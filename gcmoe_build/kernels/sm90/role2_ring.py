@@ -176,12 +176,13 @@ class Role2RingConfig:
         # buffers look 2-8 % slower kernel alone)
         nbuf = 2 if pipe else 1
         # ... and apply the promote's 2**FOLD_LOG2 when they stage the token scales (session 12 call J: kernel alone
-        # BM 32 / 64 -0.6..-3.5 %, BM 8 / 16 +-1.5 %)
+        # BM 32 / 64 -0.6..-3.5 %, BM 8 / 16 +-1.5 %); their releases run on the signal warp (module docstring)
         self.w1 = Role2GemmConfig(mode="w1", k=self.hidden, rows=2 * self.inter, bm=self.bm, alpha=self.alpha,
                                   clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf,
-                                  staged_fold_scale=pipe)
+                                  staged_fold_scale=pipe, signal_warp=pipe)
         self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=pipe,
-                                  ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf, staged_fold_scale=pipe)
+                                  ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf, staged_fold_scale=pipe,
+                                  signal_warp=pipe)
 
     @property
     def pipelined(self):
@@ -271,8 +272,8 @@ def _trace_parts(cfg):
     from .ring_sync import (atom_add_release_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
-    from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, ROWS_PER_CTA,
-                             STAGE_BYTES, K128Step, TokenScales, _consumer_lane, _init_stage_barriers,
+    from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, ROWS_PER_CTA, SIGNAL_BAR,
+                             SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS, STAGE_BYTES, K128Step, TokenScales, _consumer_lane, _init_stage_barriers,
                              _mma_k128_steps, stage_k128_step,
                              _load_k128, _produce_k128, _w1_epilogue, all_w1_tile_bits, for_each_chunk, w1_tile_bits,
                              w2_epilogue)
@@ -281,6 +282,7 @@ def _trace_parts(cfg):
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
     P, EL, D = cfg.ranks, cfg.experts_local, cfg.dispatch_sms
     PIPE = cfg.pipelined
+    SIG = cfg.w1.signal_warp  # 384-thread builds: the releases run on the producer warpgroup's signal warp
     THREADS = cfg.threads
     P0 = PRODUCER_THREADS if PIPE else 0
     CT = CONSUMER_THREADS
@@ -326,6 +328,30 @@ def _trace_parts(cfg):
         if wait:
             wait_geq_u32_rt(l1_full_count + Int64(rb) * 4, BM * (gen + 1), err, CODE_L1_FULL, timeout_ns)
         return q, is1, tile, gen, rb
+
+    @cute.jit
+    def release_task(is1: Int32, tile: Int32, gen: Int32, rb: Int32, l2_full_mask: Int64, l2_empty_count: Int64,
+                     l1_empty_count: Int64):
+        """One thread, after the barrier that ends the task's stores (W1) or its reads of the block (W2): W1 sets
+        its two N128 mask bits; W2 counts one ``l2_empty``, and the generation's last W2 task clears the mask, completes
+        ``l2_empty``'s generation and hands the block back to role1. Release operations: each cumulative over what
+        the barrier ordered before it; no separate fence (its MEMBAR and L1 invalidation)."""
+        if is1 != 0:
+            red_release_or_b64(l2_full_mask + Int64(rb) * 8, Int64(3) << Int64(2 * tile))
+        else:
+            hand_back_if_last(atom_add_release_gpu_u32(l2_empty_count + Int64(rb) * 4, Int32(1)), gen, rb,
+                              l2_full_mask, l2_empty_count, l1_empty_count)
+
+    @cute.jit
+    def hand_back_if_last(old: Int32, gen: Int32, rb: Int32, l2_full_mask: Int64, l2_empty_count: Int64,
+                          l1_empty_count: Int64):
+        """W2, after its ``l2_empty`` count returned ``old``: the generation's last W2 task clears the W1 bitmap
+        for the next generation, completes ``l2_empty``'s generation, then hands the ring block back to role1."""
+        if old == last_w2_old(gen, NT2):
+            fence_acq_rel_gpu()  # acquire the generation's other W2 releases (their reads are done)
+            st_relaxed_gpu_u64(l2_full_mask + Int64(rb) * 8, Int64(0))
+            red_release_add_u32(l2_empty_count + Int64(rb) * 4, Int32(1))
+            red_release_add_u32(l1_empty_count + Int64(rb) * 4, Int32(1))
 
     def peer_ws(peer, r):
         """Rank ``r``'s workspace base (a fresh trace-time view each use)."""
@@ -455,6 +481,16 @@ def _trace_parts(cfg):
                                       lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
                                       wbase, sbase, slab0, Int64(nk), kb, policy)
                     gs0 = gs0 + nk
+            if const_expr(SIG):
+                if tid >= SIGNAL_WARP_TIDS[0] and tid < SIGNAL_WARP_TIDS[1]:
+                    # the signal warp: this CTA's tasks in the consumers' order, one hand-over barrier each
+                    for li in cutlass.range(nlocal, unroll=1):
+                        _, is1, tile, gen, rb = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count,
+                                                              ring_blocks, err, timeout_ns, wait=False)
+                        bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)
+                        if tid == SIGNAL_WARP_TIDS[0]:
+                            release_task(is1, tile, gen, rb, ws + o_l2_full_mask, ws + o_l2_empty_count,
+                                         ws + o_l1_empty_count)
         else:
             # ---------------- consumer warpgroups ----------------
             if const_expr(PIPE):
@@ -497,10 +533,13 @@ def _trace_parts(cfg):
                                  lambda n, col: ws + o_l2_x + (row0 + Int64(n)) * I + Int64(col),
                                  lambda n, grp: ws + o_l2_sf + (row0 + Int64(n)) * NIG + Int64(grp),
                                  BM, alpha, clamp)
-                    # publish: every consumer's stores, then the task's two W1 N128 mask bits
-                    bar_sync(1, CT)
-                    if ctid == 0:  # a release operation: cumulative over the barrier's stores, no acquire half
-                        red_release_or_b64(ws + o_l2_full_mask + Int64(rb) * 8, Int64(3) << Int64(2 * tile))
+                    # publish: every consumer's stores, then the task's two W1 N128 mask bits (release_task)
+                    if const_expr(SIG):
+                        bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)
+                    else:
+                        bar_sync(1, CT)
+                        if ctid == 0:  # a release operation: cumulative over the barrier's stores, no acquire half
+                            red_release_or_b64(ws + o_l2_full_mask + Int64(rb) * 8, Int64(3) << Int64(2 * tile))
                 else:
                     # ================= W2: l2_x x W2 -> BF16 partials -> source rank's combine =================
                     mainloop("w2", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_l2_x, o_l2_sf,
@@ -513,23 +552,23 @@ def _trace_parts(cfg):
                         cell = (Int64(meta[3]) * CAP + Int64(meta[2])) * H + Int64(tile * ROWS_PER_CTA)
                         return peer_ws(peer, meta[1]) + o_combine + cell * 2
 
-                    def release_reads():  # every read of the block is done (mainloop, ring_meta); no store yet
-                        old = Int32(-1)
-                        if ctid == 0:
-                            old = atom_add_release_gpu_u32(ws + o_l2_empty_count + Int64(rb) * 4, Int32(1))
-                        return old
+                    if const_expr(SIG):
+                        # the signal warp joins the barrier after the loads and releases there
+                        w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid, combine_row, BM, None,
+                                    (SIGNAL_BAR, SIGNAL_BAR_THREADS))
+                    else:
+                        def release_reads():  # every read of the block is done (mainloop, ring_meta); no store yet
+                            old = Int32(-1)
+                            if ctid == 0:
+                                old = atom_add_release_gpu_u32(ws + o_l2_empty_count + Int64(rb) * 4, Int32(1))
+                            return old
 
-                    old = w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid, combine_row, BM,
-                                      after_loads=release_reads)
-                    bar_sync(1, CT)
-                    if ctid == 0:
-                        if old == last_w2_old(gen, NT2):
-                            fence_acq_rel_gpu()  # acquire the generation's other W2 releases (their reads are done)
-                            # last W2 task of this generation: clear the W1 bitmap for the next generation,
-                            # complete l2_empty's generation, then hand the ring block back to role1
-                            st_relaxed_gpu_u64(ws + o_l2_full_mask + Int64(rb) * 8, Int64(0))
-                            red_release_add_u32(ws + o_l2_empty_count + Int64(rb) * 4, Int32(1))
-                            red_release_add_u32(ws + o_l1_empty_count + Int64(rb) * 4, Int32(1))
+                        old = w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid, combine_row, BM,
+                                          after_loads=release_reads)
+                        bar_sync(1, CT)
+                        if ctid == 0:
+                            hand_back_if_last(old, gen, rb, ws + o_l2_full_mask, ws + o_l2_empty_count,
+                                              ws + o_l1_empty_count)
                 gs0 = gs0 + NK2 + is1 * (NK1 - NK2)
 
     @cute.jit

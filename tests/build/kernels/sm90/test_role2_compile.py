@@ -99,6 +99,38 @@ def test_persistent_variant_has_the_ring_handshake(mode):
         build_role2_persistent(Role2GemmConfig(mode=mode, k=k, rows=rows, bm=16))
 
 
+@pytest.mark.parametrize("mode", ["w1", "w2"])
+def test_persistent_signal_warp_takes_the_releases(mode):
+    """Role2GemmConfig.signal_warp: the consumers hand each task over at SIGNAL_BAR (W1 after its stores, W2 early:
+    after its reads, before its stores) and release nothing; the signal warp, whose code comes before the
+    consumers' (setmaxnreg.inc), waits at the same barrier once per task and then releases."""
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.role2_devbuild import compile_one
+    from gcmoe_build.kernels.sm90.role2_gemm import SIGNAL_BAR, SIGNAL_BAR_THREADS, Role2GemmConfig
+
+    kw = dict(mode=mode, k=1024, rows=1024, bm=16, pipelined=True, act_buffers=2, task_records=True,
+              w2_early_release=True)
+    ptx, cubin, _ = compile_one(f"role2_{mode}_test_bm16_ppks", Role2GemmConfig(**kw, signal_warp=True))
+    assert cubin[:4] == b"\x7fELF"
+    handover = f"bar.sync {SIGNAL_BAR}, {SIGNAL_BAR_THREADS};"
+    cons = ptx.index("setmaxnreg.inc.sync.aligned.u32")
+    sig = ptx.index(handover)
+    assert sig < cons and ptx.count(handover) == 2  # the signal warp's, then the consumers'
+    releases = [m.start() for m in re.finditer(r"red\.release\.gpu", ptx)]
+    assert len(releases) == (2 if mode == "w1" else 1) and all(sig < r < cons for r in releases)
+    if mode == "w2":  # the hand-over sits after the destination loads and before the stores
+        st = ptx.index("st.global.v4.u32", cons)
+        assert ptx.index(handover, cons) < st
+    # without it, consumer thread 0 releases after the consumers' own barrier
+    ptx0, _, _ = compile_one(f"role2_{mode}_test_bm16_ppkef", Role2GemmConfig(**kw))
+    assert handover not in ptx0 and ptx0.index("red.release.gpu") > ptx0.index("setmaxnreg.inc.sync.aligned.u32")
+    for bad in (dict(dynamic_tasks=True), dict(pipelined=False, act_buffers=1, task_records=False)):
+        with pytest.raises(ValueError, match="signal_warp"):
+            Role2GemmConfig(**{**kw, **bad}, signal_warp=True)
+
+
 def test_two_ctas_per_sm_experiment():
     """The 256-thread kernel built for two CTAs per SM (the measured-next occupancy experiment): ``.minnctapersm 2``
     in the PTX, at most 128 registers and a <= 48 KB activation chunk, so two fit an SM; other counts refused."""

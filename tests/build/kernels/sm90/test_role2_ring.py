@@ -111,14 +111,29 @@ def test_ring_protocol_order(role2_arts, bm, threads):
     stage = "cp.async.cg.shared.global" if threads == 384 else "ld.global.v4.u32"
     assert stage in ptx[l1:w1_mma]
     w1_store = _first(ptx, "st.global.u8", w1_mma)
+    if threads == 384:
+        _signal_warp_releases(ptx, prod_bulk, cons)
+        # the consumers hand each task over at SIGNAL_BAR and release nothing themselves: W1 after its stores
+        handover = f"bar.sync 2, {256 + 32};"
+        w1_done = _first(ptx, handover, w1_store)
+        w2_mma = _first(ptx, "wgmma.mma_async", w1_done)
+        assert stage in ptx[w1_done:w2_mma]
+        # ... W2 after its last ring read (ring_meta, the combine destinations), before its combine stores
+        meta = _first(ptx, "ld.global.v4.u32", w2_mma)
+        w2_done = _first(ptx, handover, meta)
+        _first(ptx, "st.global.v4.u32", w2_done)
+        assert "st.global.v4.u32" not in ptx[w2_mma:w2_done]
+        for op in ("red.release", "atom.", "fence.acq_rel", "st.relaxed.gpu"):
+            assert op not in ptx[cons:], op
+        assert "fence.acq_rel.sys;" not in ptx
+        return
     mask_set = _first(ptx, "red.release.gpu.global.or.b64", w1_store)
     # the release operation itself orders the barrier's stores (cumulative); no separate fence on the hot path
     assert "fence.acq_rel.gpu;" not in ptx[w1_store:mask_set]
-    # W2 task: exactly its mask bits (acquire) before its activation chunk and MMAs (384: the producer's, above)
-    if threads == 256:
-        mask_wait = _first(ptx, "ld.acquire.gpu.global.u64", mask_set)
-    w2_mma = _first(ptx, "wgmma.mma_async", max(mask_wait, mask_set))
-    assert stage in ptx[max(mask_wait, mask_set):w2_mma]
+    # W2 task: exactly its mask bits (acquire) before its activation chunk and MMAs
+    mask_wait = _first(ptx, "ld.acquire.gpu.global.u64", mask_set)
+    w2_mma = _first(ptx, "wgmma.mma_async", mask_wait)
+    assert stage in ptx[mask_wait:w2_mma]
     # the completion count is released after the task's last ring read (ring_meta, the combine destinations) and
     # before its combine stores: it guards reads only; the stores reach role3 through the graph edge
     meta = _first(ptx, "ld.global.v4.u32", w2_mma)
@@ -126,13 +141,29 @@ def test_ring_protocol_order(role2_arts, bm, threads):
     peer_st = _first(ptx, "st.global.v4.u32", done)
     assert "st.global.v4.u32" not in ptx[w2_mma:done]
     assert "fence.acq_rel.sys;" not in ptx[w2_mma:]
-    clear = _first(ptx, "st.relaxed.gpu.global.u64", peer_st)
-    # only the generation's last W2 task acquires the others' releases before it hands the block back
-    assert "fence.acq_rel.gpu;" in ptx[peer_st:clear]
+    _hand_back(ptx, peer_st)
+
+
+def _hand_back(ptx, start):
+    """Only the generation's last W2 task (after ``start``) acquires the others' releases before it clears the mask
+    and hands the block back; nothing else releases l1_empty (role1 waits for exactly +1 per consumed generation)."""
+    clear = _first(ptx, "st.relaxed.gpu.global.u64", start)
+    assert "fence.acq_rel.gpu;" in ptx[start:clear]
     rel = [m.start() for m in re.finditer(r"red\.release\.gpu\.global\.add\.u32", ptx)]
     assert len(rel) == 2 and all(r > clear for r in rel)  # l2_empty completion, then l1_empty (+1 per generation)
-    # no release of l1_empty anywhere else (role1 waits for exactly +1 per consumed generation)
     assert ptx.count("atom.release.gpu.global.add.u32") == 1 and "atom.acq_rel.gpu" not in ptx
+
+
+def _signal_warp_releases(ptx, start, end):
+    """384 threads (Role2GemmConfig.signal_warp): between the producer's stream and the consumers' code, the
+    signal warp waits at the hand-over barrier, then W1 sets its mask bits and W2 counts l2_empty (release
+    operations, no separate fence) and, last of its generation, hands the block back."""
+    sig = _first(ptx, f"bar.sync 2, {256 + 32};", start)
+    w1_rel = _first(ptx, "red.release.gpu.global.or.b64", sig)
+    w2_rel = _first(ptx, "atom.release.gpu.global.add.u32", sig)
+    assert max(w1_rel, w2_rel) < end and "fence.acq_rel.gpu;" not in ptx[sig:min(w1_rel, w2_rel)]
+    _hand_back(ptx, w2_rel)
+    assert _first(ptx, "red.release.gpu.global.add.u32", w2_rel) < end
 
 
 @pytest.mark.parametrize("bm,threads", [(8, 256), (64, 384)])
@@ -143,7 +174,7 @@ def test_w1_and_w2_outputs_leave_in_16_byte_stores(role2_arts, bm, threads):
     ... (the by-value peer descriptor), each token's destination computed once from its ring_meta row and read back
     from shared memory (st/ld.shared.u64); no 2-byte global stores remain."""
     ptx = _ptx(role2_arts, bm, threads)
-    w2_mma = _first(ptx, "wgmma.mma_async", _first(ptx, "red.release.gpu.global.or.b64"))
+    w2_mma = _first(ptx, "wgmma.mma_async", _first(ptx, "st.global.u8"))  # the first MMA after W1's scale store
     w1, w2 = ptx[:w2_mma], ptx[w2_mma:]
     w1_stores = [m.start() for m in re.finditer(r"st\.global\.v4\.u32", w1)]
     assert len(w1_stores) == (bm * 8 + 255) // 256
