@@ -8,7 +8,7 @@ scales are folded into the decode as exact E4M3 exponent offsets (so W1's four K
 step share one accumulator), weight loads carry an L2 EVICT_FIRST policy. Two thread-count variants (paper §4.4): 256 threads, each consumer thread loading its
 fragments straight from HBM into a two-stage register buffer; 384 threads ("pipelined"), a producer
 warpgroup streaming K128 stages with 1-D ``cp.async.bulk`` into up to 8 shared-memory stages on
-full/empty mbarriers (bounded waits: trap after ``timeout_ns``), ``setmaxnreg`` 40/232 (24/104 when built for two
+full/empty mbarriers (bounded waits: trap after ``timeout_ns``), ``setmaxnreg`` 40/232 (32/104 when built for two
 CTAs per SM: :attr:`Role2GemmConfig.setmaxnreg`).
 
 These two are non-persistent (one CTA per (256-row tile, ring block), no ring handshake: the caller
@@ -88,10 +88,12 @@ FOLD_SCALE = float(2 ** FOLD_LOG2)  # decoded operands are fp4 x 2**(r - 5): the
 L2_SCALE_GROUP = SM90_INTERMEDIATE_SCALE_GROUP
 assert L2_SCALE_GROUP == 128, L2_SCALE_GROUP
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg split: 128*40 + 256*232 <= 384 * 168 (see launch_regs)
-#: the same split for two pipelined CTAs per SM: 128*24 + 256*104 <= 384 * 80. setmaxnreg only moves registers
+#: the same split for two pipelined CTAs per SM: 128*32 + 256*104 = 384 * 80. setmaxnreg only moves registers
 #: inside the CTA's launch allocation (threads x the per-thread count ptxas was capped at); a consumer increase the
-#: producer's decrease does not cover blocks forever (GPU-measured: 24 / 112 hung until the stage-wait trap)
-PRODUCER_REGS_2, CONSUMER_REGS_2 = 24, 104
+#: producer's decrease does not cover blocks forever (GPU-measured: 24 / 112 hung until the stage-wait trap). The
+#: producer warpgroup had 24 until session 13; the signal warp's code beside the producer's made ptxas spill more
+#: there, and 32 is what the pool leaves at 104 for the consumers
+PRODUCER_REGS_2, CONSUMER_REGS_2 = 32, 104
 #: shared memory one CTA may use when two share an SM (228 KB per SM, 1 KB reserved per CTA)
 SMEM_LIMIT_2 = 113 * 1024
 STAGE_RELEASES = ("read", "fence", "decoded", "decoded_k32_2")
@@ -125,7 +127,7 @@ class Role2GemmConfig:
     mma_lag: int | None = None
     #: CTAs per SM the kernel is built to fit (``.minnctapersm``; activation chunk <= 48 KB at 2): 2 gives each SM
     #: scheduler four consumer warps instead of two. The 256-thread variant caps at 128 registers then, the pipelined
-    #: one moves 24 / 104 with setmaxnreg and has 3-5 weight stages (heuristics.sm90_ctas_per_sm picks the build).
+    #: one moves 32 / 104 with setmaxnreg and has 3-5 weight stages (heuristics.sm90_ctas_per_sm picks the build).
     ctas_per_sm: int = 1
     #: True: the block exponent is folded into the decode (the shipped kernels). False (an A/B experiment of the
     #: dev harness): decode through the r = 0 table and multiply each K32 partial by 2**(r+5) x token scale.

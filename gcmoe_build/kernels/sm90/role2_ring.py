@@ -38,10 +38,10 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   clamp, SwiGLU x routing weight, amax over the task's 128 I-columns (``role2_gemm.L2_SCALE_GROUP``), UE8M0 scale,
   E4M3 -> ``l2_x[rb][row][I]`` (staged in shared memory, 16-byte stores), ``l2_sf[rb][row][I/128]`` (UE8M0 bytes,
   the numerics reference's requantisation); then
-  ``red.release.gpu.or l2_full_mask[rb] |= 0b11 << 2*tile`` (its two W1 N128 tiles) by consumer thread 0 after the
-  consumers' barrier: a release operation is cumulative over the stores the barrier ordered before it. (Until
-  session 12 a ``fence.acq_rel.gpu`` preceded it: a second MEMBAR and an L1 invalidation per task, waited for by
-  the other consumer warps at their next barrier.)
+  ``red.release.gpu.or l2_full_mask[rb] |= 0b11 << 2*tile`` (its two W1 N128 tiles) after the consumers' barrier
+  (384 threads: by the signal warp, below; 256: consumer thread 0): a release operation is cumulative over the
+  stores the barrier ordered before it. (Until session 12 a ``fence.acq_rel.gpu`` preceded it: a second MEMBAR and
+  an L1 invalidation per task, waited for by the other consumer warps at their next barrier.)
 * **W2**, per activation chunk of I-columns ``[k0, k1)`` (256-thread builds): acquire exactly the mask bits of
   the W1 N128 tiles that produced them (code 9); the 384-thread builds' producer acquires all of the block's bits
   before publishing the task record. The chunk is the verified kernels' ``kc`` (a multiple of
@@ -62,6 +62,17 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   ``l2_empty_count`` and releases ``l1_empty_count[rb] += 1`` (exactly +1 per consumed generation,
   what role1 waits for; W2 is the last reader of ``ring_meta``).
 
+* **Signal warp (384-thread builds, session 13; ``Role2GemmConfig.signal_warp``).** Every release above runs on
+  warp 1 of the producer warpgroup (idle otherwise), not on consumer thread 0, whose ``MEMBAR.GPU`` (the release
+  operation's, ~0.3 µs) the other consumer warps waited for at their next barrier (session 13's ``membar_probe``: a
+  MEMBAR stalls only its own warp). The consumers write the task's coordinates ``(is1, tile, gen, rb)`` into one of
+  two shared-memory records at the task's top and hand the task over at the named barrier ``SIGNAL_BAR`` (288
+  threads: the consumers and the signal warp): W1 after its stores, W2 at ``w2_epilogue``'s barrier after its
+  loads; then the signal warp's lane 0 reads the record and releases while the consumers go on. Every participant
+  uses ``bar.sync``, so phases cannot alias; record ``li % 2`` is rewritten only after hand-over ``li + 1``, which
+  the signal warp reaches after reading it. The signal warp runs the producer thread's task loop (one loop, two
+  branches: a second loop made ptxas spill the producer's values).
+
 Thread variants (the heuristic's ``threads``): 384 = producer warpgroup streaming K128 weight stages
 with ``cp.async.bulk`` (EVICT_FIRST) across task boundaries + two consumer warpgroups; 256 = the
 consumer warpgroups load their weight fragments straight from HBM (EVICT_FIRST) into registers.
@@ -72,7 +83,7 @@ Occupancy: the 256-thread variant at BM <= ``SM90_TWO_CTAS_MAX_BM`` is built for
 (grid rule ``compute_sms*2``): four consumer warps per SM scheduler instead of two hide the decode's
 latency (kernel-alone -8..-10 % at BM 8 on the H200, ``results/operator/2026-11-30-h200-x2-session4``). The
 384-thread variant up to ``SM90_PIPELINED_TWO_CTAS_MAX_BM`` has a two-CTA build (variant parameter ``ctas_per_sm``;
-setmaxnreg 24 / 104, 3-5 stages, W1 drained per K128 so that ptxas keeps the wgmmas asynchronous) beside the one-CTA
+setmaxnreg 32 / 104, 3-5 stages, W1 drained per K128 so that ptxas keeps the wgmmas asynchronous) beside the one-CTA
 one where the heuristic can pick either: it takes the two-CTA one once each CTA has several tasks
 (``heuristics.sm90_ctas_per_sm``; layer -3..-4 % at BM 8 / T = 4-64, ``results/operator/2026-11-30-h200-session6``;
 BM 16 -4 %, ``results/operator/2026-11-30-h200-x2-session7``).
@@ -218,7 +229,9 @@ class Role2RingConfig:
         o.update(stage=stage, stages=ns, bar=stage + ns * STAGE_BYTES)
         # the task records (module docstring, "Task records")
         o.update(slots=o["bar"] + 2 * 8 * ns, nslots=task_slot_count(min_nk, ns))
-        o["total"] = o["slots"] + o["nslots"] * TASK_SLOT_BYTES
+        # the signal warp's two task coordinates records (module docstring, "Signal warp")
+        o["sigrec"] = _align(o["slots"] + o["nslots"] * TASK_SLOT_BYTES, 16)
+        o["total"] = o["sigrec"] + 2 * 16
         if o["total"] > limit:
             raise ValueError(f"role2: BM={bm} H={self.hidden} I={self.inter} needs {o['total']} B of shared "
                              f"memory > {limit} ({self.ctas_per_sm} CTA(s) per SM)")
@@ -268,7 +281,7 @@ def _trace_parts(cfg):
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
 
     from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_v4,
-                          red_release_add_u32, red_release_or_b64, setmaxnreg)
+                          ld_shared_v4, red_release_add_u32, red_release_or_b64, setmaxnreg, st_shared_v4)
     from .ring_sync import (atom_add_release_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
@@ -296,7 +309,7 @@ def _trace_parts(cfg):
     so = cfg.smem_offsets()
     ACT_OFF, ASC_OFF, AMAX_OFF, INFO_OFF = so["act"], so["asc"], so["amax"], so["info"]
     STAGE_OFF, BAR_OFF, NS = so["stage"], so["bar"], so["stages"]
-    SLOT_OFF, NSLOT = so.get("slots", 0), so.get("nslots", 0)
+    SLOT_OFF, NSLOT, SIGREC_OFF = so.get("slots", 0), so.get("nslots", 0), so.get("sigrec", 0)
     if PIPE:
         check_slot_reuse(min(NK1, NK2), NS, f"role2 BM={BM}", NSLOT)
     I_BITS = all_w1_tile_bits(I)  # every W1 N128 tile's mask bit of a block (Role2RingConfig: 2I/128 <= 64)
@@ -455,9 +468,11 @@ def _trace_parts(cfg):
         if tid < P0:
             # ---------------- producer warpgroup (384-thread variant) ----------------
             setmaxnreg(cfg.w1.setmaxnreg[0], False)
-            if tid == 0:
-                gs0 = Int32(0)
-                for li in cutlass.range(nlocal, unroll=1):
+            # one task loop for the producer thread and the signal warp, each warp running its own instance (a
+            # second loop over the tasks, the signal warp's, made ptxas spill ~20 values of the producer's)
+            gs0 = Int32(0)
+            for li in cutlass.range(nlocal, unroll=1):
+                if tid == 0:
                     q, is1, tile, gen, rb = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count, ring_blocks,
                                                           err, timeout_ns)
                     # the task record: header (checked here), W2's W1 mask bits, the expert factor
@@ -481,16 +496,15 @@ def _trace_parts(cfg):
                                       lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
                                       wbase, sbase, slab0, Int64(nk), kb, policy)
                     gs0 = gs0 + nk
-            if const_expr(SIG):
-                if tid >= SIGNAL_WARP_TIDS[0] and tid < SIGNAL_WARP_TIDS[1]:
-                    # the signal warp: this CTA's tasks in the consumers' order, one hand-over barrier each
-                    for li in cutlass.range(nlocal, unroll=1):
-                        _, is1, tile, gen, rb = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count,
-                                                              ring_blocks, err, timeout_ns, wait=False)
+                elif tid >= SIGNAL_WARP_TIDS[0] and tid < SIGNAL_WARP_TIDS[1]:
+                    if const_expr(SIG):
+                        # the signal warp: the task's hand-over barrier, then the coordinates record the consumers
+                        # wrote at the task's top, then the task's releases
                         bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)
                         if tid == SIGNAL_WARP_TIDS[0]:
-                            release_task(is1, tile, gen, rb, ws + o_l2_full_mask, ws + o_l2_empty_count,
-                                         ws + o_l1_empty_count)
+                            rec = ld_shared_v4(smem + SIGREC_OFF + (li % 2) * 16)
+                            release_task(rec[0], rec[1], rec[2], rec[3], ws + o_l2_full_mask,
+                                         ws + o_l2_empty_count, ws + o_l1_empty_count)
         else:
             # ---------------- consumer warpgroups ----------------
             if const_expr(PIPE):
@@ -507,6 +521,9 @@ def _trace_parts(cfg):
                         record=True, nslots=NSLOT)
                     q, is1, tile, gen, rb = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count, ring_blocks,
                                                           err, timeout_ns, wait=False)
+                    if const_expr(SIG):
+                        if ctid == 0:  # for the signal warp, read after this task's hand-over barrier
+                            st_shared_v4(smem + SIGREC_OFF + (li % 2) * 16, is1, tile, gen, rb)
                 else:
                     q, is1, tile, gen, rb = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count, ring_blocks,
                                                           err, timeout_ns)
