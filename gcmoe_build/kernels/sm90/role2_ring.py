@@ -137,6 +137,15 @@ def last_w2_old(gen, nt2):
     return (nt2 + 1) * gen + (nt2 - 1)
 
 
+def signal_warp_build(pipelined, bm, ctas_per_sm):
+    """Whether a ring build's releases run on the signal warp (module docstring): the 384-thread builds at two CTAs
+    per SM and at BM >= 32, where the layer measured -2..-7 % (session 13 call D, T = 4-256, both production
+    shapes, three alternating runs per arm); the one-CTA BM 8 / 16 builds (the heuristic's T = 1-2) keep consumer
+    thread 0's release: GLM-5.2 T = 1 ran 3.9 % slower with it in every window (T = 2 and DSV-4.1-Flash T = 1
+    neutral), a latency effect the kernel-alone bench does not show (`_ppks` BM 8 -0..-4 %)."""
+    return bool(pipelined) and (ctas_per_sm == 2 or bm >= 32)
+
+
 def _align(n, a):
     return (n + a - 1) // a * a
 
@@ -188,12 +197,13 @@ class Role2RingConfig:
         nbuf = 2 if pipe else 1
         # ... and apply the promote's 2**FOLD_LOG2 when they stage the token scales (session 12 call J: kernel alone
         # BM 32 / 64 -0.6..-3.5 %, BM 8 / 16 +-1.5 %); their releases run on the signal warp (module docstring)
+        sig = signal_warp_build(pipe, self.bm, self.ctas_per_sm)
         self.w1 = Role2GemmConfig(mode="w1", k=self.hidden, rows=2 * self.inter, bm=self.bm, alpha=self.alpha,
                                   clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf,
-                                  staged_fold_scale=pipe, signal_warp=pipe)
+                                  staged_fold_scale=pipe, signal_warp=sig)
         self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=pipe,
                                   ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf, staged_fold_scale=pipe,
-                                  signal_warp=pipe)
+                                  signal_warp=sig)
 
     @property
     def pipelined(self):
@@ -229,9 +239,10 @@ class Role2RingConfig:
         o.update(stage=stage, stages=ns, bar=stage + ns * STAGE_BYTES)
         # the task records (module docstring, "Task records")
         o.update(slots=o["bar"] + 2 * 8 * ns, nslots=task_slot_count(min_nk, ns))
-        # the signal warp's two task coordinates records (module docstring, "Signal warp")
-        o["sigrec"] = _align(o["slots"] + o["nslots"] * TASK_SLOT_BYTES, 16)
-        o["total"] = o["sigrec"] + 2 * 16
+        o["total"] = o["slots"] + o["nslots"] * TASK_SLOT_BYTES
+        if self.w1.signal_warp:  # its two task coordinates records (module docstring, "Signal warp")
+            o["sigrec"] = _align(o["total"], 16)
+            o["total"] = o["sigrec"] + 2 * 16
         if o["total"] > limit:
             raise ValueError(f"role2: BM={bm} H={self.hidden} I={self.inter} needs {o['total']} B of shared "
                              f"memory > {limit} ({self.ctas_per_sm} CTA(s) per SM)")
@@ -372,6 +383,37 @@ def _trace_parts(cfg):
         return pd_.base() + pd_.offset(r)
 
     @cute.jit
+    def produce_task(smem: Int32, li: Int32, gs0: Int32, cta: Int32, ncta: Int32, nq: Int32, ws: Int64,
+                     o_l1_full_count: Int64, o_ring_block: Int64, o_l2_full_mask: Int64, w1_tiles: Int64,
+                     w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64,
+                     ring_blocks: Int32, policy: Int64, err: Int64, timeout_ns: Int64):
+        """The producer thread's task ``li`` (384 threads): acquire it, check the header, wait for W2's W1 mask bits,
+        publish its record (module docstring, "Task records"), then stream its K128 weight stages from stage
+        ``gs0``; returns the next task's first stage."""
+        q, is1, tile, gen, rb = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count, ring_blocks, err,
+                                              timeout_ns)
+        # the task record: header (checked here), W2's W1 mask bits, the expert factor
+        hdr = ws + o_ring_block + Int64(rb) * 16
+        el = ld_relaxed_gpu_u32(hdr)
+        trap_if_ne(ld_relaxed_gpu_u32(hdr + 8), q, err, CODE_HEADER)
+        trap_if_ne(ld_relaxed_gpu_u32(hdr + 12), gen, err, CODE_HEADER)
+        if is1 == 0:
+            wait_mask_u64_rt(ws + o_l2_full_mask + Int64(rb) * 8, Int64(I_BITS), err, CODE_L2_MASK, timeout_ns)
+        fbase = w2_factor + Int64(is1) * (w1_factor - w2_factor)
+        publish_task(smem + SLOT_OFF, li, cta + li * ncta, el, ld_relaxed_gpu_u32(hdr + 4),
+                     ld_global_f32(fbase + Int64(el) * 4), NSLOT)
+        nk = NK2 + is1 * (NK1 - NK2)
+        nslab = NSLAB2 + is1 * (NSLAB1 - NSLAB2)
+        wbase = w2_tiles + Int64(is1) * (w1_tiles - w2_tiles)
+        sbase = w2_scales + Int64(is1) * (w1_scales - w2_scales)
+        slab0 = Int64(el) * Int64(nslab) + Int64(tile) * 4
+        for kb in cutlass.range(nk, unroll=1):
+            _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, gs0 + kb,
+                          lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
+                          wbase, sbase, slab0, Int64(nk), kb, policy)
+        return gs0 + nk
+
+    @cute.jit
     def mainloop(mode: cutlass.Constexpr, smem: Int32, ctid: Int32, acc: cute.Tensor, wbuf: cute.Tensor, el: Int32,
                  tile: Int32, ntok: Int32, gs0: Int32, rb: Int32, row0: Int64, ws: Int64, o_act: Int64,
                  o_asc: Int64, o_mask: Int64, w: Int64, wsc: Int64, sf_stride: Int32, policy: Int64, err: Int64,
@@ -468,36 +510,16 @@ def _trace_parts(cfg):
         if tid < P0:
             # ---------------- producer warpgroup (384-thread variant) ----------------
             setmaxnreg(cfg.w1.setmaxnreg[0], False)
-            # one task loop for the producer thread and the signal warp, each warp running its own instance (a
-            # second loop over the tasks, the signal warp's, made ptxas spill ~20 values of the producer's)
-            gs0 = Int32(0)
-            for li in cutlass.range(nlocal, unroll=1):
-                if tid == 0:
-                    q, is1, tile, gen, rb = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count, ring_blocks,
-                                                          err, timeout_ns)
-                    # the task record: header (checked here), W2's W1 mask bits, the expert factor
-                    hdr = ws + o_ring_block + Int64(rb) * 16
-                    el = ld_relaxed_gpu_u32(hdr)
-                    trap_if_ne(ld_relaxed_gpu_u32(hdr + 8), q, err, CODE_HEADER)
-                    trap_if_ne(ld_relaxed_gpu_u32(hdr + 12), gen, err, CODE_HEADER)
-                    if is1 == 0:
-                        wait_mask_u64_rt(ws + o_l2_full_mask + Int64(rb) * 8, Int64(I_BITS), err, CODE_L2_MASK,
-                                         timeout_ns)
-                    fbase = w2_factor + Int64(is1) * (w1_factor - w2_factor)
-                    publish_task(smem + SLOT_OFF, li, cta + li * ncta, el, ld_relaxed_gpu_u32(hdr + 4),
-                                 ld_global_f32(fbase + Int64(el) * 4), NSLOT)
-                    nk = NK2 + is1 * (NK1 - NK2)
-                    nslab = NSLAB2 + is1 * (NSLAB1 - NSLAB2)
-                    wbase = w2_tiles + Int64(is1) * (w1_tiles - w2_tiles)
-                    sbase = w2_scales + Int64(is1) * (w1_scales - w2_scales)
-                    slab0 = Int64(el) * Int64(nslab) + Int64(tile) * 4
-                    for kb in cutlass.range(nk, unroll=1):
-                        _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, gs0 + kb,
-                                      lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
-                                      wbase, sbase, slab0, Int64(nk), kb, policy)
-                    gs0 = gs0 + nk
-                elif tid >= SIGNAL_WARP_TIDS[0] and tid < SIGNAL_WARP_TIDS[1]:
-                    if const_expr(SIG):
+            if const_expr(SIG):
+                # one task loop for the producer thread and the signal warp, each warp running its own instance (a
+                # second loop over the tasks, the signal warp's, made ptxas spill ~20 values of the producer's)
+                gs0 = Int32(0)
+                for li in cutlass.range(nlocal, unroll=1):
+                    if tid == 0:
+                        gs0 = produce_task(smem, li, gs0, cta, ncta, nq, ws, o_l1_full_count, o_ring_block,
+                                           o_l2_full_mask, w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales,
+                                           w2_factor, ring_blocks, policy, err, timeout_ns)
+                    elif tid >= SIGNAL_WARP_TIDS[0] and tid < SIGNAL_WARP_TIDS[1]:
                         # the signal warp: the task's hand-over barrier, then the coordinates record the consumers
                         # wrote at the task's top, then the task's releases
                         bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)
@@ -505,6 +527,13 @@ def _trace_parts(cfg):
                             rec = ld_shared_v4(smem + SIGREC_OFF + (li % 2) * 16)
                             release_task(rec[0], rec[1], rec[2], rec[3], ws + o_l2_full_mask,
                                          ws + o_l2_empty_count, ws + o_l1_empty_count)
+            else:
+                if tid == 0:
+                    gs0 = Int32(0)
+                    for li in cutlass.range(nlocal, unroll=1):
+                        gs0 = produce_task(smem, li, gs0, cta, ncta, nq, ws, o_l1_full_count, o_ring_block,
+                                           o_l2_full_mask, w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales,
+                                           w2_factor, ring_blocks, policy, err, timeout_ns)
         else:
             # ---------------- consumer warpgroups ----------------
             if const_expr(PIPE):
