@@ -8,7 +8,11 @@ scale FMAs, identical epilogues; the helpers are shared), but:
   block-major, so the first filled ring block's tiles are spread over all CTAs. Static split: CTA ``c`` takes tasks
   ``c, c + G, c + 2G, ...``; ``Role2GemmConfig.dynamic_tasks``: the CTA's producer claims each next task from a
   counter (:mod:`.task_queue`). ``task_records``: the producer also does the task's acquires (W2: every W1 mask
-  bit of the block) and loads and hands the consumers a record (the ring kernel's shipped form). (Measured and
+  bit of the block) and loads and hands the consumers a record (the ring kernel's shipped form). ``signal_warp``:
+  each task's releases run on warp 1 of the producer warpgroup, which joins the consumers' hand-over barrier
+  (``SIGNAL_BAR``) once per task and computes the task from the static split (the ring kernel's form at two CTAs per
+  SM and BM >= 32, where the signal warp shares the producer thread's loop and reads the consumers' coordinates
+  record instead: its own loop spilled there). (Measured and
   removed: a producer-warpgroup thread running each task's release, session 11-12; the next task's chunk 0 copied
   during the last chunk, session 12: docs/PERFORMANCE.md.) The producer warpgroup streams K128 weight stages
   continuously across task boundaries (the ring of shared-memory stages never drains between
