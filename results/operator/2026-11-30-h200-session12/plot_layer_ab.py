@@ -4,7 +4,7 @@ means of two alternating runs per arm: call E (W2's release before its stores vs
 
     python3 plot_layer_ab.py   (writes plots/layer_ab_releases.png; needs matplotlib)
 """
-import json
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -12,22 +12,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 HERE = Path(__file__).resolve().parent
-
-
-def load(call, run):
-    out = {}
-    for mv in json.load(open(HERE / call / "bench" / run / "results.json"))["models"]:
-        for p in mv["points"]:
-            g = p["impls"].get("gc-moe", {})
-            if g.get("status") == "ok":
-                out[(mv["shape"]["name"], p["T"])] = g["latency_us"]
-    return out
+sys.path.insert(0, str(HERE.parents[2] / "ci"))
+from layer_ab import ratio as _ratio  # noqa: E402
 
 
 def ratio(call, old_runs, new_runs):
-    old = [load(call, r) for r in old_runs]
-    new = [load(call, r) for r in new_runs]
-    return {k: sum(r[k] for r in new) / sum(r[k] for r in old) for k in old[0]}
+    return _ratio([HERE / call / "bench" / r for r in old_runs], [HERE / call / "bench" / r for r in new_runs])
 
 
 e = ratio("call-e", ("ab-old", "ab-oldb"), ("ab-new", "ab-newb"))
