@@ -44,7 +44,7 @@ def test_ptx_has_register_a_e4m3_wgmma(built, mode, bm, pipe):
     assert len(shapes) == 16, len(shapes)
     assert "createpolicy.fractional.L2::evict_first" in ptx
     if pipe:  # producer warpgroup: bulk copies on full/empty mbarriers, register split
-        assert f".reqntid 384" in ptx and ".minnctapersm 1" in ptx
+        assert ".reqntid 384" in ptx and ".minnctapersm 1" in ptx
         assert len(re.findall(r"cp\.async\.bulk\.shared::cluster\.global\.mbarrier::complete_tx::bytes"
                               r"\.L2::cache_hint", ptx)) == 8  # 4 slabs x (codes, scales)
         assert "setmaxnreg.dec.sync.aligned.u32 40" in ptx and "setmaxnreg.inc.sync.aligned.u32 232" in ptx

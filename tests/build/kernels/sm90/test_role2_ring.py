@@ -200,7 +200,7 @@ def test_every_wait_is_bounded_with_a_trap_record(role2_arts):
     waits = ptx.count("GCMOE_R_LOOP:")
     assert waits >= 6  # recv counts, l1_full (producer, consumer), l2_empty, mask, stage full/empty
     assert ptx.count("%globaltimer") >= 2 * waits
-    assert ptx.count(f"st.relaxed.sys.u32 [") >= 4 and str(TRAP_MAGIC) in ptx and "trap;" in ptx
+    assert ptx.count("st.relaxed.sys.u32 [") >= 4 and str(TRAP_MAGIC) in ptx and "trap;" in ptx
     from gcmoe_build.kernels.sm90 import role2_ring as r2
 
     for code in (r2.CODE_L1_FULL, r2.CODE_L2_MASK, r2.CODE_L2_EMPTY, r2.CODE_HEADER, r2.CODE_RECV, r2.CODE_STAGE):
