@@ -96,7 +96,13 @@ def innermost_mma_loops(sass: str) -> list[Loop]:
     return _mma_loops(sass.splitlines(), *parse(sass))
 
 
-def _mma_loops(lines: list[str], insns: list[Insn], labels: dict[str, int]) -> list[Loop]:
+def innermost_copy_loops(sass: str) -> list[Loop]:
+    """The producer's stage loops: for every bulk copy (``UBLKCP``), the smallest backward-branch range that holds
+    it (the pipelined role2 kernels issue a K128 weight stage per iteration; spills there delay every stage)."""
+    return _mma_loops(sass.splitlines(), *parse(sass), opcode="UBLKCP")
+
+
+def _mma_loops(lines: list[str], insns: list[Insn], labels: dict[str, int], opcode: str = "QGMMA") -> list[Loop]:
     spans = []
     for i in insns:
         if i.opcode == "BRA":
@@ -104,7 +110,7 @@ def _mma_loops(lines: list[str], insns: list[Insn], labels: dict[str, int]) -> l
             if m and labels.get(m.group(1), i.line + 1) < i.line:
                 spans.append((labels[m.group(1)], i.line))
     chosen = set()
-    for q in (i for i in insns if i.opcode == "QGMMA"):
+    for q in (i for i in insns if i.opcode == opcode):
         holding = [sp for sp in spans if sp[0] <= q.line <= sp[1]]
         if holding:
             chosen.add(min(holding, key=lambda sp: sp[1] - sp[0]))
@@ -128,6 +134,7 @@ class SassSummary:
     spill_ops: int  # STL + LDL anywhere
     spill_ops_in_mma_loops: int
     mma_loops: tuple[tuple[int, int], ...]  # (instructions, QGMMA) per innermost MMA loop
+    spill_ops_in_copy_loops: int = 0  # STL + LDL inside the producer's bulk-copy (stage) loops
 
     @property
     def insns_per_qgmma(self) -> tuple[float, ...]:
@@ -138,11 +145,13 @@ def summarize(cubin: bytes) -> SassSummary:
     sass = disassemble(cubin)
     insns, labels = parse(sass)
     loops = _mma_loops(sass.splitlines(), insns, labels)
+    copies = _mma_loops(sass.splitlines(), insns, labels, opcode="UBLKCP")
     q, ra = _qgmma_register_a(insns)
     return SassSummary(
         qgmma=q, qgmma_register_a=ra, spill_ops=sum(1 for i in insns if i.opcode in ("STL", "LDL")),
         spill_ops_in_mma_loops=sum(lp.count("STL", "LDL") for lp in loops),
-        mma_loops=tuple((len(lp.insns), lp.count("QGMMA")) for lp in loops))
+        mma_loops=tuple((len(lp.insns), lp.count("QGMMA")) for lp in loops),
+        spill_ops_in_copy_loops=sum(lp.count("STL", "LDL") for lp in copies))
 
 
 def _matches(variant: dict, where: dict[str, str]) -> bool:
@@ -159,15 +168,17 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     where = dict(kv.split("=", 1) for kv in a.where.split(",") if kv)
     b = open_bundle(a.bundle)
-    print("| variant | QGMMA (register A) | STL+LDL (in MMA loops) | MMA loops: instructions / QGMMA |")
+    print("| variant | QGMMA (register A) | STL+LDL (in MMA loops) (in stage loops) | MMA loops: instructions / QGMMA |")
     print("|---|---|---|---|")
     for r in sorted(b.records, key=lambda r: sorted(r.variant.items())):
         if r.role != a.role or not _matches(r.variant, where):
             continue
         s = summarize(b.cubin(r.key))
-        label = " ".join(f"{k}={r.variant[k]}" for k in ("hidden", "ranks", "bm", "threads") if k in r.variant)
+        label = " ".join(f"{k}={r.variant[k]}" for k in ("hidden", "ranks", "bm", "threads", "ctas_per_sm")
+                         if k in r.variant)
         loops = ", ".join(f"{n}/{q}" for n, q in s.mma_loops)
-        print(f"| {label} | {s.qgmma} ({s.qgmma_register_a}) | {s.spill_ops} ({s.spill_ops_in_mma_loops}) | {loops} |")
+        print(f"| {label} | {s.qgmma} ({s.qgmma_register_a}) | {s.spill_ops} ({s.spill_ops_in_mma_loops}) "
+              f"({s.spill_ops_in_copy_loops}) | {loops} |")
     return 0
 
 

@@ -1,6 +1,7 @@
 """CPU: the SASS of the shipped role2 / role4 cubins (gcmoe_build.sass, nvdisasm from the build extra): every MMA is
 register-A QGMMA (FP8 operands, weights from registers: issue 5's SASS check); for the production shapes the parser
-finds the two mainloops (W1, W2) of each kernel and no spill traffic inside them."""
+finds the two mainloops (W1, W2) of each kernel and no spill traffic inside them, and bounds the spills in the
+producer's stage loop."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,6 +38,10 @@ def test_every_mma_is_register_a_qgmma_and_mainloops_do_not_spill(summaries):
             # of its loops (1 STL + 1 LDL per K256 of ~600 instructions, since the W2 loop chains per K128 like
             # W1's, session 8); anything more is a regression
             assert s.spill_ops_in_mma_loops <= (2 if key[4] == 2 and key[2] == 16 else 0), key
+        # the producer's stage loop (pipelined role2): the two-CTA builds (32 producer registers with the signal
+        # warp, session 13) spill 3 values around its empty-barrier wait, the others none; more is a regression
+        if key[1] == "role2" and key[3] == 384:
+            assert s.spill_ops_in_copy_loops <= (3 if key[4] == 2 else 0), key
 
 
 def test_parser_on_a_handmade_listing():
@@ -54,3 +59,21 @@ def test_parser_on_a_handmade_listing():
     assert len(loops) == 1 and loops[0].count("QGMMA") == 1 and loops[0].count("STL") == 1
     assert len(loops[0].insns) == 3
     assert qgmma_register_a(sass) == (2, 1)
+
+
+def test_copy_loops_on_a_handmade_listing():
+    """The producer's stage loop is the innermost backward branch around a bulk copy; a spill outside it (the
+    task loop around it) does not count."""
+    from gcmoe_build.sass import innermost_copy_loops
+
+    sass = """
+.L_x_1:
+        /*0000*/                   LDL R2, [R1] ;
+.L_x_2:
+        /*0010*/                   STL [R1+0x4], R3 ;
+        /*0020*/                   UBLKCP.S.G [UR4], [UR6], UR8, desc[UR10] ;
+        /*0030*/              @!P0 BRA `(.L_x_2) ;
+        /*0040*/               @P1 BRA `(.L_x_1) ;
+"""
+    loops = innermost_copy_loops(sass)
+    assert len(loops) == 1 and loops[0].count("UBLKCP") == 1 and loops[0].count("STL", "LDL") == 1
