@@ -168,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     where = dict(kv.split("=", 1) for kv in a.where.split(",") if kv)
     b = open_bundle(a.bundle)
-    print("| variant | QGMMA (register A) | STL+LDL (in MMA loops) (in stage loops) | MMA loops: instructions / QGMMA |")
+    print("| variant | QGMMA (register A) | STL+LDL (in MMA loops) (in stage loops) "
+          "| MMA loops: instructions / QGMMA |")
     print("|---|---|---|---|")
     for r in sorted(b.records, key=lambda r: sorted(r.variant.items())):
         if r.role != a.role or not _matches(r.variant, where):

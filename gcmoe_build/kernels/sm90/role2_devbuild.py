@@ -186,7 +186,8 @@ def main(argv=None):
                        "pipelined": cfg.pipelined, "stages": cfg.stages, "kc": cfg.kc,
                        "persistent": "_pp" in name, "dynamic_tasks": cfg.dynamic_tasks,
                        "task_records": cfg.task_records, "w2_early_release": cfg.w2_early_release,
-                       "staged_fold_scale": cfg.staged_fold_scale, "signal_warp": cfg.signal_warp, "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
+                       "staged_fold_scale": cfg.staged_fold_scale, "signal_warp": cfg.signal_warp,
+                       "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
                        "mma_steps_per_call": cfg.mma_steps_per_call,
                        "row_tiles": cfg.row_tiles}

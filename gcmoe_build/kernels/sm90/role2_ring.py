@@ -297,10 +297,9 @@ def _trace_parts(cfg):
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
     from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, ROWS_PER_CTA, SIGNAL_BAR,
-                             SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS, STAGE_BYTES, K128Step, TokenScales, _consumer_lane, _init_stage_barriers,
-                             _mma_k128_steps, stage_k128_step,
-                             _load_k128, _produce_k128, _w1_epilogue, all_w1_tile_bits, for_each_chunk, w1_tile_bits,
-                             w2_epilogue)
+                             SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS, K128Step, TokenScales, _consumer_lane,
+                             _init_stage_barriers, _mma_k128_steps, stage_k128_step, _load_k128, _produce_k128,
+                             _w1_epilogue, all_w1_tile_bits, for_each_chunk, w1_tile_bits, w2_epilogue)
     from .task_queue import check_slot_reuse, init_task_slots, next_task, publish_task
 
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity

@@ -53,9 +53,11 @@ def test_bench_compares_each_configuration_with_its_reference():
     from bench_membar import CONFIGS, summarise
 
     # quiet 100 us; side modes 1 % slower per 1 000 fences; inline 2 us slower than inline_none at its period
-    times = {c: [(100.0 + (c[0].startswith("side")) * 1.0 + (c[0] == "inline") * 2.0
-                  + (c[0].startswith("inline")) * c[1], 1000.0 if c[0].startswith("side") else 512.0 * (c[0] == "inline"))]
-             for c in CONFIGS}
+    def fake(mode, period):
+        us = 100.0 + mode.startswith("side") * 1.0 + (mode == "inline") * 2.0 + mode.startswith("inline") * period
+        return us, 1000.0 if mode.startswith("side") else 512.0 * (mode == "inline")
+
+    times = {c: [fake(c[0], c[1])] for c in CONFIGS}
     rows = {(r["mode"], r["period"], r["gap_ns"]): r for r in summarise(times)}
     assert set(rows) == set(CONFIGS)
     assert rows[("quiet", 1, 0)]["change"] == 0
