@@ -36,8 +36,8 @@ import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 from cutlass.cutlass_dsl import dsl_user_op
 
-from .ptx_mem import (bar_sync, fence_acq_rel_gpu, fence_proxy_async_shared, ld_global_v4, red_release_add_u32,
-                      st_global_f32)
+from .ptx_mem import (bar_sync, fence_acq_rel_gpu, fence_proxy_async_shared, launch_coords, ld_global_v4,
+                      red_release_add_u32, st_global_f32)
 from .qgmma_probe import _promote, _step
 from .ring_sync import st_relaxed_gpu_u32
 from .wgmma_rs import _asm, _v, wgmma_wait
@@ -85,12 +85,7 @@ def build_probe(mode: str):
 
     @cute.kernel
     def probe_kernel(out: Int64, buf: Int64, sig: Int64, iters: Int32, period: Int32, gap_ns: Int32):
-        tid, _, _ = cute.arch.thread_idx()
-        cta, _, _ = cute.arch.block_idx()
-        ncta, _, _ = cute.arch.grid_dim()
-        tid = Int32(tid)
-        cta = Int32(cta)
-        ncta = Int32(ncta)
+        tid, cta, ncta = launch_coords()
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         if tid == 0:
             _st_volatile_shared(smem + FLAG_OFF, Int32(0))

@@ -6,6 +6,7 @@ routed weight once per layer; keeping them out of L2 protects the activation/sca
 16-byte shared stores, and plain global/shared scalar accesses by byte address. Addresses are
 integers: global = Int64 (generic == global on sm_90 for cudaMalloc memory), shared = Int32
 offsets in the CTA window (``cvta``-free, as produced by ``Pointer.toint()`` of an smem pointer).
+Also the one prologue every 1-D persistent kernel starts with (:func:`launch_coords`).
 """
 from __future__ import annotations
 
@@ -13,6 +14,16 @@ from cutlass import Int32, Int64, Float32
 from cutlass.cutlass_dsl import T, dsl_user_op
 
 from .wgmma_rs import _asm, _v
+
+
+def launch_coords():
+    """``(thread, block, blocks)`` of a 1-D launch as Int32: x of the thread index, block index and grid size."""
+    import cutlass.cute as cute
+
+    tid, _, _ = cute.arch.thread_idx()
+    cta, _, _ = cute.arch.block_idx()
+    ncta, _, _ = cute.arch.grid_dim()
+    return Int32(tid), Int32(cta), Int32(ncta)
 
 
 @dsl_user_op

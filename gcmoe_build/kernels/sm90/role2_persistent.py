@@ -38,7 +38,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
-from .ptx_mem import (bar_sync, evict_first_policy, ld_global_f32, ld_global_s32,
+from .ptx_mem import (bar_sync, evict_first_policy, launch_coords, ld_global_f32, ld_global_s32,
                       mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
 from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, SIGNAL_BAR, SIGNAL_BAR_THREADS,
@@ -152,12 +152,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     def role2_persistent_kernel(w: Int64, ws: Int64, ef: Int64, act: Int64, asc: Int64, bexp: Int64, bntok: Int64,
                                 bgen: Int64, aux: Int64, out: Int64, outs: Int64, l1_full: Int64, l1_empty: Int64,
                                 l2_mask: Int64, err: Int64, ticket: Int64, nblocks: Int32):
-        tid, _, _ = cute.arch.thread_idx()
-        cta, _, _ = cute.arch.block_idx()
-        ncta, _, _ = cute.arch.grid_dim()
-        tid = Int32(tid)
-        cta = Int32(cta)
-        ncta = Int32(ncta)
+        tid, cta, ncta = launch_coords()
         ntasks = nblocks * NT
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         policy = evict_first_policy()

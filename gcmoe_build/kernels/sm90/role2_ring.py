@@ -291,8 +291,8 @@ def _trace_parts(cfg):
 
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
 
-    from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, ld_global_f32, ld_global_v4,
-                          ld_shared_v4, red_release_add_u32, red_release_or_b64, setmaxnreg, st_shared_v4)
+    from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, launch_coords, ld_global_f32,
+                          ld_global_v4, ld_shared_v4, red_release_add_u32, red_release_or_b64, setmaxnreg, st_shared_v4)
     from .ring_sync import (atom_add_release_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
@@ -473,12 +473,7 @@ def _trace_parts(cfg):
                o_combine: Int64, w1_tiles: Int64, w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64,
                w2_scales: Int64, w2_factor: Int64, err: Int64, timeout_ns: Int64, ring_blocks: Int32,
                bm_stride: Int32, sf_stride: Int32):
-        tid, _, _ = cute.arch.thread_idx()
-        cta, _, _ = cute.arch.block_idx()
-        ncta, _, _ = cute.arch.grid_dim()
-        tid = Int32(tid)
-        cta = Int32(cta)
-        ncta = Int32(ncta)
+        tid, cta, ncta = launch_coords()
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         ws = PeerDesc(peer).base()
         policy = evict_first_policy()

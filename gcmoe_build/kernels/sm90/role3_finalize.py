@@ -136,7 +136,8 @@ def _trace_parts(cfg):
 
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
 
-    from .ptx_mem import bar_sync, bulk_s2g_n, bulk_wait_read, fence_proxy_async_shared, st_shared_v4
+    from .ptx_mem import (bar_sync, bulk_s2g_n, bulk_wait_read, fence_proxy_async_shared, launch_coords,
+                          st_shared_v4)
     from .role1_sync import (ballot, bulk_commit, bulk_wait, fence_sc_sys, globaltimer, ld_s32, ld_sys_u64, ld_u32,
                              st_release_sys_u64, st_u32, st_u64, syncwarp, trap_with_record, wait_geq_sys_u32)
     from .wgmma_rs import _asm, _v
@@ -182,12 +183,7 @@ def _trace_parts(cfg):
                o_l1_empty_count: Int64, o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_send_count: Int64,
                o_expert_stats: Int64, y: Int64, err: Int64, timeout_ns: Int64, ntok: Int32, ring_blocks: Int32,
                stats: Int32):
-        tid, _, _ = cute.arch.thread_idx()
-        bid, _, _ = cute.arch.block_idx()
-        nblk, _, _ = cute.arch.grid_dim()
-        tid = Int32(tid)
-        bid = Int32(bid)
-        nblk = Int32(nblk)
+        tid, bid, nblk = launch_coords()
         warp = tid >> 5
         lane = tid & 31
         me = PeerDesc(peer).rank()
