@@ -3,7 +3,7 @@ GLM-5.2 and DeepSeek-V4.1-Flash at P = 2 (call G), each the ratio of the means o
 
     python3 plot_layer_ab.py   (writes plots/layer_ab_task_records.png; needs matplotlib)
 """
-import json
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -12,25 +12,14 @@ import matplotlib.pyplot as plt
 
 HERE = Path(__file__).resolve().parent
 BENCH = HERE / "call-g" / "bench"
+sys.path.insert(0, str(HERE.parents[2] / "ci"))
+from layer_ab import ratio  # noqa: E402
 
-
-def load(run):
-    out = {}
-    for mv in json.load(open(BENCH / run / "results.json"))["models"]:
-        for p in mv["points"]:
-            g = p["impls"].get("gc-moe", {})
-            if g.get("status") == "ok":
-                out[(mv["shape"]["name"], p["T"])] = g["latency_us"]
-    return out
-
-
-old = [load(r) for r in ("ab-old", "ab-oldb")]
-new = [load(r) for r in ("ab-new", "ab-newb")]
+r = ratio([BENCH / "ab-old", BENCH / "ab-oldb"], [BENCH / "ab-new", BENCH / "ab-newb"])
 fig, ax = plt.subplots(figsize=(7, 4))
 for model in ("glm-5.2", "deepseek-v4.1-flash"):
-    ts = sorted(t for (m, t) in old[0] if m == model)
-    ratio = [sum(r[(model, t)] for r in new) / sum(r[(model, t)] for r in old) for t in ts]
-    ax.plot(ts, ratio, "o-", label=model)
+    ts = sorted(t for (m, t) in r if m == model)
+    ax.plot(ts, [r[(model, t)] for t in ts], "o-", label=model)
 ax.axhline(1.0, color="grey", lw=0.8)
 ax.set_xscale("log", base=2)
 ax.set_xlabel("tokens per rank (P = 2, routed)")
