@@ -337,3 +337,30 @@ def cp_async_16_zfill(sdst, gsrc, src_bytes, *, loc=None, ip=None):
 def cp_async_wait_all(*, loc=None, ip=None):
     """Wait until every ``cp.async`` this thread issued has written shared memory (commit + wait_group 0)."""
     _asm("cp.async.wait_all;", "", [], 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensor-map (TMA) copies global -> shared: the activation chunk as KC/128 boxes of [BM rows x 128 B]
+# (role2_gemm.for_each_chunk with Role2GemmConfig.act_tma). The tensor map lives in global memory, written by the
+# host before the launch (gcmoe_runtime.workspace.act_tma): the kernel gets its address as a plain u64.
+# ---------------------------------------------------------------------------------------------
+@dsl_user_op
+def tma_load_2d(sdst, tmap, c0, c1, mbar, *, loc=None, ip=None):
+    """One box of the 2-D tensor map at global address ``tmap`` (Int64) at coordinates ``(c0, c1)`` (innermost
+    first, Int32) into shared memory at ``sdst``, completing its bytes of transaction count on ``mbar``."""
+    _asm("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
+         "r,l,r,r,r", [_v(sdst), _v(tmap, Int64), _v(c0), _v(c1), _v(mbar)], 0)
+
+
+@dsl_user_op
+def fence_tensormap_acquire(tmap, *, loc=None, ip=None):
+    """Order this thread's later tensor-map uses after the generic-proxy writes of the 128-byte map at ``tmap``
+    (a map in global memory; once per kernel, by the thread that issues the copies), and prefetch it."""
+    _asm("fence.proxy.tensormap::generic.acquire.gpu [$0], 128;\nprefetch.tensormap [$0];", "l", [_v(tmap, Int64)], 0)
+
+
+@dsl_user_op
+def fence_proxy_async_global(*, loc=None, ip=None):
+    """Order this thread's earlier generic-proxy accesses (an acquire of data other CTAs stored) before its later
+    async-proxy global reads (a tensor-map copy of that data)."""
+    _asm("fence.proxy.async.global;", "", [], 0)

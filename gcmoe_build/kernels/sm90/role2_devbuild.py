@@ -71,6 +71,11 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                                    staged_fold_scale=True, signal_warp=True),
                     "_ppks": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
                                   signal_warp=True),
+                    # ... and the activation chunks by tensor map (session 14: Role2GemmConfig.act_tma)
+                    "_pp2ksa": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
+                                    staged_fold_scale=True, signal_warp=True, act_tma=True),
+                    "_ppksa": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
+                                   signal_warp=True, act_tma=True),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),
@@ -145,7 +150,7 @@ def compile_one(name, cfg):
         from .role2_persistent import build_role2_persistent
 
         host, kern = build_role2_persistent(cfg)
-        args = tuple([Int64(0)] * 16 + [Int32(1), Int32(1)])
+        args = tuple([Int64(0)] * 17 + [Int32(1), Int32(1)])
     else:
         host, kern = build_role2_gemm(cfg)
         args = tuple([Int64(0)] * 10 + [Int32(1)])
@@ -187,6 +192,7 @@ def main(argv=None):
                        "persistent": "_pp" in name, "dynamic_tasks": cfg.dynamic_tasks,
                        "task_records": cfg.task_records, "w2_early_release": cfg.w2_early_release,
                        "staged_fold_scale": cfg.staged_fold_scale, "signal_warp": cfg.signal_warp,
+                       "act_tma": cfg.act_tma,
                        "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
                        "mma_steps_per_call": cfg.mma_steps_per_call,

@@ -62,12 +62,13 @@ from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_wait_
                       ld_global_u8_if, ld_global_v2_stream, ld_global_v4, ld_global_v4_stream, ld_shared_f32,
                       ld_shared_u64, ld_shared_v2, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx, mbar_init,
                       mbar_init_fence, mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4, st_shared_f32,
-                      st_shared_u64, st_shared_u8, st_shared_v4)
+                      st_shared_u64, st_shared_u8, st_shared_v4, fence_proxy_async_global, tma_load_2d)
 from .ring_sync import st_shared_u16
 from .task_queue import TASK_SLOTS_BYTES
 from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, min_u32, sel_f32, shfl_bfly_f32, sigmoid, to_bf16_bits,
                          to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
-from .wgmma_rs import fence_f32, smem_desc, wgmma_commit, wgmma_fence, wgmma_rs_e4m3, wgmma_wait
+from .wgmma_rs import (fence_f32, smem_desc, smem_desc_sw128, wgmma_commit, wgmma_fence, wgmma_rs_e4m3,
+                       wgmma_wait)
 
 ROWS_PER_CTA = 256
 CONSUMER_THREADS = 256  # two MMA warpgroups
@@ -172,6 +173,13 @@ class Role2GemmConfig:
     #: MEMBAR stalls only its own warp, inline it cost 2-7 % of a BM 8 task stream). Needs the static split
     #: (the signal warp follows the consumers' task sequence by arithmetic), so not with dynamic_tasks.
     signal_warp: bool = False
+    #: persistent kernels with ``act_buffers=2``: each activation chunk arrives as ``KC/128`` tensor-map boxes of
+    #: [BM rows x 128 bytes] (``cp.async.bulk.tensor``, 128-byte swizzle), issued by consumer thread 0 and awaited on
+    #: an mbarrier per buffer, instead of ``BM x KC / 16`` ``cp.async`` spread over the consumers (their address
+    #: math, registers and memory-pipe stalls; session 12: 4.5 % of W1 BM 64's samples). wgmma reads the swizzled
+    #: chunk (:func:`.wgmma_rs.smem_desc_sw128`). A padded token's row is copied as it is in the ring (stale, maybe
+    #: NaN): only its own accumulator column sees it, and every epilogue masks by the token count.
+    act_tma: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -204,6 +212,9 @@ class Role2GemmConfig:
         if self.signal_warp and (not self.pipelined or self.dev_compute_only or self.dynamic_tasks):
             raise ValueError("role2 signal_warp: a warp of the pipelined kernel's producer warpgroup follows the "
                              "static task split, so pipelined=True, dev_compute_only=False, dynamic_tasks=False")
+        if self.act_tma and not (self.pipelined and self.act_buffers == 2):
+            raise ValueError("role2 act_tma: the tensor-map chunk copies replace act_buffers=2's cp.async prefetch of "
+                             "the pipelined kernel, so pipelined=True, act_buffers=2")
         if self.act_buffers not in (1, 2):
             raise ValueError(f"role2 act_buffers={self.act_buffers}: must be 1 or 2")
         if self.kc % (128 * self.mma_steps_per_call):
@@ -265,7 +276,12 @@ class Role2GemmConfig:
     @property
     def misc_bytes(self) -> int:
         epi = 4 * self.bm * 16  # amax partials: 4 slabs x 4 warps per token
-        return self.act_buffers * (self.act_buffer_bytes + self.asc_buffer_bytes) + epi
+        return self.act_buffers * (self.act_buffer_bytes + self.asc_buffer_bytes) + epi + self.act_bar_bytes
+
+    @property
+    def act_bar_bytes(self) -> int:
+        """The act_tma chunk buffers' mbarriers (one per buffer), after the amax partials."""
+        return 8 * self.act_buffers if self.act_tma else 0
 
     @property
     def occupancy_launch(self) -> dict:
@@ -396,7 +412,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 
 
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
-                    overlap: bool = True, prescaled: bool = False):
+                    overlap: bool = True, prescaled: bool = False, sw128: bool = False):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -416,10 +432,13 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     experiment): the r = 0 table for every block and a per-K32 partial multiplied by ``2**(r+5)`` x token scale.
     ``overlap=False``: each step on its own, as :func:`_k128_mma` (the 256-thread variant: its register weight
     stream and, at two CTAs per SM, its 128-register cap leave no room for a second step's partials and words).
-    ``prescaled``: the staged token scales already carry ``2**FOLD_LOG2`` (``Role2GemmConfig.staged_fold_scale``)."""
+    ``prescaled``: the staged token scales already carry ``2**FOLD_LOG2`` (``Role2GemmConfig.staged_fold_scale``).
+    ``sw128``: the chunk is ``[K128][BM][128 B]`` in the 128-byte swizzle a tensor-map copy writes
+    (``Role2GemmConfig.act_tma``), else ``[K16][BM][16 B]`` core matrices."""
     if not overlap and len(steps) > 1:
         for step in steps:
-            _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled)
+            _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled,
+                            sw128=sw128)
         return
     nd = bm // 2
     per_k128 = a_regs is None and fold and steps[0].ascl.group == 128
@@ -441,7 +460,10 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
 
     def issue(step, q, pa, pb):
         a = regs(step, q)
-        desc = smem_desc(act_smem + (step.kl128 * 8 + q * 2) * bm * 16, bm * 16, 128)
+        if sw128:
+            desc = smem_desc_sw128(act_smem + step.kl128 * bm * 128 + q * 32)
+        else:
+            desc = smem_desc(act_smem + (step.kl128 * 8 + q * 2) * bm * 16, bm * 16, 128)
         wgmma_fence()
         return wgmma_rs_e4m3(bm, a[0:4], desc, pa), wgmma_rs_e4m3(bm, a[4:8], desc, pb)
 
@@ -738,6 +760,66 @@ def all_w1_tile_bits(i_cols: int) -> int:
     return bits - (1 << 64) if bits >= 1 << 63 else bits
 
 
+class ActTma:
+    """Where :func:`for_each_chunk` (``Role2GemmConfig.act_tma``) finds a task's chunks: the tensor map's global
+    address ``tmap`` (rows of K bytes: ``gcmoe_runtime.workspace.act_tma``), the task's first row ``row0`` in it,
+    the CTA's task count so far ``li`` (the buffers' mbarrier phases) and the mbarriers' shared offset ``bar_off``."""
+
+    def __init__(self, tmap, row0, li, bar_off: int):
+        self.tmap, self.row0, self.li, self.bar_off = tmap, row0, li, bar_off
+
+
+def _issue_act_chunk_tma(cfg: "Role2GemmConfig", smem, buf, src: ActTma, kc, b):
+    """Consumer thread 0: chunk ``kc``'s ``KC/128`` boxes into buffer ``b`` (shared offset ``buf``), completing on
+    that buffer's mbarrier."""
+    bar = smem + src.bar_off + 8 * b
+    mbar_arrive_expect_tx(bar, cfg.act_buffer_bytes)
+    for j in range(cfg.kc // 128):  # plain Python: unrolled at trace time
+        tma_load_2d(smem + buf + j * cfg.bm * 128, src.tmap, kc * cfg.kc + j * 128, src.row0, bar)
+
+
+@cute.jit
+def _for_each_chunk_tma(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, src: ActTma, scale_addr, ctid,
+                        ntok, body, wait_chunk):
+    """:func:`for_each_chunk` with ``act_tma``: the same buffers, scales and barriers, the chunk copies by tensor map
+    (consumer thread 0 issues chunk ``kc + 1`` right after chunk ``kc``'s barrier; every thread waits on the
+    buffer's mbarrier). Use ``u`` of buffer ``b`` (chunk ``kc = 2u + b`` of task ``li``) completes phase
+    ``li * uses(b) + u`` of its mbarrier, ``uses(b)`` = the task's chunks in buffer ``b``."""
+    bm, kcl = cfg.bm, cfg.kc
+    w1 = cfg.mode == "w1"
+    ngs = kcl // cfg.act_scale_group
+    nkc = cfg.k // kcl
+    ab, sb = cfg.act_buffer_bytes, cfg.asc_buffer_bytes
+    sfl = FOLD_LOG2 if cfg.staged_fold_scale else 0
+    # the previous task's generic accesses of the act area (W1 / W2 epilogue staging) before the copies overwrite it
+    fence_proxy_async_shared()
+    bar_sync(1, CONSUMER_THREADS)
+    if const_expr(wait_chunk is not None):
+        wait_chunk(Int32(0))
+    if ctid == 0:
+        fence_proxy_async_global()  # the acquire (ours or the producer's record hand-off) before the async reads
+        _issue_act_chunk_tma(cfg, smem, act_off, src, Int32(0), Int32(0))
+    _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_addr(Int32(0), tok, kk), w1, ctid,
+                                                           ntok, bm, ngs), w1, ctid, bm, ngs, sfl)
+    for kc in cutlass.range(nkc, unroll=1):
+        cur = kc & 1
+        mbar_wait_or_trap(smem + src.bar_off + 8 * cur, (src.li * ((nkc + 1 - cur) // 2) + kc // 2) & 1,
+                          cfg.timeout_ns)
+        bar_sync(1, CONSUMER_THREADS)  # chunk kc's scales stored; every thread done with chunk kc - 1's buffer
+        nxt = kc + 1
+        if nxt < nkc:
+            if const_expr(wait_chunk is not None):
+                wait_chunk(nxt)
+            if ctid == 0:
+                if const_expr(wait_chunk is not None):
+                    fence_proxy_async_global()
+                _issue_act_chunk_tma(cfg, smem, act_off + (1 - cur) * ab, src, nxt, 1 - cur)
+        nxs = nxt - Int32(nxt >= nkc)
+        sv = _load_chunk_scales(lambda tok, kk: scale_addr(nxs, tok, kk), w1, ctid, ntok, bm, ngs)
+        body(kc, smem + act_off + cur * ab, smem + asc_off + cur * sb, None)
+        _store_chunk_scales(smem + asc_off + (1 - cur) * sb, sv, w1, ctid, bm, ngs, sfl)
+
+
 @cute.jit
 def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row_addr, scale_addr, ctid, ntok, body,
                    wait_chunk=None):
@@ -755,8 +837,12 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     buffer for chunk ``kc - 1``; its scales are loaded (predicated, unused until then) before ``body`` and stored after
     it; one barrier per chunk. At the last chunk the scale prefetch repeats the chunk and writes the buffer not being
     read (harmless, branch-free); no activation is copied. (Copying the next task's chunk 0 during a task's last
-    chunk was measured and removed: no gain, session 12 call A.)
+    chunk was measured and removed: no gain, session 12 call A.) ``cfg.act_tma``: ``row_addr`` is an :class:`ActTma`
+    and the chunks come by tensor map (:func:`_for_each_chunk_tma`).
     """
+    if const_expr(cfg.act_tma):
+        _for_each_chunk_tma(cfg, smem, act_off, asc_off, row_addr, scale_addr, ctid, ntok, body, wait_chunk)
+        return
     bm, kcl = cfg.bm, cfg.kc
     w1 = cfg.mode == "w1"
     ngs = kcl // cfg.act_scale_group

@@ -38,10 +38,10 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
-from .ptx_mem import (bar_sync, evict_first_policy, launch_coords, ld_global_f32, ld_global_s32,
-                      mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
+from .ptx_mem import (bar_sync, evict_first_policy, fence_tensormap_acquire, launch_coords, ld_global_f32,
+                      ld_global_s32, mbar_init, mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
-from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, SIGNAL_BAR, SIGNAL_BAR_THREADS,
+from .role2_gemm import (ActTma, CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, SIGNAL_BAR, SIGNAL_BAR_THREADS,
                          SIGNAL_WARP_TIDS, STAGE_BYTES,
                          Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers,
                          _mma_k128_steps, _produce_k128, _token_major_scale_addr, _w1_epilogue, for_each_chunk,
@@ -51,14 +51,15 @@ from .task_queue import check_slot_reuse, claim_task, init_task_slots, next_task
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
 TRAP_L2_MASK = 9
 
-#: kernel formals in order (16 x u64 addresses, then the block count); ``ticket``: the task counter of
-#: ``Role2GemmConfig.dynamic_tasks`` (a zeroed u32; unused by the static split)
+#: kernel formals in order (17 x u64 addresses, then the block count); ``ticket``: the task counter of
+#: ``Role2GemmConfig.dynamic_tasks`` (a zeroed u32; unused by the static split); ``act_map``: the global address of
+#: the activations' tensor map (``Role2GemmConfig.act_tma``: ``gcmoe_runtime.workspace.act_tma``; unused otherwise)
 PARAMS = ("w", "ws", "ef", "act", "asc", "bexp", "bntok", "bgen", "aux", "out", "outs",
-          "l1_full", "l1_empty", "l2_mask", "err", "ticket", "nblocks")
+          "l1_full", "l1_empty", "l2_mask", "err", "ticket", "act_map", "nblocks")
 
 
 def build_role2_persistent(cfg: Role2GemmConfig):
-    """``(host_fn, kernel_fn)``; host args: the 16 addresses of :data:`PARAMS`, ``nblocks``, ``ncta``
+    """``(host_fn, kernel_fn)``; host args: the 17 addresses of :data:`PARAMS`, ``nblocks``, ``ncta``
     (grid size). ``l1_empty`` / ``l2_mask`` are W1's release targets, W2 reads ``l2_mask`` and
     releases into ``l1_empty``'s sibling passed as ``l1_empty`` (the L2 empty counter)."""
     if not cfg.pipelined:
@@ -75,6 +76,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     NSLAB = cfg.rows // 64
     ACT_OFF, ASC_OFF = 0, cfg.act_buffers * cfg.act_buffer_bytes
     AMAX_OFF = ASC_OFF + cfg.act_buffers * cfg.asc_buffer_bytes
+    ACT_BAR_OFF = AMAX_OFF + 4 * BM * 16  # act_tma: the chunk buffers' mbarriers (Role2GemmConfig.act_bar_bytes)
     STAGE_OFF = 1024 * ((cfg.misc_bytes + 1023) // 1024)
     BAR_OFF = STAGE_OFF + NS * STAGE_BYTES
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
@@ -151,12 +153,15 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     @cute.kernel
     def role2_persistent_kernel(w: Int64, ws: Int64, ef: Int64, act: Int64, asc: Int64, bexp: Int64, bntok: Int64,
                                 bgen: Int64, aux: Int64, out: Int64, outs: Int64, l1_full: Int64, l1_empty: Int64,
-                                l2_mask: Int64, err: Int64, ticket: Int64, nblocks: Int32):
+                                l2_mask: Int64, err: Int64, ticket: Int64, act_map: Int64, nblocks: Int32):
         tid, cta, ncta = launch_coords()
         ntasks = nblocks * NT
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         policy = evict_first_policy()
         if tid == 0:
+            if const_expr(cfg.act_tma):
+                for b in cutlass.range_constexpr(cfg.act_buffers):
+                    mbar_init(smem + ACT_BAR_OFF + 8 * b, 1)
             _init_stage_barriers(smem, BAR_OFF, NS)
             if const_expr(SLOTS):
                 init_task_slots(smem + TASK_OFF)
@@ -194,6 +199,9 @@ def build_role2_persistent(cfg: Role2GemmConfig):
             ctid = tid - P0
             wg, warp, g, t, tw = _consumer_lane(ctid)
             acc = cute.make_rmem_tensor((2 * ND,), Float32)
+            if const_expr(cfg.act_tma):
+                if ctid == 0:
+                    fence_tensormap_acquire(act_map)
             li = Int32(0)
             task, rexpert, rntok, refac = consumer_task(smem, cta, li, ntasks, ncta)
             while task >= 0:
@@ -223,9 +231,13 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         if const_expr(prefetch is not None):
                             steps[-1].issued = lambda k2=k2: prefetch(k2)
                         _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales,
-                                        prescaled=cfg.staged_fold_scale)
+                                        prescaled=cfg.staged_fold_scale, sw128=cfg.act_tma)
 
-                for_each_chunk(cfg, smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
+                if const_expr(cfg.act_tma):
+                    act_src = ActTma(act_map, blk * BM, li, ACT_BAR_OFF)
+                else:
+                    act_src = lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K  # noqa: E731
+                for_each_chunk(cfg, smem, ACT_OFF, ASC_OFF, act_src,
                                lambda kc, tok, kk: _token_major_scale_addr(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
                                ctid, ntok, chunk_mma, None if W1 or REC else wait_w1_tiles)
 
@@ -261,9 +273,10 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     @cute.jit
     def role2_persistent_host(w: Int64, ws: Int64, ef: Int64, act: Int64, asc: Int64, bexp: Int64, bntok: Int64,
                               bgen: Int64, aux: Int64, out: Int64, outs: Int64, l1_full: Int64, l1_empty: Int64,
-                              l2_mask: Int64, err: Int64, ticket: Int64, nblocks: Int32, ncta: Int32):
+                              l2_mask: Int64, err: Int64, ticket: Int64, act_map: Int64, nblocks: Int32,
+                              ncta: Int32):
         role2_persistent_kernel(w, ws, ef, act, asc, bexp, bntok, bgen, aux, out, outs, l1_full, l1_empty, l2_mask,
-                                err, ticket, nblocks).launch(grid=[ncta, 1, 1], block=[cfg.threads, 1, 1],
+                                err, ticket, act_map, nblocks).launch(grid=[ncta, 1, 1], block=[cfg.threads, 1, 1],
                                                      smem=cfg.smem_bytes, **cfg.occupancy_launch)
 
     return role2_persistent_host, role2_persistent_kernel

@@ -126,3 +126,19 @@ def smem_desc(addr_bytes, lbo_bytes: int, sbo_bytes: int):
     lo_const = ((lbo_bytes >> 4) & 0x3FFF) << 16
     lo = ((Int32(addr_bytes) >> 4) & 0x3FFF) | lo_const
     return (Int64(hi) << 32) | Int64(lo)
+
+
+#: bits 62-63 of a wgmma descriptor: the 128-byte swizzle (CUTLASS GmmaDescriptor::LayoutType::B128)
+_LAYOUT_SW128 = 1
+#: bytes between 8-row groups of a 128-byte-swizzled K-major operand: one 1024-byte swizzle atom (8 rows x 128 B)
+SW128_ATOM_BYTES = 1024
+
+
+def smem_desc_sw128(addr_bytes):
+    """K-major wgmma descriptor for an operand a TMA box with ``CU_TENSOR_MAP_SWIZZLE_128B`` wrote: rows of 128 bytes
+    (one K128 of E4M3), 8-row atoms of 1024 bytes, the atom 1024-byte aligned (base offset 0). The K32 step ``q``
+    of the K128 starts ``32 q`` bytes in: the hardware applies the swizzle to the address it forms, so the start
+    moves inside the row and the XOR stays right. LBO is unused for swizzled K-major operands (1, as CUTLASS)."""
+    hi = (SW128_ATOM_BYTES >> 4) | (_LAYOUT_SW128 << 30)  # SBO in bits 32-45, layout type in bits 62-63
+    lo = ((Int32(addr_bytes) >> 4) & 0x3FFF) | (1 << 16)
+    return (Int64(hi) << 32) | Int64(lo)

@@ -69,6 +69,7 @@ class Role2Kernels:
         self.dir = Path(cubin_dir)
         self.index = json.loads((self.dir / "index.json").read_text())
         self._fn = {}
+        self._maps = {}  # (bm, k, act address, blocks) -> the act_tma kernels' tensor map on the device
         self._tickets = {}  # name -> its task counter (role2_persistent.PARAMS "ticket"): concurrent launches of
         # two dynamic_tasks kernels (the chained W1 / W2 test) must not share one
 
@@ -102,10 +103,26 @@ class Role2Kernels:
         _check(cu.cuLaunchKernel(fn, info["row_tiles"], nblocks, 1, info["threads"], 1, 1, info["smem"],
                                  cu.CUstream(stream.cuda_stream), ctypes.addressof(ptr_arr), 0))
 
+    def act_map(self, name: str, act_address: int, nblocks: int):
+        """Device address of the activation tensor map of an ``act_tma`` kernel (encoded once per address and block
+        count: ``gcmoe_runtime.workspace.act_tma``), 0 for the others."""
+        import torch
+
+        from gcmoe_runtime.workspace.act_tma import encode_act_map
+
+        info = self.index[name]
+        if not info.get("act_tma"):
+            return 0
+        key = (info["bm"], info["k"], act_address, nblocks)
+        if key not in self._maps:
+            raw = encode_act_map(act_address, nblocks * info["bm"], info["k"], info["bm"])
+            self._maps[key] = torch.frombuffer(bytearray(raw), dtype=torch.uint8).to("cuda")
+        return self._maps[key].data_ptr()
+
     def launch_persistent(self, name: str, ncta: int, ptrs: list[int], nblocks: int, stream=None):
         """Persistent kernel: 15 u64 addresses (role2_persistent.PARAMS order up to ``err``), then the harness's
-        kernel's task counter (``ticket``: zeroed once; a dynamic_tasks launch leaves it zeroed) and the u32 block
-        count."""
+        kernel's task counter (``ticket``: zeroed once; a dynamic_tasks launch leaves it zeroed), the activation
+        tensor map's address (:meth:`act_map`, of ``ptrs[3]``) and the u32 block count."""
         from cuda.bindings import driver as cu
         import torch
 
@@ -114,10 +131,10 @@ class Role2Kernels:
         if name not in self._tickets:
             self._tickets[name] = torch.zeros(1, dtype=torch.int32, device="cuda")
         stream = stream or torch.cuda.current_stream()
-        vals = (ctypes.c_uint64 * 16)(*ptrs, self._tickets[name].data_ptr())
+        vals = (ctypes.c_uint64 * 17)(*ptrs, self._tickets[name].data_ptr(), self.act_map(name, ptrs[3], nblocks))
         nb = ctypes.c_uint32(nblocks)
-        addrs = [ctypes.addressof(vals) + 8 * i for i in range(16)] + [ctypes.addressof(nb)]
-        ptr_arr = (ctypes.c_void_p * 17)(*addrs)
+        addrs = [ctypes.addressof(vals) + 8 * i for i in range(17)] + [ctypes.addressof(nb)]
+        ptr_arr = (ctypes.c_void_p * 18)(*addrs)
         _check(cu.cuLaunchKernel(fn, ncta, 1, 1, info["threads"], 1, 1, info["smem"],
                                  cu.CUstream(stream.cuda_stream), ctypes.addressof(ptr_arr), 0))
         self._keep = (vals, nb, ptr_arr)

@@ -1,0 +1,43 @@
+"""The activation tensor maps of role2's ``act_tma`` kernels: one fact, used by the runtime and the dev harness.
+
+A role2 task reads its ring block's activations ``[BM tokens][K]`` (E4M3 bytes, rows of K bytes, blocks back to
+back: ``ring_x`` / ``l2_x`` in :mod:`.layout`, or the dev harness's ``act``) a K chunk at a time. With
+``Role2GemmConfig.act_tma`` each chunk arrives as ``KC/128`` boxes of ``[BM rows x 128 bytes]`` through one tensor
+map over the whole ring (box ``j`` of chunk ``kc`` of block ``b`` at coordinates ``(kc*KC + 128 j, b*BM)``), in the
+128-byte swizzle the kernel's wgmma descriptors expect (``gcmoe_build.kernels.sm90.wgmma_rs.smem_desc_sw128``).
+The map is not a kernel parameter: its 128 bytes sit in global memory (64-byte aligned) and the kernel gets their
+address, so the by-value ABI of the ring kernel does not change shape.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from gcmoe_runtime.abi import TENSORMAP_BYTES
+from gcmoe_runtime.artifacts.record import TensorMapEncoding
+from gcmoe_runtime.tensormap import encode, prepare
+
+#: K bytes of one box: a 128-byte swizzle row (one K128 of E4M3)
+BOX_K = 128
+#: alignment of a tensor map in global memory (CUDA: 64 bytes)
+MAP_ALIGN = 64
+
+
+def act_encoding(bm: int, tensor: str = "act") -> TensorMapEncoding:
+    """The encoding of a ring of ``bm``-token blocks: UINT8, rank 2 (K, rows), box (128, bm), 128-byte swizzle."""
+    if bm not in (8, 16, 32, 64):
+        raise ValueError(f"act tensor map: bm={bm} must be one of 8, 16, 32, 64 (whole 8-row swizzle atoms, "
+                         f"box rows <= 256)")
+    return TensorMapEncoding(param="act_map", tensor=tensor, dtype="CU_TENSOR_MAP_DATA_TYPE_UINT8", rank=2,
+                             box=(BOX_K, bm), element_strides=(1, 1), swizzle="CU_TENSOR_MAP_SWIZZLE_128B")
+
+
+def encode_act_map(address: int, rows: int, k: int, bm: int, drv: Any = None) -> bytes:
+    """The 128 map bytes for ``rows`` activation rows of ``k`` bytes at ``address`` (``rows`` a multiple of
+    ``bm``: whole blocks; ``k`` a multiple of 128)."""
+    if k % BOX_K:
+        raise ValueError(f"act tensor map: K={k} must be a multiple of {BOX_K}")
+    if rows % bm:
+        raise ValueError(f"act tensor map: rows={rows} must be whole blocks of bm={bm}")
+    out = encode(prepare(act_encoding(bm), address, (rows, k), (k, 1)), drv)
+    assert len(out) == TENSORMAP_BYTES
+    return out
