@@ -6,7 +6,8 @@ back: ``ring_x`` / ``l2_x`` in :mod:`.layout`, or the dev harness's ``act``) a K
 map over the whole ring (box ``j`` of chunk ``kc`` of block ``b`` at coordinates ``(kc*KC + 128 j, b*BM)``), in the
 128-byte swizzle the kernel's wgmma descriptors expect (``gcmoe_build.kernels.sm90.wgmma_rs.smem_desc_sw128``).
 The map is not a kernel parameter: its 128 bytes sit in global memory (64-byte aligned) and the kernel gets their
-address, so the by-value ABI of the ring kernel does not change shape.
+address (the ring kernel: the workspace's ``act_maps`` region, :func:`write_act_maps`), so the by-value ABI of the
+ring kernel does not change shape.
 """
 from __future__ import annotations
 
@@ -41,3 +42,22 @@ def encode_act_map(address: int, rows: int, k: int, bm: int, drv: Any = None) ->
     out = encode(prepare(act_encoding(bm), address, (rows, k), (k, 1)), drv)
     assert len(out) == TENSORMAP_BYTES
     return out
+
+
+def write_act_maps(layout: Any, buf: Any, drv: Any = None) -> None:
+    """Encode the ring's activation maps of every BM candidate (``ring_x`` for W1, ``l2_x`` for W2, whole rings:
+    ``ring_blocks * bm_max`` rows, blocks at ``bm_stride = bm_max`` rows) for the workspace at ``buf`` (this rank's
+    uint8 device tensor) into its ``act_maps`` region. Hopper layouts only (Blackwell's role2 has no such build)."""
+    import torch
+
+    from gcmoe_runtime.workspace.layout import ACT_MAP_BMS, act_map_slot
+
+    if layout.spec.blackwell:
+        return
+    rows = layout.ring_blocks * layout.bm_max
+    base = layout.offset("act_maps")
+    for bm in sorted(set(layout.spec.bm_candidates) & set(ACT_MAP_BMS)):
+        for mode, region, k in (("w1", "ring_x", layout.spec.hidden), ("w2", "l2_x", layout.spec.intermediate)):
+            raw = encode_act_map(buf.data_ptr() + layout.offset(region), rows, k, bm, drv)
+            off = base + act_map_slot(mode, bm) * TENSORMAP_BYTES
+            buf[off:off + TENSORMAP_BYTES].copy_(torch.frombuffer(bytearray(raw), dtype=torch.uint8))

@@ -51,6 +51,10 @@ shared experts (role4, SM90; present only when ``spec.shared_experts``, appended
   shared_partials [SHARED_SPLIT_ROWS * 256 * (2I/256 * s1 + H/256 * s2)] f32   split-K FP32 partials
                 (``shared_partial_slot``; s1, s2 = ``heuristics.shared_split_k``)
 
+role2's activation tensor maps (appended after dispatch_grid, layout version 5; Hopper)
+  act_maps      [8 x 128] u8            one cuTensorMap per (BM, ring_x | l2_x) (``act_map_slot``), written once
+                at set-up by ``gcmoe_runtime.workspace.act_tma.write_act_maps``; read by role2's act_tma builds
+
 Ring capacity (paper §4.3): max routed assignments A = capacity * P * min(k, E_local); the pool of
 logical blocks is ceil(A / BM) + E_local; the live ring holds min(pool, live_model) blocks where
 the live model is (compute clusters) * (L1 waves + L2 waves) — the number of blocks the compute
@@ -70,8 +74,20 @@ from gcmoe_runtime.heuristics import SHARED_SPLIT_ROWS, ring_capacity, shared_sp
 from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 
 #: 2: Hopper l2_sf is UE8M0 per 32 (u8 [rb, bm_max, I/32]); 3: role4 split-K regions appended; 4: Hopper l2_sf and
-#: shared_l2_sf are UE8M0 per 128 along I (u8 [.., I/128]; every later offset moves)
-LAYOUT_VERSION = 4
+#: shared_l2_sf are UE8M0 per 128 along I (u8 [.., I/128]; every later offset moves); 5: act_maps appended (role2's
+#: activation tensor maps; no offset moves)
+LAYOUT_VERSION = 5
+#: act_maps: one 128-byte tensor map per (BM in 8 / 16 / 32 / 64, ring_x or l2_x): :func:`act_map_slot`
+ACT_MAP_BYTES = 128
+ACT_MAP_BMS = (8, 16, 32, 64)
+ACT_MAP_SLOTS = 2 * len(ACT_MAP_BMS)
+
+
+def act_map_slot(mode: str, bm: int) -> int:
+    """The act_maps slot of role2's ``mode`` ("w1": ``ring_x``, "w2": ``l2_x``) activation map at ``bm``."""
+    if mode not in ("w1", "w2") or bm not in ACT_MAP_BMS:
+        raise LayoutError(f"act_maps: no slot for mode={mode!r} bm={bm} (modes w1 / w2, bm in {ACT_MAP_BMS})")
+    return 2 * ACT_MAP_BMS.index(bm) + (mode == "w2")
 REGION_ALIGN = 256
 
 DTYPE_BYTES = {"u8": 1, "i32": 4, "u32": 4, "f32": 4, "u64": 8, "bf16": 2}
@@ -282,6 +298,9 @@ class WorkspaceLayout:
             ("combine", "bf16", (k + 1, T, H), False, "combine buffer: k routed slots + shared slot"),
             # appended (issue 6, role1): keeps every earlier offset unchanged
             ("dispatch_grid", "u64", (1,), True, "role1 persistent grid-barrier arrival counter"),
+            # appended (session 14, role2's act_tma): keeps every earlier offset unchanged
+            ("act_maps", "u8", (ACT_MAP_SLOTS * ACT_MAP_BYTES,), True,
+             "role2 activation tensor maps (ring_x, l2_x per BM), written once at set-up (act_tma)"),
         ]
         if spec.shared_experts:
             # appended (issue 5, role4): only with fused shared experts, so no other layout changes at all

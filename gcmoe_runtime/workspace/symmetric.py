@@ -1,7 +1,8 @@
 """The symmetric workspace: one torch symmetric-memory allocation per (process group, layout).
 
 :func:`get_workspace` allocates ``layout.total_bytes`` with ``torch.distributed._symmetric_memory``,
-zeroes it (every signal starts at generation 0), and rendezvouses it once — at set-up, never under
+zeroes it (every signal starts at generation 0), writes role2's activation tensor maps into it
+(:func:`~gcmoe_runtime.workspace.act_tma.write_act_maps`), and rendezvouses it once — at set-up, never under
 stream capture — to learn every rank's base address, from which the 592-byte peer descriptor is
 packed (gcmoe_runtime.peer). Multicast is never used (TORCH_SYMM_MEM_DISABLE_MULTICAST=1 is set
 here if unset). With ``group=None`` the workspace is a single-rank (P = 1) plain device allocation.
@@ -19,6 +20,7 @@ import threading
 from typing import Any, Callable
 
 from gcmoe_runtime.peer import PeerDescriptor, make_peer_descriptor, pack_peer_descriptor
+from gcmoe_runtime.workspace.act_tma import write_act_maps
 from gcmoe_runtime.workspace.layout import WorkspaceLayout
 
 
@@ -138,6 +140,7 @@ def get_workspace(layout: WorkspaceLayout, group: Any = None, device: int | None
         with torch.cuda.device(dev):
             if gname is None:
                 buf = torch.zeros(layout.total_bytes, dtype=torch.uint8, device=dev)
+                write_act_maps(layout, buf)
                 torch.cuda.synchronize(dev)
                 ws = SymmetricWorkspace(layout, buf, 0, [buf.data_ptr()], None)
             else:
@@ -148,6 +151,7 @@ def get_workspace(layout: WorkspaceLayout, group: Any = None, device: int | None
                     symm_mem.enable_symm_mem_for_group(gname)
                 buf = symm_mem.empty(layout.total_bytes, dtype=torch.uint8, device=dev)
                 buf.zero_()
+                write_act_maps(layout, buf)
                 torch.cuda.synchronize(dev)
                 hdl = symm_mem.rendezvous(buf, gname)
                 hdl.barrier()  # every rank's signals are zero before anyone publishes to a peer

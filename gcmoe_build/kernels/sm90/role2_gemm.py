@@ -349,6 +349,9 @@ def task_smem_offsets(w1: "Role2GemmConfig", w2: "Role2GemmConfig") -> dict:
     o["amax"] = o["asc"] + asc
     o["info"] = o["amax"] + 4 * bm * 16
     o["misc"] = o["info"] + 16
+    if w1.act_tma or w2.act_tma:  # the chunk buffers' mbarriers (Role2GemmConfig.act_bar_bytes)
+        o["actbar"] = o["misc"]
+        o["misc"] = o["actbar"] + max(w1.act_bar_bytes, w2.act_bar_bytes)
     return o
 
 
@@ -762,11 +765,19 @@ def all_w1_tile_bits(i_cols: int) -> int:
 
 class ActTma:
     """Where :func:`for_each_chunk` (``Role2GemmConfig.act_tma``) finds a task's chunks: the tensor map's global
-    address ``tmap`` (rows of K bytes: ``gcmoe_runtime.workspace.act_tma``), the task's first row ``row0`` in it,
-    the CTA's task count so far ``li`` (the buffers' mbarrier phases) and the mbarriers' shared offset ``bar_off``."""
+    address ``tmap`` (rows of K bytes: ``gcmoe_runtime.workspace.act_tma``), the task's first row ``row0`` in it
+    (Int32), the parities of the two buffers' mbarriers at the task's top ``phases`` (bit ``b``: buffer ``b``'s next
+    completion; after each task the caller XORs :func:`act_tma_phase_flips`) and the mbarriers' shared offset."""
 
-    def __init__(self, tmap, row0, li, bar_off: int):
-        self.tmap, self.row0, self.li, self.bar_off = tmap, row0, li, bar_off
+    def __init__(self, tmap, row0, phases, bar_off: int):
+        self.tmap, self.row0, self.phases, self.bar_off = tmap, row0, phases, bar_off
+
+
+def act_tma_phase_flips(cfg: "Role2GemmConfig") -> int:
+    """How one task of ``cfg`` moves :class:`ActTma`'s ``phases``: bit ``b`` flips when the task fills buffer ``b``
+    an odd number of times (chunk ``kc`` uses buffer ``kc % 2``)."""
+    nkc = cfg.k // cfg.kc
+    return ((nkc + 1) // 2 & 1) | ((nkc // 2 & 1) << 1)
 
 
 def _issue_act_chunk_tma(cfg: "Role2GemmConfig", smem, buf, src: ActTma, kc, b):
@@ -783,8 +794,7 @@ def _for_each_chunk_tma(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int
                         ntok, body, wait_chunk):
     """:func:`for_each_chunk` with ``act_tma``: the same buffers, scales and barriers, the chunk copies by tensor map
     (consumer thread 0 issues chunk ``kc + 1`` right after chunk ``kc``'s barrier; every thread waits on the
-    buffer's mbarrier). Use ``u`` of buffer ``b`` (chunk ``kc = 2u + b`` of task ``li``) completes phase
-    ``li * uses(b) + u`` of its mbarrier, ``uses(b)`` = the task's chunks in buffer ``b``."""
+    buffer's mbarrier, whose parity for chunk ``kc`` is bit ``kc % 2`` of ``src.phases`` flipped ``kc // 2`` times)."""
     bm, kcl = cfg.bm, cfg.kc
     w1 = cfg.mode == "w1"
     ngs = kcl // cfg.act_scale_group
@@ -803,8 +813,7 @@ def _for_each_chunk_tma(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int
                                                            ntok, bm, ngs), w1, ctid, bm, ngs, sfl)
     for kc in cutlass.range(nkc, unroll=1):
         cur = kc & 1
-        mbar_wait_or_trap(smem + src.bar_off + 8 * cur, (src.li * ((nkc + 1 - cur) // 2) + kc // 2) & 1,
-                          cfg.timeout_ns)
+        mbar_wait_or_trap(smem + src.bar_off + 8 * cur, ((src.phases >> cur) ^ (kc >> 1)) & 1, cfg.timeout_ns)
         bar_sync(1, CONSUMER_THREADS)  # chunk kc's scales stored; every thread done with chunk kc - 1's buffer
         nxt = kc + 1
         if nxt < nkc:

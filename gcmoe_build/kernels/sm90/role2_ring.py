@@ -46,7 +46,7 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   the W1 N128 tiles that produced them (code 9); the 384-thread builds' producer acquires all of the block's bits
   before publishing the task record. The chunk is the verified kernels' ``kc`` (a multiple of
   256, up to all of I at small BM), so a chunk waits on 4 or more bits, not the paper's two per W2
-  K128 tile: per-K128 staging is a measured-next step. The 384-thread builds copy chunk kc + 1 with ``cp.async``
+  K128 tile: per-K128 staging is a measured-next step. The 384-thread builds copy chunk kc + 1 (by tensor map)
   into a second buffer while chunk kc is multiplied (``Role2GemmConfig.act_buffers = 2``, W1 and W2). Epilogue: BF16 partials staged through shared memory,
   then 16-byte ``st.global.v4`` straight into the SOURCE rank's ``combine[slot][src_token][H]``
   through the peer descriptor (``ring_meta[rb][row] = (weight, src_rank, src_token, slot)``).
@@ -88,8 +88,11 @@ one where the heuristic can pick either: it takes the two-CTA one once each CTA 
 (``heuristics.sm90_ctas_per_sm``; layer -3..-4 % at BM 8 / T = 4-64, ``results/operator/2026-11-30-h200-session6``;
 BM 16 -4 %, ``results/operator/2026-11-30-h200-x2-session7``).
 
-Not yet (say so, never fake): activations are copied by the consumers (``cp.async`` at 384 threads, plain loads at
-256; no TMA); ``act_fast_math`` does not change the code (the exponent is always
+Activations: the 384-thread builds' chunks come by tensor map (``Role2GemmConfig.act_tma``: ``KC/128`` boxes of
+[BM rows x 128 B], 128-byte swizzle, issued by consumer thread 0 after its fence.proxy.async.global; the maps over
+``ring_x`` / ``l2_x`` sit in the workspace's ``act_maps`` region, written at set-up by
+``gcmoe_runtime.workspace.act_tma``; a padded row arrives as the ring holds it and only its own accumulator column
+sees it); the 256-thread builds' consumers load them. Not yet (say so, never fake): ``act_fast_math`` does not change the code (the exponent is always
 ``ex2.approx``, the reciprocal IEEE); no role4 wait (shared experts are role4's own node).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
@@ -112,7 +115,8 @@ CODE_STAGE = 13
 
 #: by-value u64 region offsets, in parameter order (names = layout regions with an ``o_`` prefix)
 OFFSET_PARAMS = ("ring_x", "ring_sf", "ring_meta", "ring_block", "l2_x", "l2_sf", "l1_full_count",
-                 "l1_empty_count", "l2_full_mask", "l2_empty_count", "recv_count", "recv_parity", "combine")
+                 "l1_empty_count", "l2_full_mask", "l2_empty_count", "recv_count", "recv_parity", "combine",
+                 "act_maps")
 #: transformed routed weights (``gcmoe_runtime.moe.GcMoeWeights``: tiles, scales, expert factor)
 WEIGHT_PARAMS = ("w1_tiles", "w1_scales", "w1_factor", "w2_tiles", "w2_scales", "w2_factor")
 SCALAR_PARAMS_U64 = ("err", "timeout_ns")
@@ -197,13 +201,14 @@ class Role2RingConfig:
         nbuf = 2 if pipe else 1
         # ... and apply the promote's 2**FOLD_LOG2 when they stage the token scales (session 12 call J: kernel alone
         # BM 32 / 64 -0.6..-3.5 %, BM 8 / 16 +-1.5 %); their releases run on the signal warp (module docstring)
+        # ... and their chunks come by tensor map (session 14: kernel alone -4..-25 % from BM 16 up)
         sig = signal_warp_build(pipe, self.bm, self.ctas_per_sm)
         self.w1 = Role2GemmConfig(mode="w1", k=self.hidden, rows=2 * self.inter, bm=self.bm, alpha=self.alpha,
                                   clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf,
-                                  staged_fold_scale=pipe, signal_warp=sig)
+                                  staged_fold_scale=pipe, signal_warp=sig, act_tma=pipe)
         self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=pipe,
                                   ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf, staged_fold_scale=pipe,
-                                  signal_warp=sig)
+                                  signal_warp=sig, act_tma=pipe)
 
     @property
     def pipelined(self):
@@ -291,15 +296,19 @@ def _trace_parts(cfg):
 
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
 
-    from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, launch_coords, ld_global_f32,
-                          ld_global_v4, ld_shared_v4, red_release_add_u32, red_release_or_b64, setmaxnreg, st_shared_v4)
+    from gcmoe_runtime.workspace.layout import ACT_MAP_BYTES, act_map_slot
+
+    from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, fence_tensormap_acquire, launch_coords,
+                          ld_global_f32, ld_global_v4, ld_shared_v4, mbar_init, red_release_add_u32,
+                          red_release_or_b64, setmaxnreg, st_shared_v4)
     from .ring_sync import (atom_add_release_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
                             shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
     from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, ROWS_PER_CTA, SIGNAL_BAR,
                              SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS, K128Step, TokenScales, _consumer_lane,
                              _init_stage_barriers, _mma_k128_steps, stage_k128_step, _load_k128, _produce_k128,
-                             _w1_epilogue, all_w1_tile_bits, for_each_chunk, w1_tile_bits, w2_epilogue)
+                             _w1_epilogue, ActTma, act_tma_phase_flips, all_w1_tile_bits, for_each_chunk,
+                             w1_tile_bits, w2_epilogue)
     from .task_queue import check_slot_reuse, init_task_slots, next_task, publish_task
 
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
@@ -322,6 +331,9 @@ def _trace_parts(cfg):
     SLOT_OFF, NSLOT, SIGREC_OFF = so.get("slots", 0), so.get("nslots", 0), so.get("sigrec", 0)
     if PIPE:
         check_slot_reuse(min(NK1, NK2), NS, f"role2 BM={BM}", NSLOT)
+    TMA = cfg.w1.act_tma  # the activation chunks come by tensor map (the workspace's act_maps)
+    ACTBAR_OFF = so.get("actbar", 0)
+    FLIP1, FLIP2 = (act_tma_phase_flips(cfg.w1), act_tma_phase_flips(cfg.w2)) if TMA else (0, 0)
     I_BITS = all_w1_tile_bits(I)  # every W1 N128 tile's mask bit of a block (Role2RingConfig: 2I/128 <= 64)
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
 
@@ -416,11 +428,12 @@ def _trace_parts(cfg):
     def mainloop(mode: cutlass.Constexpr, smem: Int32, ctid: Int32, acc: cute.Tensor, wbuf: cute.Tensor, el: Int32,
                  tile: Int32, ntok: Int32, gs0: Int32, rb: Int32, row0: Int64, ws: Int64, o_act: Int64,
                  o_asc: Int64, o_mask: Int64, w: Int64, wsc: Int64, sf_stride: Int32, policy: Int64, err: Int64,
-                 timeout_ns: Int64):
+                 timeout_ns: Int64, o_maps: Int64, aph: Int32, bm_stride: Int32):
         """K loop of one 256-row task (the verified mainloop): weights from the producer's stages (384)
         or the register stream (256); activations + scales staged per K chunk into shared memory (padded
-        rows zeroed); ``_k128_mma`` per K128. W1 (``mode == "w1"``): ``ring_x`` rows + FP32 MN-major
-        ``ring_sf``; W2: ``l2_x`` rows + UE8M0 ``l2_sf``, each chunk after acquiring its mask bits."""
+        rows zeroed; 384 threads: by tensor map, ``aph`` the chunk buffers' phases); ``_k128_mma`` per K128. W1
+        (``mode == "w1"``): ``ring_x`` rows + FP32 MN-major ``ring_sf``; W2: ``l2_x`` rows + UE8M0 ``l2_sf``, each
+        chunk after acquiring its mask bits."""
         mc = cfg.w1 if const_expr(mode == "w1") else cfg.w2
         K, KC = mc.k, mc.kc
         NK = K // 128
@@ -459,9 +472,14 @@ def _trace_parts(cfg):
                         steps.append(K128Step(fetch, ascl, kl128))
                 if const_expr(prefetch is not None):
                     steps[-1].issued = lambda k2=k2: prefetch(k2)
-                _mma_k128_steps(steps, acc, act_buf, BM, mc.lag, overlap=PIPE, prescaled=mc.staged_fold_scale)
+                _mma_k128_steps(steps, acc, act_buf, BM, mc.lag, overlap=PIPE, prescaled=mc.staged_fold_scale,
+                                sw128=mc.act_tma)
 
-        for_each_chunk(mc, smem, ACT_OFF, ASC_OFF, lambda tok: ws + o_act + (row0 + Int64(tok)) * K,
+        if const_expr(mc.act_tma):
+            act_src = ActTma(ws + o_maps + act_map_slot(mode, BM) * ACT_MAP_BYTES, rb * bm_stride, aph, ACTBAR_OFF)
+        else:
+            act_src = lambda tok: ws + o_act + (row0 + Int64(tok)) * K  # noqa: E731
+        for_each_chunk(mc, smem, ACT_OFF, ASC_OFF, act_src,
                        lambda kc, tok, kk: ring_act_scale_addr(mode, ws + o_asc, rb, row0, sf_stride, kc * NGS + kk,
                                                                tok),
                        ctid, ntok, chunk_mma, wait_w1_tiles if mode == "w2" and not PIPE else None)
@@ -470,8 +488,8 @@ def _trace_parts(cfg):
     def kernel(peer: cute.Pointer, o_ring_x: Int64, o_ring_sf: Int64, o_ring_meta: Int64, o_ring_block: Int64,
                o_l2_x: Int64, o_l2_sf: Int64, o_l1_full_count: Int64, o_l1_empty_count: Int64,
                o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_recv_count: Int64, o_recv_parity: Int64,
-               o_combine: Int64, w1_tiles: Int64, w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64,
-               w2_scales: Int64, w2_factor: Int64, err: Int64, timeout_ns: Int64, ring_blocks: Int32,
+               o_combine: Int64, o_act_maps: Int64, w1_tiles: Int64, w1_scales: Int64, w1_factor: Int64,
+               w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64, timeout_ns: Int64, ring_blocks: Int32,
                bm_stride: Int32, sf_stride: Int32):
         tid, cta, ncta = launch_coords()
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
@@ -479,6 +497,9 @@ def _trace_parts(cfg):
         policy = evict_first_policy()
         if const_expr(PIPE):
             if tid == 0:
+                if const_expr(TMA):
+                    for b in cutlass.range_constexpr(2):
+                        mbar_init(smem + ACTBAR_OFF + 8 * b, 1)
                 _init_stage_barriers(smem, BAR_OFF, NS)
                 init_task_slots(smem + SLOT_OFF, NSLOT)
 
@@ -537,6 +558,11 @@ def _trace_parts(cfg):
             acc = cute.make_rmem_tensor((2 * ND,), Float32)
             wbuf = cute.make_rmem_tensor((2 * 20,), Int32)  # 256-thread variant: 2 K128 register stages
             gs0 = Int32(0)
+            aph = Int32(0)  # act_tma: the chunk buffers' mbarrier phases (ActTma)
+            if const_expr(TMA):
+                if ctid == 0:
+                    fence_tensormap_acquire(ws + o_act_maps + act_map_slot("w1", BM) * ACT_MAP_BYTES)
+                    fence_tensormap_acquire(ws + o_act_maps + act_map_slot("w2", BM) * ACT_MAP_BYTES)
             for li in cutlass.range(nlocal, unroll=1):
                 if const_expr(PIPE):  # the producer acquired the task: its record (module docstring)
                     _, el, ntok, efac_rec = next_task(
@@ -564,7 +590,8 @@ def _trace_parts(cfg):
                 if is1 != 0:
                     # ================= W1: ring_x x W1 -> SwiGLU x weight -> FP8 l2_x =================
                     mainloop("w1", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_ring_x, o_ring_sf,
-                             o_l2_full_mask, w1_tiles, w1_scales, sf_stride, policy, err, timeout_ns)
+                             o_l2_full_mask, w1_tiles, w1_scales, sf_stride, policy, err, timeout_ns, o_act_maps,
+                             aph, bm_stride)
                     efac = efac_rec if const_expr(PIPE) else ld_global_f32(w1_factor + Int64(el) * 4)
                     # routing weight = ring_meta[rb][row].x; E4M3 -> l2_x[rb][row][I],
                     # UE8M0 -> l2_sf[rb][row][I/L2_SCALE_GROUP]
@@ -583,7 +610,8 @@ def _trace_parts(cfg):
                 else:
                     # ================= W2: l2_x x W2 -> BF16 partials -> source rank's combine =================
                     mainloop("w2", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_l2_x, o_l2_sf,
-                             o_l2_full_mask, w2_tiles, w2_scales, sf_stride, policy, err, timeout_ns)
+                             o_l2_full_mask, w2_tiles, w2_scales, sf_stride, policy, err, timeout_ns, o_act_maps,
+                             aph, bm_stride)
                     efac = efac_rec if const_expr(PIPE) else ld_global_f32(w2_factor + Int64(el) * 4)
 
                     def combine_row(n):  # ring_meta = (routing weight, src_rank, src_token, slot): token n's
@@ -610,17 +638,18 @@ def _trace_parts(cfg):
                             hand_back_if_last(old, gen, rb, ws + o_l2_full_mask, ws + o_l2_empty_count,
                                               ws + o_l1_empty_count)
                 gs0 = gs0 + NK2 + is1 * (NK1 - NK2)
+                aph = aph ^ (FLIP2 + is1 * (FLIP1 - FLIP2))
 
     @cute.jit
     def host(peer: cute.Pointer, o_ring_x: Int64, o_ring_sf: Int64, o_ring_meta: Int64, o_ring_block: Int64,
              o_l2_x: Int64, o_l2_sf: Int64, o_l1_full_count: Int64, o_l1_empty_count: Int64,
              o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_recv_count: Int64, o_recv_parity: Int64,
-             o_combine: Int64, w1_tiles: Int64, w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64,
-             w2_scales: Int64, w2_factor: Int64, err: Int64, timeout_ns: Int64, ring_blocks: Int32,
+             o_combine: Int64, o_act_maps: Int64, w1_tiles: Int64, w1_scales: Int64, w1_factor: Int64,
+             w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64, timeout_ns: Int64, ring_blocks: Int32,
              bm_stride: Int32, sf_stride: Int32):
         kernel(peer, o_ring_x, o_ring_sf, o_ring_meta, o_ring_block, o_l2_x, o_l2_sf, o_l1_full_count,
                o_l1_empty_count, o_l2_full_mask, o_l2_empty_count, o_recv_count, o_recv_parity, o_combine,
-               w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales, w2_factor, err, timeout_ns, ring_blocks,
+               o_act_maps, w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales, w2_factor, err, timeout_ns, ring_blocks,
                bm_stride, sf_stride).launch(grid=(1, 1, 1), block=(THREADS, 1, 1), smem=cfg.smem_bytes,
                                             **cfg.w1.occupancy_launch)
 

@@ -106,10 +106,15 @@ def test_ring_protocol_order(role2_arts, bm, threads):
         l1 = _first(ptx, "ld.acquire.gpu.global.u32", bar0)
         assert re.search(r"ld\.global\.nc\.L1::no_allocate\.L2::cache_hint\.v4\.u32", ptx)
     w1_mma = _first(ptx, "wgmma.mma_async", l1)
-    # ring_x rows staged after the acquire: plain loads (one chunk buffer), or cp.async (the 384-thread builds
-    # prefetch the next chunk into a second buffer, Role2GemmConfig.act_buffers = 2)
-    stage = "cp.async.cg.shared.global" if threads == 384 else "ld.global.v4.u32"
+    # ring_x rows staged after the acquire: plain loads (one chunk buffer), or by tensor map (the 384-thread builds
+    # prefetch the next chunk into a second buffer, Role2GemmConfig.act_buffers = 2, act_tma), after the proxy fence
+    # that orders the task's acquire (the producer's, handed over in the record) before the copy's async reads
+    stage = "cp.async.bulk.tensor.2d" if threads == 384 else "ld.global.v4.u32"
     assert stage in ptx[l1:w1_mma]
+    if threads == 384:
+        assert "cp.async.cg.shared.global" not in ptx
+        assert "fence.proxy.async.global;" in ptx[l1:_first(ptx, stage, l1)]
+        assert ptx.count("fence.proxy.tensormap::generic.acquire.gpu") == 2  # the W1 and W2 maps, once each
     w1_store = _first(ptx, "st.global.u8", w1_mma)
     if threads == 384:
         _signal_warp_releases(ptx, prod_bulk, cons)
