@@ -131,6 +131,33 @@ def test_persistent_signal_warp_takes_the_releases(mode):
             Role2GemmConfig(**{**kw, **bad}, signal_warp=True)
 
 
+@pytest.mark.parametrize("mode", ["w1", "w2"])
+def test_act_tma_copies_each_chunk_by_tensor_map(mode):
+    """``act_tma``: consumer thread 0 fences the tensor map once and issues every chunk as KC/128 boxes (two sites:
+    the task's chunk 0 and the next chunk), each after a proxy fence; no consumer cp.async remains; the chunk buffers'
+    mbarriers sit after the amax partials; configs without the prefetch buffers are refused."""
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.role2_devbuild import compile_one
+    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig, act_tma_phase_flips
+
+    kw = dict(mode=mode, k=2048, rows=1024, bm=32, pipelined=True, act_buffers=2, task_records=True,
+              w2_early_release=True, staged_fold_scale=True, signal_warp=True)
+    cfg = Role2GemmConfig(**kw, act_tma=True)
+    assert cfg.k // cfg.kc == 2  # two chunks: both copy sites stay in the code
+    ptx, cubin, _ = compile_one(f"role2_{mode}_test_bm32_ppksa", cfg)
+    assert cubin[:4] == b"\x7fELF"
+    assert ptx.count("cp.async.bulk.tensor.2d") == 2 * (cfg.kc // 128)
+    assert "cp.async.cg.shared.global" not in ptx
+    assert ptx.count("fence.proxy.tensormap::generic.acquire.gpu") == 1
+    assert ptx.index("fence.proxy.async.global;") < ptx.index("cp.async.bulk.tensor.2d")
+    assert cfg.act_bar_bytes == 16 and cfg.misc_bytes == Role2GemmConfig(**kw).misc_bytes + 16
+    assert act_tma_phase_flips(cfg) == ((cfg.k // cfg.kc + 1) // 2 & 1) | ((cfg.k // cfg.kc // 2 & 1) << 1)
+    with pytest.raises(ValueError, match="act_tma"):
+        Role2GemmConfig(mode=mode, k=1024, rows=1024, bm=16, pipelined=True, act_buffers=1, act_tma=True)
+
+
 def test_two_ctas_per_sm_experiment():
     """The 256-thread kernel built for two CTAs per SM (the measured-next occupancy experiment): ``.minnctapersm 2``
     in the PTX, at most 128 registers and a <= 48 KB activation chunk, so two fit an SM; other counts refused."""
