@@ -27,25 +27,25 @@ for new, old, label, mk in (("_ppksa", "_ppks", "one CTA", "o"), ("_pp2ksa", "_p
         for i, gemm in ((4, "W1"), (5, "W2")):
             ax.plot(ms, [r[i][1] / r[i][0] for r in sel], mk + ls, label=f"{gemm} {label} {shape}",
                     alpha=0.9 if gemm == "W1" else 0.6)
-ax.axhline(1.0, color="grey", lw=0.8)
-ax.set_xscale("log", base=2)
-ax.set_xlabel("tokens per expert (BM = 8, 8, 16, 32, 64)")
-ax.set_ylabel("kernel time, tensor-map chunks / cp.async")
-ax.set_title("kernel alone (dev, E/8 experts, call A)")
-ax.grid(alpha=0.3)
-ax.legend(fontsize=7, ncol=2)
+
+
+def style(a, xlabel, ylabel, title, **legend):
+    a.axhline(1.0, color="grey", lw=0.8)
+    a.set_xscale("log", base=2)
+    a.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    a.grid(alpha=0.3)
+    a.legend(**legend)
+
+
+style(ax, "tokens per expert (BM = 8, 8, 16, 32, 64)", "kernel time, tensor-map chunks / cp.async",
+      "kernel alone (dev, E/8 experts, call A)", fontsize=7, ncol=2)
 b = HERE / "call-b" / "bench"
 r = ratio([b / x for x in ("ab-old", "ab-oldb", "ab-oldc")], [b / x for x in ("ab-new", "ab-newb", "ab-newc")])
 for model, fmt in (("glm-5.2", "o-"), ("deepseek-v4.1-flash", "s-")):
     ts = sorted(t for (m, t) in r if m == model)
     bx.plot(ts, [r[(model, t)] for t in ts], fmt, label=model)
-bx.axhline(1.0, color="grey", lw=0.8)
-bx.set_xscale("log", base=2)
-bx.set_xlabel("tokens (P = 1, routed)")
-bx.set_ylabel("layer latency, new / session 13")
-bx.set_title("layer, P = 1 (call B, 3 runs per arm)")
-bx.grid(alpha=0.3)
-bx.legend(fontsize=8)
+style(bx, "tokens (P = 1, routed)", "layer latency, new / session 13", "layer, P = 1 (call B, 3 runs per arm)",
+      fontsize=8)
 fig.suptitle("Session 14: role2's activation chunks by tensor map (H200)")
 fig.tight_layout()
 out = HERE / "plots" / "act_tma.png"
