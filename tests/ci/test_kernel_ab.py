@@ -1,17 +1,6 @@
 """ci/kernel_ab.py: a dev variant against its base (the name with the suffix swapped), the mean W1 / W2 time over
 every run of each, per shape, tokens per expert and BM; a variant whose base was not measured is skipped."""
-import importlib.util
 import json
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("kernel_ab", ROOT / "ci" / "kernel_ab.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _run(path, rows):
@@ -20,8 +9,8 @@ def _run(path, rows):
     return str(path)
 
 
-def test_new_against_base_pooled_over_runs(tmp_path, capsys):
-    tool = _tool()
+def test_new_against_base_pooled_over_runs(ci_tool, tmp_path, capsys):
+    tool = ci_tool("kernel_ab")
     a = _run(tmp_path / "a.json", [("_ppkef", 1, 100.0, 60.0), ("_ppks", 1, 90.0, 66.0), ("_pp2ks", 1, 1.0, 1.0)])
     b = _run(tmp_path / "b.json", [("_ppkef", 1, 110.0, 60.0), ("_ppks", 1, 99.0, 66.0)])
     rows = tool.pairs([a, b], "ks", "kef")

@@ -1,17 +1,6 @@
 """ci/layer_ab.py: the change of a layer A/B is the ratio of the arms' mean latencies per (model, T), over the points
 every run measured (the tool behind the sessions' layer A/B tables and plots)."""
-import importlib.util
 import json
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("layer_ab", ROOT / "ci" / "layer_ab.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _run(tmp_path, name, lat, skip=()):
@@ -28,8 +17,8 @@ def _run(tmp_path, name, lat, skip=()):
     return d
 
 
-def test_ratio_of_the_means_over_common_points(tmp_path, capsys):
-    tool = _tool()
+def test_ratio_of_the_means_over_common_points(ci_tool, tmp_path, capsys):
+    tool = ci_tool("layer_ab")
     a = _run(tmp_path, "old", {("glm", 1): 100.0, ("glm", 8): 300.0})
     b = _run(tmp_path, "oldb", {("glm", 1): 110.0, ("glm", 8): 310.0})
     c = _run(tmp_path, "new", {("glm", 1): 84.0, ("glm", 8): 290.0}, skip={("glm", 8)})
