@@ -790,46 +790,6 @@ def _issue_act_chunk_tma(cfg: "Role2GemmConfig", smem, buf, src: ActTma, kc, b):
 
 
 @cute.jit
-def _for_each_chunk_tma(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, src: ActTma, scale_addr, ctid,
-                        ntok, body, wait_chunk):
-    """:func:`for_each_chunk` with ``act_tma``: the same buffers, scales and barriers, the chunk copies by tensor map
-    (consumer thread 0 issues chunk ``kc + 1`` right after chunk ``kc``'s barrier; every thread waits on the
-    buffer's mbarrier, whose parity for chunk ``kc`` is bit ``kc % 2`` of ``src.phases`` flipped ``kc // 2`` times)."""
-    bm, kcl = cfg.bm, cfg.kc
-    w1 = cfg.mode == "w1"
-    ngs = kcl // cfg.act_scale_group
-    nkc = cfg.k // kcl
-    ab, sb = cfg.act_buffer_bytes, cfg.asc_buffer_bytes
-    sfl = FOLD_LOG2 if cfg.staged_fold_scale else 0
-    # the previous task's generic accesses of the act area (W1 / W2 epilogue staging) before the copies overwrite it
-    fence_proxy_async_shared()
-    bar_sync(1, CONSUMER_THREADS)
-    if const_expr(wait_chunk is not None):
-        wait_chunk(Int32(0))
-    if ctid == 0:
-        fence_proxy_async_global()  # the acquire (ours or the producer's record hand-off) before the async reads
-        _issue_act_chunk_tma(cfg, smem, act_off, src, Int32(0), Int32(0))
-    _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_addr(Int32(0), tok, kk), w1, ctid,
-                                                           ntok, bm, ngs), w1, ctid, bm, ngs, sfl)
-    for kc in cutlass.range(nkc, unroll=1):
-        cur = kc & 1
-        mbar_wait_or_trap(smem + src.bar_off + 8 * cur, ((src.phases >> cur) ^ (kc >> 1)) & 1, cfg.timeout_ns)
-        bar_sync(1, CONSUMER_THREADS)  # chunk kc's scales stored; every thread done with chunk kc - 1's buffer
-        nxt = kc + 1
-        if nxt < nkc:
-            if const_expr(wait_chunk is not None):
-                wait_chunk(nxt)
-            if ctid == 0:
-                if const_expr(wait_chunk is not None):
-                    fence_proxy_async_global()
-                _issue_act_chunk_tma(cfg, smem, act_off + (1 - cur) * ab, src, nxt, 1 - cur)
-        nxs = nxt - Int32(nxt >= nkc)
-        sv = _load_chunk_scales(lambda tok, kk: scale_addr(nxs, tok, kk), w1, ctid, ntok, bm, ngs)
-        body(kc, smem + act_off + cur * ab, smem + asc_off + cur * sb, None)
-        _store_chunk_scales(smem + asc_off + (1 - cur) * sb, sv, w1, ctid, bm, ngs, sfl)
-
-
-@cute.jit
 def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row_addr, scale_addr, ctid, ntok, body,
                    wait_chunk=None):
     """Consumers, one task: stage each K chunk of the block's activations and scales in shared memory and run
@@ -846,12 +806,13 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     buffer for chunk ``kc - 1``; its scales are loaded (predicated, unused until then) before ``body`` and stored after
     it; one barrier per chunk. At the last chunk the scale prefetch repeats the chunk and writes the buffer not being
     read (harmless, branch-free); no activation is copied. (Copying the next task's chunk 0 during a task's last
-    chunk was measured and removed: no gain, session 12 call A.) ``cfg.act_tma``: ``row_addr`` is an :class:`ActTma`
-    and the chunks come by tensor map (:func:`_for_each_chunk_tma`).
+    chunk was measured and removed: no gain, session 12 call A.)
+
+    ``cfg.act_tma`` (2 buffers): ``row_addr`` is an :class:`ActTma` and consumer thread 0 copies each chunk by tensor
+    map (:func:`_issue_act_chunk_tma`: chunk 0 at the task's top, chunk ``kc + 1`` right after chunk ``kc``'s
+    barrier, each after a proxy fence that orders the acquire before the async reads); every thread waits on the
+    buffer's mbarrier, whose parity for chunk ``kc`` is bit ``kc % 2`` of ``phases`` flipped ``kc // 2`` times.
     """
-    if const_expr(cfg.act_tma):
-        _for_each_chunk_tma(cfg, smem, act_off, asc_off, row_addr, scale_addr, ctid, ntok, body, wait_chunk)
-        return
     bm, kcl = cfg.bm, cfg.kc
     w1 = cfg.mode == "w1"
     ngs = kcl // cfg.act_scale_group
@@ -866,25 +827,41 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
         return
     ab, sb = cfg.act_buffer_bytes, cfg.asc_buffer_bytes
     sfl = FOLD_LOG2 if cfg.staged_fold_scale else 0  # the promote's 2**FOLD_LOG2, applied here instead
+    tma = cfg.act_tma
     units = bm * kcl // 16
     rounds = _rounds(units)
     per_call = copy_rounds_per_call(cfg)
+    if const_expr(tma):  # the previous task's generic accesses of the act area (epilogue staging) before the copies
+        fence_proxy_async_shared()
     bar_sync(1, CONSUMER_THREADS)  # the previous task's reads of buffer 0 (its MMAs, W2's BF16 staging) are done
     if const_expr(wait_chunk is not None):
         wait_chunk(Int32(0))
-    _copy_act_chunk_async(smem + act_off, row_addr, ctid, Int32(0), ntok, bm, kcl)
+    if const_expr(tma):
+        if ctid == 0:
+            fence_proxy_async_global()  # the acquire (ours or the producer's record hand-off) before the async reads
+            _issue_act_chunk_tma(cfg, smem, act_off, row_addr, Int32(0), Int32(0))
+    else:
+        _copy_act_chunk_async(smem + act_off, row_addr, ctid, Int32(0), ntok, bm, kcl)
     _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_addr(Int32(0), tok, kk), w1, ctid,
                                                            ntok, bm, ngs), w1, ctid, bm, ngs, sfl)
     for kc in cutlass.range(nkc, unroll=1):
-        # chunk kc's copies (this thread's) landed; fence them for wgmma's async proxy; then every thread's
-        cp_async_wait_all()
-        fence_proxy_async_shared()
-        bar_sync(1, CONSUMER_THREADS)
+        if const_expr(tma):  # chunk kc's boxes landed (async proxy: wgmma reads them as they are)
+            mbar_wait_or_trap(smem + row_addr.bar_off + 8 * (kc & 1), ((row_addr.phases >> (kc & 1)) ^ (kc >> 1)) & 1,
+                              cfg.timeout_ns)
+        else:  # chunk kc's copies (this thread's) landed; fence them for wgmma's async proxy
+            cp_async_wait_all()
+            fence_proxy_async_shared()
+        bar_sync(1, CONSUMER_THREADS)  # every thread's; chunk kc's scales stored; chunk kc - 1's buffer free
         cur = kc & 1
         nxt = kc + 1
         if nxt < nkc:
             if const_expr(wait_chunk is not None):
                 wait_chunk(nxt)
+            if const_expr(tma):
+                if ctid == 0:
+                    if const_expr(wait_chunk is not None):
+                        fence_proxy_async_global()
+                    _issue_act_chunk_tma(cfg, smem, act_off + (1 - cur) * ab, row_addr, nxt, 1 - cur)
         nxs = nxt - Int32(nxt >= nkc)
         sv = _load_chunk_scales(lambda tok, kk: scale_addr(nxs, tok, kk), w1, ctid, ntok, bm, ngs)
         nbuf = smem + act_off + (1 - cur) * ab
@@ -897,7 +874,7 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
                         _copy_act_unit(nbuf, row_addr, _thread_unit(ctid, r, units, units % CONSUMER_THREADS != 0),
                                        nxt, ntok, bm, kcl)
 
-        body(kc, smem + act_off + cur * ab, smem + asc_off + cur * sb, prefetch)
+        body(kc, smem + act_off + cur * ab, smem + asc_off + cur * sb, None if tma else prefetch)
         _store_chunk_scales(smem + asc_off + (1 - cur) * sb, sv, w1, ctid, bm, ngs, sfl)
 
 
