@@ -16,17 +16,16 @@ from typing import Any
 from gcmoe_runtime.abi import TENSORMAP_BYTES
 from gcmoe_runtime.artifacts.record import TensorMapEncoding
 from gcmoe_runtime.tensormap import encode, prepare
+from gcmoe_runtime.workspace.layout import ACT_MAP_BMS, act_map_slot
 
 #: K bytes of one box: a 128-byte swizzle row (one K128 of E4M3)
 BOX_K = 128
-#: alignment of a tensor map in global memory (CUDA: 64 bytes)
-MAP_ALIGN = 64
 
 
 def act_encoding(bm: int, tensor: str = "act") -> TensorMapEncoding:
     """The encoding of a ring of ``bm``-token blocks: UINT8, rank 2 (K, rows), box (128, bm), 128-byte swizzle."""
-    if bm not in (8, 16, 32, 64):
-        raise ValueError(f"act tensor map: bm={bm} must be one of 8, 16, 32, 64 (whole 8-row swizzle atoms, "
+    if bm not in ACT_MAP_BMS:
+        raise ValueError(f"act tensor map: bm={bm} must be one of {ACT_MAP_BMS} (whole 8-row swizzle atoms, "
                          f"box rows <= 256)")
     return TensorMapEncoding(param="act_map", tensor=tensor, dtype="CU_TENSOR_MAP_DATA_TYPE_UINT8", rank=2,
                              box=(BOX_K, bm), element_strides=(1, 1), swizzle="CU_TENSOR_MAP_SWIZZLE_128B")
@@ -49,8 +48,6 @@ def write_act_maps(layout: Any, buf: Any, drv: Any = None) -> None:
     ``ring_blocks * bm_max`` rows, blocks at ``bm_stride = bm_max`` rows) for the workspace at ``buf`` (this rank's
     uint8 device tensor) into its ``act_maps`` region. Hopper layouts only (Blackwell's role2 has no such build)."""
     import torch
-
-    from gcmoe_runtime.workspace.layout import ACT_MAP_BMS, act_map_slot
 
     if layout.spec.blackwell:
         return

@@ -92,8 +92,9 @@ Activations: the 384-thread builds' chunks come by tensor map (``Role2GemmConfig
 [BM rows x 128 B], 128-byte swizzle, issued by consumer thread 0 after its fence.proxy.async.global; the maps over
 ``ring_x`` / ``l2_x`` sit in the workspace's ``act_maps`` region, written at set-up by
 ``gcmoe_runtime.workspace.act_tma``; a padded row arrives as the ring holds it and only its own accumulator column
-sees it); the 256-thread builds' consumers load them. Not yet (say so, never fake): ``act_fast_math`` does not change the code (the exponent is always
-``ex2.approx``, the reciprocal IEEE); no role4 wait (shared experts are role4's own node).
+sees it); the 256-thread builds' consumers load them. Not yet (say so, never fake): ``act_fast_math`` does not
+change the code (the exponent is always ``ex2.approx``, the reciprocal IEEE); no role4 wait (shared experts are
+role4's own node).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
