@@ -180,6 +180,10 @@ class Role2GemmConfig:
     #: chunk (:func:`.wgmma_rs.smem_desc_sw128`). A padded token's row is copied as it is in the ring (stale, maybe
     #: NaN): only its own accumulator column sees it, and every epilogue masks by the token count.
     act_tma: bool = False
+    #: one wgmma commit group per (K128 step, 64-row slab) instead of per step (:func:`_mma_k128_steps`): each slab's
+    #: partial is promoted while the other slab's MMAs run, in the registers of one partial set. Replaces ``lag``'s
+    #: whole-step overlap; aimed at the lag-0 builds (BM 64 drained every step; the two-CTA builds)
+    slab_groups: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -215,6 +219,10 @@ class Role2GemmConfig:
         if self.act_tma and not (self.pipelined and self.act_buffers == 2):
             raise ValueError("role2 act_tma: the tensor-map chunk copies replace act_buffers=2's cp.async prefetch of "
                              "the pipelined kernel, so pipelined=True, act_buffers=2")
+        if self.slab_groups and not (self.pipelined and self.fold_scales):
+            raise ValueError("role2 slab_groups: the per-slab commit groups chain a K128 step on one partial, which "
+                             "the folded FP4 decode of the pipelined kernel gives, so pipelined=True, "
+                             "fold_scales=True")
         if self.act_buffers not in (1, 2):
             raise ValueError(f"role2 act_buffers={self.act_buffers}: must be 1 or 2")
         if self.kc % (128 * self.mma_steps_per_call):
@@ -415,7 +423,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 
 
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
-                    overlap: bool = True, prescaled: bool = False, sw128: bool = False):
+                    overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: bool = False):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -437,36 +445,41 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     stream and, at two CTAs per SM, its 128-register cap leave no room for a second step's partials and words).
     ``prescaled``: the staged token scales already carry ``2**FOLD_LOG2`` (``Role2GemmConfig.staged_fold_scale``).
     ``sw128``: the chunk is ``[K128][BM][128 B]`` in the 128-byte swizzle a tensor-map copy writes
-    (``Role2GemmConfig.act_tma``), else ``[K16][BM][16 B]`` core matrices."""
+    (``Role2GemmConfig.act_tma``), else ``[K16][BM][16 B]`` core matrices. ``slab_groups`` (chained per K128 only,
+    ``Role2GemmConfig.slab_groups``): one commit group per (step, slab) instead of per step, ``lag`` unused."""
     if not overlap and len(steps) > 1:
         for step in steps:
             _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled,
-                            sw128=sw128)
+                            sw128=sw128, slab_groups=slab_groups)
         return
     nd = bm // 2
     per_k128 = a_regs is None and fold and steps[0].ascl.group == 128
     r0 = (Int32(FOLD_LUT_WORDS[0]), Int32(FOLD_LUT_WORDS[1]))
 
+    def slab_regs(step, q, sl):  # the 4 A registers of slab ``sl``, K32 ``q``: its codes through the folded table
+        words = step.words
+        sw = words[16 + sl * 2 + q // 2]
+        luts = [fold_lut(byte_of(sw, (q % 2) * 2 + hh)) if fold else r0 for hh in range(2)]
+        a = []
+        for r in range(2):
+            lo, hi = decode_fp4x8_e4m3(words[sl * 8 + 2 * q + r], luts[0], luts[1])
+            a.append(lo)
+            a.append(hi)
+        return a
+
     def regs(step, q):
         if a_regs is not None:
             return a_regs(step, q)
-        words = step.words
-        a = []
-        for sl in range(2):
-            sw = words[16 + sl * 2 + q // 2]
-            luts = [fold_lut(byte_of(sw, (q % 2) * 2 + hh)) if fold else r0 for hh in range(2)]
-            for r in range(2):
-                lo, hi = decode_fp4x8_e4m3(words[sl * 8 + 2 * q + r], luts[0], luts[1])
-                a.append(lo)
-                a.append(hi)
-        return a
+        return slab_regs(step, q, 0) + slab_regs(step, q, 1)
+
+    def b_desc(step, q):
+        if sw128:
+            return smem_desc_sw128(act_smem + step.kl128 * bm * 128 + q * 32)
+        return smem_desc(act_smem + (step.kl128 * 8 + q * 2) * bm * 16, bm * 16, 128)
 
     def issue(step, q, pa, pb):
         a = regs(step, q)
-        if sw128:
-            desc = smem_desc_sw128(act_smem + step.kl128 * bm * 128 + q * 32)
-        else:
-            desc = smem_desc(act_smem + (step.kl128 * 8 + q * 2) * bm * 16, bm * 16, 128)
+        desc = b_desc(step, q)
         wgmma_fence()
         return wgmma_rs_e4m3(bm, a[0:4], desc, pa), wgmma_rs_e4m3(bm, a[4:8], desc, pb)
 
@@ -481,6 +494,40 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             acc[i] = acc[i] + fence_f32(pa[i]) * sa
             acc[nd + i] = acc[nd + i] + fence_f32(pb[i]) * sb
 
+    if per_k128 and slab_groups:
+        # Groups in the order (step 0, slab 0), (step 0, slab 1), (step 1, slab 0), ...: before a group is issued,
+        # the group two back (the same slab, one step earlier) is waited for and promoted while the group just
+        # before it (the other slab) stays in flight. So the tensor cores always hold one slab's K128 chain while
+        # the warp promotes and decodes the other, with one partial set (two slabs) live, not two: this is lag 1's
+        # overlap at half a step's granularity in lag 0's registers (BM 64, and the 104-register two-CTA builds).
+        pend = []  # (slab, partial, step) of the groups issued and not yet promoted, oldest first
+
+        def promote_slab(pending: int):
+            sl, p, step = pend.pop(0)
+            wgmma_wait(pending)
+            tsc = folded(step.ascl[0])
+            for i in range(nd):
+                acc[sl * nd + i] = acc[sl * nd + i] + fence_f32(p[i]) * tsc[(i >> 2) * 2 + (i & 1)]
+
+        for step in steps:
+            for sl in range(2):
+                if len(pend) == 2:
+                    promote_slab(1)
+                p = None
+                for q in range(4):
+                    a = slab_regs(step, q, sl)
+                    desc = b_desc(step, q)
+                    wgmma_fence()
+                    p = wgmma_rs_e4m3(bm, a, desc, p)
+                    if sl == 1 and q == step.release_q and step.release is not None:
+                        step.release()  # slab 1's decode of K32 release_q: every shared load consumed
+                wgmma_commit()
+                pend.append((sl, p, step))
+            if step.issued is not None:
+                step.issued()
+        while pend:
+            promote_slab(len(pend) - 1)
+        return
     if per_k128:
         def promote(done, pending: int):
             wgmma_wait(pending)
@@ -1117,7 +1164,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                     if const_expr(prefetch is not None):
                         steps[-1].issued = lambda k2=k2: prefetch(k2)
                     _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales, overlap=PIPE,
-                                    prescaled=cfg.staged_fold_scale)
+                                    prescaled=cfg.staged_fold_scale, slab_groups=cfg.slab_groups)
 
             for_each_chunk(cfg, smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
                            lambda kc, tok, kk: _token_major_scale_addr(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),

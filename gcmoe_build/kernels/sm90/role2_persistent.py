@@ -231,7 +231,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         if const_expr(prefetch is not None):
                             steps[-1].issued = lambda k2=k2: prefetch(k2)
                         _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales,
-                                        prescaled=cfg.staged_fold_scale, sw128=cfg.act_tma)
+                                        prescaled=cfg.staged_fold_scale, sw128=cfg.act_tma,
+                                        slab_groups=cfg.slab_groups)
 
                 if const_expr(cfg.act_tma):
                     act_src = ActTma(act_map, blk * BM, (li & 1) * act_tma_phase_flips(cfg), ACT_BAR_OFF)

@@ -35,14 +35,17 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16)  # stage release after a proxy fence,
             for v in ("_p_fence", "_p_k32", "_pp_k32", "_p2_k32", "_pp2_k32")]  # or one K32 early (session 7)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 64)  # the next activation chunk
-            for v in ("_pd", "_ppd", "_ppt", "_ppk", "_ppkt", "_ppke", "_ppkf", "_ppkef", "_ppks", "_ppksa")
-            + (("_p2d", "_pp2d", "_pp2t", "_pp2k", "_pp2kt", "_pp2ke", "_pp2kf", "_pp2kef", "_pp2ks", "_pp2ksa")
+            for v in ("_pd", "_ppd", "_ppt", "_ppk", "_ppkt", "_ppke", "_ppkf", "_ppkef", "_ppks", "_ppksa",
+                      "_ppksag")
+            + (("_p2d", "_pp2d", "_pp2t", "_pp2k", "_pp2kt", "_pp2ke", "_pp2kf", "_pp2kef", "_pp2ks", "_pp2ksa",
+                "_pp2ksag")
                if bm <= 16 else ())]
             # prefetched (act_buffers = 2, session 9; _pp2d session 10; session 11: dynamic tasks _ppt / _pp2t, task
             # records _ppk / _pp2k, with dynamic tasks _ppkt / _pp2kt; session 12: W2's release before its stores
             # _ppke / _pp2ke, the staged x 2**FOLD_LOG2 _ppkf / _pp2kf; session 13: both _ppkef / _pp2kef, and the
             # releases on the signal warp _ppks / _pp2ks; session 14: their chunks by tensor map _ppksa / _pp2ksa,
-            # whose padded rows the copy brings in as they are: NaN here)
+            # whose padded rows the copy brings in as they are: NaN here; session 15: one commit group per (step,
+            # slab) _ppksag / _pp2ksag)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 64)  # four K128 steps per MMA
             for v in ("_pd4",) + (("_p2d4",) if bm <= 16 else ())])  # call (built where the K chunk allows it)
 #: ("_p_read" / "_p2_read", the racy release, are built for diag_two_cta.py, which shows the race, not tested here:
@@ -255,7 +258,7 @@ def test_role2_w2_matches_reference(kernels, shape, bm, variant):
 @pytest.mark.parametrize("shape,variant", [("test", "_pp"), ("glm52", "_ppk"), ("glm52", "_pp2k"), ("glm52", "_ppke"),
                                            ("glm52", "_pp2ke"), ("glm52", "_ppkf"), ("glm52", "_pp2kf"),
                                            ("glm52", "_ppks"), ("glm52", "_pp2ks"), ("glm52", "_ppksa"),
-                                           ("glm52", "_pp2ksa")])
+                                           ("glm52", "_pp2ksa"), ("glm52", "_ppksag"), ("glm52", "_pp2ksag")])
 def test_role2_persistent_chain_waits_on_the_ring(kernels, shape, variant):
     """W2 is launched first and must wait for W1's l2_full_mask bits; W1 must wait for l1_full_count,
     which a third stream publishes ~1 ms later. Small grids so all three run side by side. W2's
