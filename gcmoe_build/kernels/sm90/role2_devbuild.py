@@ -78,9 +78,12 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                                    signal_warp=True, act_tma=True),
                     # ... and one commit group per (K128 step, slab) (session 15: Role2GemmConfig.slab_groups)
                     "_pp2ksag": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
-                                     staged_fold_scale=True, signal_warp=True, act_tma=True, slab_groups=True),
+                                     staged_fold_scale=True, signal_warp=True, act_tma=True, slab_groups=2),
                     "_ppksag": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
-                                    signal_warp=True, act_tma=True, slab_groups=True),
+                                    signal_warp=True, act_tma=True, slab_groups=2),
+                    # ... one group at a time: BM 32 at two CTAs per SM (the only two-CTA experiment built at BM 32)
+                    "_pp2ksag1": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
+                                      staged_fold_scale=True, signal_warp=True, act_tma=True, slab_groups=1),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),
@@ -99,7 +102,7 @@ def configs(shapes, experiments: bool = False):
             h, i = SHAPES[sh]
             for bm in BMS:
                 for sfx, kw in ACT2_EXPERIMENTS.items():
-                    if kw.get("ctas_per_sm", 1) == 2 and bm > 16:
+                    if kw.get("ctas_per_sm", 1) == 2 and bm > (32 if kw.get("slab_groups") == 1 else 16):
                         continue
                     for mode, k, rows in (("w1", h, 2 * i), ("w2", i, h)):
                         try:

@@ -180,10 +180,12 @@ class Role2GemmConfig:
     #: chunk (:func:`.wgmma_rs.smem_desc_sw128`). A padded token's row is copied as it is in the ring (stale, maybe
     #: NaN): only its own accumulator column sees it, and every epilogue masks by the token count.
     act_tma: bool = False
-    #: one wgmma commit group per (K128 step, 64-row slab) instead of per step (:func:`_mma_k128_steps`): each slab's
-    #: partial is promoted while the other slab's MMAs run, in the registers of one partial set. Replaces ``lag``'s
-    #: whole-step overlap; aimed at the lag-0 builds (BM 64 drained every step; the two-CTA builds)
-    slab_groups: bool = False
+    #: one wgmma commit group per (K128 step, 64-row slab) instead of per step (:func:`_mma_k128_steps`), this many
+    #: in flight (0: off, one group per step). 2: each slab's partial is promoted while the other slab's MMAs run, in
+    #: the registers of one partial set (lag 1's overlap at half a step; session 15: BM 64 -0.3..-2 %, not shipped).
+    #: 1: each slab's group is drained and promoted before the next slab is decoded, so one slab's partial and A
+    #: registers are live, not two: what lets BM 32 fit the 104 registers of two CTAs per SM
+    slab_groups: int = 0
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -219,6 +221,8 @@ class Role2GemmConfig:
         if self.act_tma and not (self.pipelined and self.act_buffers == 2):
             raise ValueError("role2 act_tma: the tensor-map chunk copies replace act_buffers=2's cp.async prefetch of "
                              "the pipelined kernel, so pipelined=True, act_buffers=2")
+        if self.slab_groups not in (0, 1, 2):
+            raise ValueError(f"role2 slab_groups={self.slab_groups}: commit groups in flight must be 0 (off), 1 or 2")
         if self.slab_groups and not (self.pipelined and self.fold_scales):
             raise ValueError("role2 slab_groups: the per-slab commit groups chain a K128 step on one partial, which "
                              "the folded FP4 decode of the pipelined kernel gives, so pipelined=True, "
@@ -423,7 +427,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 
 
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
-                    overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: bool = False):
+                    overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -446,7 +450,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     ``prescaled``: the staged token scales already carry ``2**FOLD_LOG2`` (``Role2GemmConfig.staged_fold_scale``).
     ``sw128``: the chunk is ``[K128][BM][128 B]`` in the 128-byte swizzle a tensor-map copy writes
     (``Role2GemmConfig.act_tma``), else ``[K16][BM][16 B]`` core matrices. ``slab_groups`` (chained per K128 only,
-    ``Role2GemmConfig.slab_groups``): one commit group per (step, slab) instead of per step, ``lag`` unused."""
+    ``Role2GemmConfig.slab_groups``): one commit group per (step, slab) instead of per step, that many in flight,
+    ``lag`` unused."""
     if not overlap and len(steps) > 1:
         for step in steps:
             _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled,
@@ -496,10 +501,11 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
 
     if per_k128 and slab_groups:
         # Groups in the order (step 0, slab 0), (step 0, slab 1), (step 1, slab 0), ...: before a group is issued,
-        # the group two back (the same slab, one step earlier) is waited for and promoted while the group just
-        # before it (the other slab) stays in flight. So the tensor cores always hold one slab's K128 chain while
-        # the warp promotes and decodes the other, with one partial set (two slabs) live, not two: this is lag 1's
-        # overlap at half a step's granularity in lag 0's registers (BM 64, and the 104-register two-CTA builds).
+        # the oldest pending group is waited for and promoted once ``slab_groups`` are pending. At 2 the group two
+        # back (the same slab, one step earlier) is promoted while the other slab's stays in flight: the tensor
+        # cores hold one slab's K128 chain while the warp promotes and decodes the other, with one partial set (two
+        # slabs) live, not two. At 1 each group is drained before the next is decoded: one slab's partial and A
+        # registers live (the other warps on the scheduler fill the tensor pipe: two CTAs per SM).
         pend = []  # (slab, partial, step) of the groups issued and not yet promoted, oldest first
 
         def promote_slab(pending: int):
@@ -511,8 +517,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
 
         for step in steps:
             for sl in range(2):
-                if len(pend) == 2:
-                    promote_slab(1)
+                if len(pend) == slab_groups:
+                    promote_slab(slab_groups - 1)
                 p = None
                 for q in range(4):
                     a = slab_regs(step, q, sl)

@@ -46,6 +46,8 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
             # releases on the signal warp _ppks / _pp2ks; session 14: their chunks by tensor map _ppksa / _pp2ksa,
             # whose padded rows the copy brings in as they are: NaN here; session 15: one commit group per (step,
             # slab) _ppksag / _pp2ksag)
+         + [(sh, bm, "_pp2ksag1") for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32)]  # one slab group at a
+         # time: the two-CTA build that fits BM 32 (session 15)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 64)  # four K128 steps per MMA
             for v in ("_pd4",) + (("_p2d4",) if bm <= 16 else ())])  # call (built where the K chunk allows it)
 #: ("_p_read" / "_p2_read", the racy release, are built for diag_two_cta.py, which shows the race, not tested here:
@@ -258,7 +260,8 @@ def test_role2_w2_matches_reference(kernels, shape, bm, variant):
 @pytest.mark.parametrize("shape,variant", [("test", "_pp"), ("glm52", "_ppk"), ("glm52", "_pp2k"), ("glm52", "_ppke"),
                                            ("glm52", "_pp2ke"), ("glm52", "_ppkf"), ("glm52", "_pp2kf"),
                                            ("glm52", "_ppks"), ("glm52", "_pp2ks"), ("glm52", "_ppksa"),
-                                           ("glm52", "_pp2ksa"), ("glm52", "_ppksag"), ("glm52", "_pp2ksag")])
+                                           ("glm52", "_pp2ksa"), ("glm52", "_ppksag"), ("glm52", "_pp2ksag"),
+                                           ("glm52", "_pp2ksag1")])
 def test_role2_persistent_chain_waits_on_the_ring(kernels, shape, variant):
     """W2 is launched first and must wait for W1's l2_full_mask bits; W1 must wait for l1_full_count,
     which a third stream publishes ~1 ms later. Small grids so all three run side by side. W2's
