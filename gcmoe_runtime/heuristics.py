@@ -48,13 +48,14 @@ SM90_THREADS_NONPIPELINED = 256
 #: build reads this (one fact), the launch facts carry the grid (``compute_sms*2``).
 SM90_TWO_CTAS_MAX_BM = 16
 #: The 384-thread (pipelined) variant is also built for two CTAs per SM up to this BM (each CTA <= 113 KB of shared
-#: memory, 3-5 weight stages, setmaxnreg 24 / 104, W1 and BM 16 W2 drained per K128 / K32 so that ptxas need not
+#: memory, 3-5 weight stages, setmaxnreg 32 / 104, W1 and W2 drained per K128 (BM 32: per slab) so that ptxas need not
 #: serialise the wgmmas: ``Role2GemmConfig.lag``), and runs that way once a compute SM has at least
 #: SM90_PIPELINED_TWO_CTAS_MIN_STEPS K128 weight steps to stream, i.e. each of the two CTAs several tasks. Measured in
 #: the layer (P = 2): BM 8 -3..-4 % at T = 4-64 where each CTA has several tasks, +5..+37 % at T = 1-2 where it has
 #: one or two and a third of the one-CTA build's stages (session 6; still +2..+30 % at T = 1-2 without the wgmma
 #: serialisation, session 7); BM 16 -3.8 / -4.2 % at GLM-5.2 T = 128 / DSV-4.1-Flash T = 256 (session 7 call B).
-SM90_PIPELINED_TWO_CTAS_MAX_BM = 16
+#: BM 32 fits since session 15 (one slab's commit group at a time: kernel alone -12..-15 % W1, -4..-8 % W2).
+SM90_PIPELINED_TWO_CTAS_MAX_BM = 32
 #: steps per compute SM from which the two-CTA build runs: GLM-5.2 / DSV-4.1-Flash stream 198-284 steps per SM at
 #: T = 2 (where two CTAs lost) and 321-550 at T = 4 (where they gained), at P = 1, 2 and 8
 SM90_PIPELINED_TWO_CTAS_MIN_STEPS = 320
@@ -272,7 +273,7 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
     the 256-thread variant at two CTAs per SM is 8-10 % faster kernel-alone at BM 8 with every expert busy,
     but as the layer's BM 8 tile it was no faster at T = 2-64 and 13-30 us slower at T = 1 (few tasks, each
     streamed with only two K128 register stages in flight), so production stays pipelined (docs/PERFORMANCE.md).
-    CTAs per SM: :func:`sm90_ctas_per_sm` (384-thread tiles up to BM 16 at two CTAs once each has several tasks).
+    CTAs per SM: :func:`sm90_ctas_per_sm` (384-thread tiles up to BM 32 at two CTAs once each has several tasks).
     The stage count is a calibration constant.
 
     Monotone in T: the active-expert count, the coverage and the block count never decrease with T, so
@@ -301,7 +302,8 @@ def sm90_ctas_per_sm(bm: int, threads: int, steps_per_sm: float = 0.0) -> int:
     SM90_TWO_CTAS_MAX_BM (one build per tile); the 384-thread variant up to SM90_PIPELINED_TWO_CTAS_MAX_BM takes the
     two-CTA build from SM90_PIPELINED_TWO_CTAS_MIN_STEPS K128 steps per SM (``steps_per_sm`` as choose_sm90_tile
     counts them; the default 0 names the one-CTA build). A bundle holds the builds the heuristic can reach: at the
-    production shapes BM 8 both, BM 16 only the two-CTA one (every BM 16 token count streams >= 320 steps per SM)."""
+    production shapes BM 8 both, BM 16 / 32 only the two-CTA one (every BM 16 token count streams >= 320 steps per
+    SM)."""
     if threads == SM90_THREADS_NONPIPELINED:
         return 2 if bm <= SM90_TWO_CTAS_MAX_BM else 1
     return 2 if bm <= SM90_PIPELINED_TWO_CTAS_MAX_BM and steps_per_sm >= SM90_PIPELINED_TWO_CTAS_MIN_STEPS else 1

@@ -124,7 +124,8 @@ def test_sm90_bm_covers_mean_plus_binomial_sigma():
 
 def test_sm90_two_ctas_once_each_cta_has_several_tasks():
     # the 384-thread BM <= 16 tiles run two CTAs per SM from T = 4 at the production shapes (198-284 K128 steps per SM
-    # at T = 2, where two CTAs lost in the layer; 321-550 at T = 4, where they gained), one CTA from BM 32
+    # at T = 2, where two CTAs lost in the layer; 321-550 at T = 4, where they gained), BM 32 too (session 15), BM 64
+    # one CTA
     for name in ("glm-5.2", "deepseek-v4.1-flash"):
         for P in (1, 2, 8):
             for T in (1, 2):
@@ -145,7 +146,8 @@ def test_sm90_two_ctas_once_each_cta_has_several_tasks():
         if c.threads == 256:
             assert c.ctas_per_sm == (2 if c.bm <= 16 else 1)
     assert sm90_ctas_per_sm(8, 384) == 1 and sm90_ctas_per_sm(8, 384, 320.0) == 2
-    assert sm90_ctas_per_sm(32, 384, 1e9) == 1 and sm90_ctas_per_sm(32, 256) == 1
+    assert sm90_ctas_per_sm(32, 384, 1e9) == 2 and sm90_ctas_per_sm(32, 384) == 1
+    assert sm90_ctas_per_sm(64, 384, 1e9) == 1 and sm90_ctas_per_sm(32, 256) == 1
 
 
 def test_sm90_threads_token_bound():
@@ -324,7 +326,7 @@ def test_sm90_block_max_bm_splits_coverage_into_smaller_blocks(monkeypatch):
     glm = dict(ranks=2, top_k=8, experts=256, hidden=6144, intermediate=2048, compute_sms=128)
     assert h.SM90_BLOCK_MAX_BM == 64
     t = h.choose_sm90_tile(256, **glm)
-    assert (t.bm, t.blocks_per_expert, t.ctas_per_sm) == (32, 1, 1)
+    assert (t.bm, t.blocks_per_expert, t.ctas_per_sm) == (32, 1, 2)
     monkeypatch.setattr(h, "SM90_BLOCK_MAX_BM", 16)
     t = h.choose_sm90_tile(256, **glm)
     assert (t.bm, t.blocks_per_expert, t.ctas_per_sm) == (16, 2, 2)

@@ -86,7 +86,10 @@ latency (kernel-alone -8..-10 % at BM 8 on the H200, ``results/operator/2026-11-
 setmaxnreg 32 / 104, 3-5 stages, W1 drained per K128 so that ptxas keeps the wgmmas asynchronous) beside the one-CTA
 one where the heuristic can pick either: it takes the two-CTA one once each CTA has several tasks
 (``heuristics.sm90_ctas_per_sm``; layer -3..-4 % at BM 8 / T = 4-64, ``results/operator/2026-11-30-h200-session6``;
-BM 16 -4 %, ``results/operator/2026-11-30-h200-x2-session7``).
+BM 16 -4 %, ``results/operator/2026-11-30-h200-x2-session7``). BM 32's two-CTA build issues one slab's K128 chain per
+commit group and drains it before decoding the next slab (``Role2GemmConfig.slab_groups = 1``: one slab's partial and
+A registers live), which is what fits its accumulators into 104 registers (:func:`slab_groups_build`; kernel alone
+-12..-15 % W1, -4..-8 % W2 against the one-CTA build, session 15).
 
 Activations: the 384-thread builds' chunks come by tensor map (``Role2GemmConfig.act_tma``: ``KC/128`` boxes of
 [BM rows x 128 B], 128-byte swizzle, issued by consumer thread 0 after its fence.proxy.async.global; the maps over
@@ -151,6 +154,14 @@ def signal_warp_build(pipelined, bm, ctas_per_sm):
     return bool(pipelined) and (ctas_per_sm == 2 or bm >= 32)
 
 
+def slab_groups_build(pipelined, bm, ctas_per_sm):
+    """``Role2GemmConfig.slab_groups`` of a ring build: 1 for the 384-thread two-CTA builds above BM 16 (their
+    accumulators and a per-step group's partials and A registers do not fit 104 registers; one slab's do), else 0:
+    the BM 8 / 16 two-CTA builds measured the same either way (+-1 %, session 15 call C) and the one-CTA builds keep
+    lag 1's whole-step overlap (two groups in flight measured -0.3..-2 % at BM 64, call A: not worth a change)."""
+    return 1 if pipelined and ctas_per_sm == 2 and bm > 16 else 0
+
+
 def _align(n, a):
     return (n + a - 1) // a * a
 
@@ -204,12 +215,13 @@ class Role2RingConfig:
         # BM 32 / 64 -0.6..-3.5 %, BM 8 / 16 +-1.5 %); their releases run on the signal warp (module docstring)
         # ... and their chunks come by tensor map (session 14: kernel alone -4..-25 % from BM 16 up)
         sig = signal_warp_build(pipe, self.bm, self.ctas_per_sm)
+        slabs = slab_groups_build(pipe, self.bm, self.ctas_per_sm)
         self.w1 = Role2GemmConfig(mode="w1", k=self.hidden, rows=2 * self.inter, bm=self.bm, alpha=self.alpha,
                                   clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf,
-                                  staged_fold_scale=pipe, signal_warp=sig, act_tma=pipe)
+                                  staged_fold_scale=pipe, signal_warp=sig, act_tma=pipe, slab_groups=slabs)
         self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=pipe,
                                   ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf, staged_fold_scale=pipe,
-                                  signal_warp=sig, act_tma=pipe)
+                                  signal_warp=sig, act_tma=pipe, slab_groups=slabs)
 
     @property
     def pipelined(self):
@@ -474,7 +486,7 @@ def _trace_parts(cfg):
                 if const_expr(prefetch is not None):
                     steps[-1].issued = lambda k2=k2: prefetch(k2)
                 _mma_k128_steps(steps, acc, act_buf, BM, mc.lag, overlap=PIPE, prescaled=mc.staged_fold_scale,
-                                sw128=mc.act_tma)
+                                sw128=mc.act_tma, slab_groups=mc.slab_groups)
 
         if const_expr(mc.act_tma):
             act_src = ActTma(ws + o_maps + act_map_slot(mode, BM) * ACT_MAP_BYTES, rb * bm_stride, aph, ACTBAR_OFF)
