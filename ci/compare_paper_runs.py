@@ -1,10 +1,15 @@
 """Compare two sets of paper-protocol bench runs (``gcmoe_runtime.bench sweep`` folders) configuration by
 configuration: gc-moe's slowest-rank median per T, the change, and the new run's (a) / gc-moe ratio. Writes
-``compare.md`` and, where matplotlib is importable, ``compare.png`` into the new runs' folder. Each results folder
-keeps a small ``compare.py`` that calls :func:`compare` with its own pairs, so that its table can be rebuilt.
+``compare.md`` and, where matplotlib is importable, ``compare.png`` into the new runs' folder. Older results folders
+keep a small ``compare.py`` that calls :func:`compare` with their own pairs; newer ones give the command line in their
+README instead:
+
+    python3 ci/compare_paper_runs.py NEW_FOLDER --old-label "session 13" --new-label "session 15" --title "..." \
+        paper-glm-p2-routed=../2026-12-01-h200-x2-session13/paper-glm-p2-routed ...
 """
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -57,3 +62,26 @@ def compare(here: Path, prev: dict[str, str], old_label: str, new_label: str, ti
     fig.tight_layout()
     fig.savefig(here / "compare.png", dpi=110)
     return table
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("here", type=Path, help="the new runs' folder (compare.md / compare.png are written there)")
+    ap.add_argument("pairs", nargs="+", help="CONFIG=OLD: a configuration folder under HERE and the older run's "
+                                             "folder, relative to HERE")
+    ap.add_argument("--old-label", required=True)
+    ap.add_argument("--new-label", required=True)
+    ap.add_argument("--title", required=True)
+    a = ap.parse_args(argv)
+    prev = {}
+    for pair in a.pairs:
+        cfg, sep, old = pair.partition("=")
+        if not sep or not (a.here / cfg / "results.json").is_file() or not (a.here / old / "results.json").is_file():
+            ap.error(f"pair {pair!r}: expected CONFIG=OLD with a results.json in HERE/CONFIG and HERE/OLD")
+        prev[cfg] = old
+    print(compare(a.here, prev, a.old_label, a.new_label, a.title))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
