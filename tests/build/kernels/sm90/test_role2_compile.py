@@ -226,6 +226,41 @@ def test_pipelined_two_ctas_per_sm_fit_an_sm():
         assert waits * 8 <= lp.count("QGMMA"), (waits, lp.count("QGMMA"))
 
 
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_slab_groups_commit_one_group_per_step_and_slab(groups):
+    """``slab_groups``: each K128 step's MMAs are committed as two groups (one per 64-row slab, four chained wgmmas
+    each) instead of one; at 2 one group stays pending while the other slab is promoted (``wait_group 1`` between the
+    commits), at 1 every group is drained before the next slab's decode (only ``wait_group 0``). The BM 32 two-CTA
+    build this makes fit keeps its MMA loop spill-free with the wgmmas asynchronous (C7512 would fail the build);
+    bad values are refused by name."""
+    from gcmoe_build import sass
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.role2_devbuild import ACT2_EXPERIMENTS, compile_one
+    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
+
+    sfx, bm, ctas = ("_pp2ksag1", 32, 2) if groups == 1 else ("_ppksag", 64, 1)
+    kw = ACT2_EXPERIMENTS[sfx]
+    assert kw["slab_groups"] == groups and kw.get("ctas_per_sm", 1) == ctas
+    cfg = Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=bm, pipelined=True, **kw)
+    base = Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=bm, pipelined=True,
+                           **{k: v for k, v in kw.items() if k != "slab_groups"})
+    ptx, cubin, _ = compile_one(f"role2_w1_glm52_bm{bm}{sfx}", cfg)
+    ptx0, _, _ = compile_one(f"role2_w1_glm52_bm{bm}{sfx[:-1] if groups == 2 else sfx[:-2]}", base)
+    mma = ptx.count("wgmma.mma_async")
+    assert mma == ptx0.count("wgmma.mma_async")
+    assert ptx.count("wgmma.commit_group") == 2 * ptx0.count("wgmma.commit_group") == mma // 4
+    assert ("wgmma.wait_group.sync.aligned 1;" in ptx) == (groups == 2)
+    loops = sass.innermost_mma_loops(sass.disassemble(cubin))
+    assert loops and all(lp.count("STL", "LDL") == 0 for lp in loops)
+    assert cfg.smem_bytes <= cfg.smem_limit and cfg.stages >= 3
+    with pytest.raises(ValueError, match="slab_groups=3"):
+        Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=8, pipelined=True, slab_groups=3)
+    with pytest.raises(ValueError, match="slab_groups: .*pipelined=True"):
+        Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=8, pipelined=False, slab_groups=1)
+
 def test_activation_prefetch_config():
     """act_buffers = 2 splits the activation budget into two chunk buffers (shared memory unchanged where the chunk
     halves evenly), its bad values and the other session-9 knobs are refused by name, and the prefetching kernel
