@@ -355,22 +355,12 @@ def choose_tile(arch: str, tokens: int, *, ranks: int, top_k: int, experts: int,
                              compute_sms=compute_sms, candidates=cands)
 
 
-#: SM90 role4: the block size once the local tokens need several blocks (T above the largest candidate). Those calls
-#: run unsplit (more than SHARED_SPLIT_ROWS rows), so their W1 task count is blocks x 2I/256: at BM 64 GLM-5.2 T = 128
-#: has 32 W1 tasks for ~128 compute SMs, each a whole-K pass. Smaller blocks give more, shorter tasks; the blocks of one
-#: row tile run side by side, so their repeated weight reads mostly hit L2 (an A/B knob: ci/run_with_heuristics.py).
-SHARED_BLOCK_MAX_BM = 64
-
-
 def choose_shared_bm(tokens: int, candidates: Sequence[int] = SM90_BM_CANDIDATES) -> int:
     """SM90 role4 (shared experts) block size: a shared expert sees every local token, so there is no
-    routing spread; the smallest candidate holding all T tokens, and above the largest candidate (several blocks)
-    the largest one within SHARED_BLOCK_MAX_BM."""
+    routing spread; the smallest candidate holding all T tokens, the largest one (several blocks) above it."""
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
         raise ValueError(f"shared tile heuristic: tokens = {tokens!r} must be an integer >= 0")
     cands = _sorted_candidates(candidates, SM90_BM_CANDIDATES)
-    if max(tokens, 1) > cands[-1]:
-        return max((c for c in cands if c <= SHARED_BLOCK_MAX_BM), default=cands[0])
     return _pick_bm(float(max(tokens, 1)), cands)[0]
 
 
