@@ -102,13 +102,33 @@ def innermost_copy_loops(sass: str) -> list[Loop]:
     return _mma_loops(sass.splitlines(), *parse(sass), opcode="UBLKCP")
 
 
-def _mma_loops(lines: list[str], insns: list[Insn], labels: dict[str, int], opcode: str = "QGMMA") -> list[Loop]:
+def _backward_spans(lines: list[str], insns: list[Insn], labels: dict[str, int]) -> list[tuple[int, int]]:
+    """(target label line, branch line) of every backward branch: the loops, nested ones included."""
     spans = []
     for i in insns:
         if i.opcode == "BRA":
             m = _BRANCH.search(lines[i.line])
             if m and labels.get(m.group(1), i.line + 1) < i.line:
                 spans.append((labels[m.group(1)], i.line))
+    return spans
+
+
+def loop_spills(sass: str) -> list[tuple[int, int, int, int]]:
+    """Where the spills sit: (start line, end line, STL + LDL, QGMMA) of every loop holding either, outermost first
+    (a loop's counts include its inner loops'). Spills in a task loop but outside its chunk loops run once per task."""
+    lines = sass.splitlines()
+    insns, labels = parse(sass)
+    out = []
+    for a, e in sorted(set(_backward_spans(lines, insns, labels)), key=lambda sp: (sp[0], -sp[1])):
+        body = [i for i in insns if a <= i.line <= e]
+        sp, q = sum(1 for i in body if i.opcode in ("STL", "LDL")), sum(1 for i in body if i.opcode == "QGMMA")
+        if sp or q:
+            out.append((a, e, sp, q))
+    return out
+
+
+def _mma_loops(lines: list[str], insns: list[Insn], labels: dict[str, int], opcode: str = "QGMMA") -> list[Loop]:
+    spans = _backward_spans(lines, insns, labels)
     chosen = set()
     for q in (i for i in insns if i.opcode == opcode):
         holding = [sp for sp in spans if sp[0] <= q.line <= sp[1]]
@@ -165,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("bundle")
     ap.add_argument("--role", default="role2")
     ap.add_argument("--where", default="", help="comma-separated variant filters, e.g. bm=8,threads=384,ranks=2")
+    ap.add_argument("--loops", action="store_true", help="also list every loop holding spills or QGMMAs (loop_spills)")
     a = ap.parse_args(argv)
     where = dict(kv.split("=", 1) for kv in a.where.split(",") if kv)
     b = open_bundle(a.bundle)
@@ -180,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         loops = ", ".join(f"{n}/{q}" for n, q in s.mma_loops)
         print(f"| {label} | {s.qgmma} ({s.qgmma_register_a}) | {s.spill_ops} ({s.spill_ops_in_mma_loops}) "
               f"({s.spill_ops_in_copy_loops}) | {loops} |")
+        if a.loops:
+            for start, end, sp, q in loop_spills(disassemble(b.cubin(r.key))):
+                print(f"|   loop lines {start}-{end} | {q} QGMMA | {sp} STL+LDL | |")
     return 0
 
 

@@ -77,3 +77,25 @@ def test_copy_loops_on_a_handmade_listing():
 """
     loops = innermost_copy_loops(sass)
     assert len(loops) == 1 and loops[0].count("UBLKCP") == 1 and loops[0].count("STL", "LDL") == 1
+
+
+def test_loop_spills_on_a_handmade_listing():
+    """``loop_spills`` (``--loops``): every loop holding spills or QGMMAs, outermost first, counts including the inner
+    loops'; a loop with neither is left out, and so is a spill outside every loop."""
+    from gcmoe_build.sass import loop_spills
+
+    sass = """
+        /*0000*/                   STL [R1], R0 ;
+.L_x_1:
+        /*0010*/                   LDL R2, [R1] ;
+.L_x_2:
+        /*0020*/                   QGMMA.64x8x32.F32.E4M3.E4M3 R24, R88, gdesc[UR4], R24, gsb0 ;
+        /*0030*/              @!P0 BRA `(.L_x_2) ;
+        /*0040*/               @P1 BRA `(.L_x_1) ;
+.L_x_3:
+        /*0050*/                   IADD3 R4, R4, 0x1, RZ ;
+        /*0060*/               @P2 BRA `(.L_x_3) ;
+"""
+    loops = loop_spills(sass)
+    assert [(sp, q) for _, _, sp, q in loops] == [(1, 1), (0, 1)]
+    assert loops[0][0] < loops[1][0] and loops[1][1] < loops[0][1]
