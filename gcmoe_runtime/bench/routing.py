@@ -125,7 +125,7 @@ def build_point(shape: ModelShape, tokens_per_rank: int, layout: Layout, rank: i
         raise ValueError(f"experts E={shape.experts} not divisible by the EP degree {layout.ep}")
     if not 0 <= rank < layout.world:
         raise ValueError(f"rank {rank} outside world size {layout.world}")
-    T, k, ep = tokens_per_rank, shape.top_k, layout.ep
+    T, ep = tokens_per_rank, layout.ep
     ids, w = route(shape, ep * T, point_seed(seed, T))
     plan = _plan(ids, w, shape.experts // ep, T, layout, rank)
     return PointInputs(shape, T, layout, seed, ids, w, plan, own_token_lo=rank * T)

@@ -670,10 +670,8 @@ def stage_k128_step(cfg: Role2GemmConfig, smem, bar_off: int, stage_off: int, ns
     as ``cfg.stage_release`` says. ``lane``: the consumer's (warpgroup, thread in warpgroup, warp, g)."""
     step_of = gs if callable(gs) else (lambda: gs)
     wg, tw, warp, g = lane
-    release = None
-    if cfg.stage_release.startswith("decoded"):
-        def release():
-            _release_k128(smem, bar_off, ns, step_of())
+    release = ((lambda: _release_k128(smem, bar_off, ns, step_of())) if cfg.stage_release.startswith("decoded")
+               else None)
     return K128Step(lambda: _consume_k128(smem, bar_off, stage_off, ns, step_of(), wait_full, wg, tw, warp, g,
                                           cfg.stage_release), ascl, kl128, release,
                     EARLY_RELEASE_K32 if cfg.stage_release == "decoded_k32_2" else 3)
@@ -1113,7 +1111,6 @@ def build_role2_gemm(cfg: Role2GemmConfig):
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         expert = ld_global_s32(bexp + Int64(blk) * 4)
         ntok = ld_global_s32(bntok + Int64(blk) * 4)
-        tile_lin = Int64(expert) * NT + Int64(ntile)
         policy = evict_first_policy()
         if const_expr(PIPE):
             if tid == 0:
