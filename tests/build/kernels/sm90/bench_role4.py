@@ -44,7 +44,7 @@ def _setup(model: str):
     r4 = [r for r in loader.bundle.records if r.role == "role4"]
     gp = green.get_partition(0, r4[0].variant["dispatch_sms"])
     layout = WorkspaceLayout.build(LayoutSpec(
-        arch="sm_90a", world_size=1, num_experts=cfg.num_experts, topk=cfg.top_k, hidden=cfg.hidden,
+        arch="sm_90a", world_size=1, num_experts=cfg.num_experts, topk=cfg.topk, hidden=cfg.hidden,
         intermediate=cfg.intermediate, capacity=CAPACITY, bm_candidates=(8, 16, 32, 64), compute_sms=gp.compute_sms,
         shared_experts=True))
     ws = get_workspace(layout, None, 0)
