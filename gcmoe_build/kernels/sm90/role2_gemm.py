@@ -420,14 +420,16 @@ class K128Step:
 
 
 def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None, scale_word: int = 16,
-              fold: bool = True):
+              fold: bool = True, block_k128: bool = False):
     """One K128 step on its own (every MMA waited before returning): :func:`_mma_k128_steps` of one step."""
     _mma_k128_steps([K128Step(lambda: words, ascl, kl128)], acc, act_smem, bm, lag,
-                    a_regs=None if a_regs is None else (lambda step, q: a_regs(q)), scale_word=scale_word, fold=fold)
+                    a_regs=None if a_regs is None else (lambda step, q: a_regs(q)), scale_word=scale_word, fold=fold,
+                    block_k128=block_k128)
 
 
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
-                    overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0):
+                    overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
+                    block_k128: bool = False):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -451,14 +453,16 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     ``sw128``: the chunk is ``[K128][BM][128 B]`` in the 128-byte swizzle a tensor-map copy writes
     (``Role2GemmConfig.act_tma``), else ``[K16][BM][16 B]`` core matrices. ``slab_groups`` (chained per K128 only,
     ``Role2GemmConfig.slab_groups``): one commit group per (step, slab) instead of per step, that many in flight,
-    ``lag`` unused."""
+    ``lag`` unused. ``block_k128`` (``a_regs`` only): the weight scale is constant over each slab's K128 step (role4's
+    1x128x128 recipe, whose block code the host transform repeats to every row and K32 of its block): the four K32
+    MMAs chain on one partial and one FMA per K128 applies the scale of K32 0, as for FP4."""
     if not overlap and len(steps) > 1:
         for step in steps:
             _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled,
-                            sw128=sw128, slab_groups=slab_groups)
+                            sw128=sw128, slab_groups=slab_groups, block_k128=block_k128)
         return
     nd = bm // 2
-    per_k128 = a_regs is None and fold and steps[0].ascl.group == 128
+    per_k128 = (block_k128 if a_regs is not None else fold) and steps[0].ascl.group == 128
     r0 = (Int32(FOLD_LUT_WORDS[0]), Int32(FOLD_LUT_WORDS[1]))
 
     def slab_regs(step, q, sl):  # the 4 A registers of slab ``sl``, K32 ``q``: its codes through the folded table
@@ -490,6 +494,16 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
 
     def folded(ts):  # the token scales times the decode's 2**FOLD_LOG2, unless staging already applied it
         return ts if prescaled else [v * FOLD_SCALE for v in ts]
+
+    def block_scales(step, q):  # the UE8M0 weight scales of K32 ``q``'s rows (slab 0 row halves, slab 1): FP32
+        rs = []
+        for sl in range(2):
+            sw = step.words[scale_word + sl * 2 + q // 2]
+            for hh in range(2):
+                b = (sw >> (8 * ((q % 2) * 2 + hh))) & 0xFF
+                # the stored byte 133 + r is 2**(r+6): role4's FP8 wants that, the r = 0 FP4 table 2**(r+5)
+                rs.append(ue8m0_to_f32(b if a_regs is not None else b - 1))
+        return rs
 
     def fma(pa, pb, tsc, rs=None):
         for i in range(nd):
@@ -537,7 +551,11 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     if per_k128:
         def promote(done, pending: int):
             wgmma_wait(pending)
-            fma(*done[0], folded(done[1].ascl[0]))
+            (pa, pb), step = done
+            if a_regs is None:
+                fma(pa, pb, folded(step.ascl[0]))
+            else:
+                fma(pa, pb, step.ascl[0], block_scales(step, 0))
 
         done = None  # (partials, step) of the previous step, its group still pending
         for step in steps:
@@ -577,13 +595,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             pa, pb = parts[p]
             if a_regs is None and fold:
                 fma(pa, pb, folded(step.ascl[q]))
-            else:  # the stored byte 133 + r is 2**(r+6): role4's FP8 wants that, the r = 0 FP4 table 2**(r+5)
-                rs = []
-                for sl in range(2):
-                    sw = step.words[scale_word + sl * 2 + q // 2]
-                    for hh in range(2):
-                        b = (sw >> (8 * ((q % 2) * 2 + hh))) & 0xFF
-                        rs.append(ue8m0_to_f32(b if a_regs is not None else b - 1))
+            else:
+                rs = block_scales(step, q)  # before the token scales' loads: the order the shipped builds have
                 fma(pa, pb, step.ascl[q], rs)
                 if q == 3 and step.release is not None:  # its scale words were read until now
                     step.release()

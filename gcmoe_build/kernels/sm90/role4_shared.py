@@ -13,8 +13,8 @@ W2 of the shared expert in one task stream, numerics exactly those of ``gcmoe_ru
   no-swizzle staging and descriptors). Each K32 partial is FMA'd into the FP32 accumulator with
   ``weight_scale[row, K32] * act_scale[token]`` — role2's per-K32 scale path. Both shared recipes run
   through it: the host transform repeats a 1x128x128 block code to every row/K32 of its block (exact), so
-  the kernel code is the same for 1x128x128 and 1x1x32. (Next step, measured: for 1x128x128 W1 the scale is
-  constant over a K128 step, so four accumulating wgmma + one FMA per K128 would do.)
+  the per-K32 code serves 1x128x128 and 1x1x32 alike; for 1x128x128 the scale is constant over each slab's K128
+  step, so that build chains the four K32 wgmma and FMAs once per K128 (``Role4Config.block_k128``, session 15).
 * **W1 epilogue** (role2's, without routing weight or expert factor): BF16 round, clamp, SwiGLU, amax over
   the task's 128 I-columns (``role2_gemm.L2_SCALE_GROUP``), UE8M0 scale, E4M3 -> ``shared_l2_x[t][I]``,
   ``shared_l2_sf[t][I/128]``; then
@@ -110,6 +110,8 @@ class Role4Config:
         if rs not in RECIPES:
             raise ValueError(f"role4: recipe_shared={rs!r}; built: {sorted(RECIPES)}")
         self.recipe = RECIPES[rs]
+        #: the weight scale is one per 128 x 128 block, so constant over a slab's K128 step: chain per K128
+        self.block_k128 = self.recipe == RECIPES["1x128x128"]
         if self.topk + 1 > 32:
             raise ValueError(f"role4: top_k={self.topk}: k + 1 must be <= 32 (combine slots)")
         if self.inter % 256:
@@ -258,7 +260,7 @@ def _trace_parts(cfg):
                     load_k128_fp8(wbuf, 1 - h, nxt, wbases, sbases)
                     words = [wbuf[h * WORDS_PER_STAGE + r] for r in range(WORDS_PER_STAGE)]
                     ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
-                    k128_mma_fp8(words, ascl, acc, smem + ACT_OFF, kl128, BM, mc.lag)
+                    k128_mma_fp8(words, ascl, acc, smem + ACT_OFF, kl128, BM, mc.lag, cfg.block_k128)
 
     @cute.jit
     def split_reduce(max_split: cutlass.Constexpr, smem: Int32, ctid: Int32, acc: cute.Tensor, nsplit: Int32,

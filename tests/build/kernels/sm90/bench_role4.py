@@ -2,8 +2,8 @@
 block size BM, from a shipped bundle through the runtime's loader only (green partition, single-rank workspace), as
 the layer launches it.
 
-``python3 tests/build/kernels/sm90/bench_role4.py [--model glm-5.2] [--tokens 1,8,64,128,256] [--bms 16,32,64]
-[--json OUT.json]`` on the GPU machine. Per (T, BM): the median over ``--reps`` single launches on the compute
+``python3 tests/build/kernels/sm90/bench_role4.py [--model glm-5.2] [--bundle B.gcmoe] [--tokens 1,8,64,128,256]
+[--bms 16,32,64] [--json OUT.json]`` (default bundle: the shipped one) on the GPU machine. Per (T, BM): the median over ``--reps`` single launches on the compute
 stream, each after an L2 flush (256 MiB written: in the layer role2 streams gigabytes between two role4 calls, so the
 shared weights, less than the H200's L2, come from HBM), timed with CUDA events around the launch. ``*`` marks the BM
 the runtime picks (``heuristics.choose_shared_bm``); ``--bms`` adds other compiled BMs for T above the largest
@@ -27,7 +27,7 @@ CAPACITY = 256  # targets[].capacity of every shipped manifest
 TIMEOUT_NS = 5_000_000_000
 
 
-def _setup(model: str):
+def _setup(model: str, bundle: str):
     import torch
 
     from gcmoe_runtime import green
@@ -40,7 +40,7 @@ def _setup(model: str):
 
     cfg = PRESETS[model]
     torch.cuda.set_device(0)
-    loader = KernelLoader.open(str(ROOT / "results" / "operator" / "bundles" / f"{model}-sm90a.gcmoe"))
+    loader = KernelLoader.open(bundle or str(ROOT / "results" / "operator" / "bundles" / f"{model}-sm90a.gcmoe"))
     r4 = [r for r in loader.bundle.records if r.role == "role4"]
     gp = green.get_partition(0, r4[0].variant["dispatch_sms"])
     layout = WorkspaceLayout.build(LayoutSpec(
@@ -72,12 +72,13 @@ def main():
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="glm-5.2")
+    ap.add_argument("--bundle", default="", help="default: results/operator/bundles/<model>-sm90a.gcmoe")
     ap.add_argument("--tokens", default="1,8,64,128,256")
     ap.add_argument("--bms", default="", help="other compiled BMs to time above the largest candidate")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--json")
     a = ap.parse_args()
-    loader, gp, ws, sw, bms, nbytes = _setup(a.model)
+    loader, gp, ws, sw, bms, nbytes = _setup(a.model, a.bundle)
     trap = TrapRecord()
     bw = stream_read_bw(torch)
     flush = torch.empty(256 * 1024 ** 2, dtype=torch.uint8, device="cuda")

@@ -46,11 +46,24 @@ def test_every_test_tiny_variant_compiles(role4_arts):
 
 def test_register_a_e4m3_wgmma_with_bm_tokens(role4_arts):
     """Operands swapped: A = 4 registers of FP8 weight bytes (rows), B = shared descriptor (BM tokens); per
-    K128 step 4 K32 x 2 slabs, for W1 and for W2: 32 wgmma in the code; all with scale-d false (per-K32 scales)."""
+    K128 step 4 K32 x 2 slabs, for W1 and for W2: 32 wgmma in the code. The test model's 1x128x128 recipe has one weight
+    scale per slab and K128 step, so its K32 MMAs chain per K128 (``Role4Config.block_k128``): one commit group per
+    step (4 in the code), 24 of the 32 wgmma continuing a partial (scale-d true); the 1x1x32 build keeps a fresh partial
+    per K32 (16 groups, scale-d false throughout)."""
+    from dataclasses import replace
+
+    from gcmoe_build.compile import compile_variant
+    from gcmoe_build.variants import FrozenParams
+
     for bm, art in role4_arts.items():
         mmas = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k32\.f32\.e4m3\.e4m3 \{[^}]*\}, "
                           r"\{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, p, 1, 1;", art.ptx)
         assert len(mmas) == 32 and all(int(m) == bm for m in mmas), (bm, len(mmas))
+        assert art.ptx.count("wgmma.commit_group.sync.aligned") == 4 and art.ptx.count("setp.ne.b32 p, 1, 0") == 24
+    v = next(v for v in _role4_variants() if v.params["bm"] == 16)
+    per_k32 = compile_variant(replace(v, params=FrozenParams({**dict(v.params), "recipe_shared": "1x1x32"})))
+    assert per_k32.ptx.count("wgmma.commit_group.sync.aligned") == 16 and "setp.ne.b32 p, 1, 0" not in per_k32.ptx
+    for art in [*role4_arts.values(), per_k32]:
         assert "wgmma.fence.sync.aligned" in art.ptx and "wgmma.commit_group.sync.aligned" in art.ptx
         assert "fence.proxy.async.shared::cta" in art.ptx
         # FP8 weights: read-only 16-byte loads, no FP4 decode (the role2 decoder's prmt tables)

@@ -1,8 +1,9 @@
 """GPU: role4, the SM90 fused shared expert, from a gcmoe-build bundle through the runtime only
 (loader, green partition, single-rank workspace), against the numerics reference's shared-expert partial.
 
-1. ``test_role4_alone``: for both shared recipes (1x128x128 and 1x1x32: same cubin, the host transform differs),
-   every compiled BM and T in {0, 1, 5, 8, 37, 64, 129, 256}: the whole combine buffer is poisoned (0xFFFF = BF16
+1. ``test_role4_alone``: for each shared recipe the bundle has a role4 build of (1x128x128 chains its K32 MMAs per
+   K128, 1x1x32 scales each K32: session 15; the test model's bundle holds 1x128x128, DSV-4.1-Flash's 1x1x32 build runs
+   in the layer suite), every compiled BM and T in {0, 1, 5, 8, 37, 64, 129, 256}: the whole combine buffer is poisoned (0xFFFF = BF16
    NaN) before every launch; afterwards lane k rows < T hold the shared partial (rel. L2 < 1e-2 against
    ``reference_moe_forward(..., shared=...)[1][:, k]``), every other lane and every row >= T is still poison,
    the intermediate ``shared_l2_x/_sf`` matches reference steps 3-4 (E4M3 bytes / UE8M0 codes, < 2% / < 1%
@@ -92,7 +93,13 @@ def test_role4_alone(setup, recipe):
     from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
     from gcmoe_runtime.numerics.transforms_sm90_shared import transform_shared_sm90
 
+    from gcmoe_build.kernels.sm90.role4_shared import RECIPES
+
     s = setup
+    name = next(n for n, r in RECIPES.items() if r == recipe)
+    built = {r.variant["recipe_shared"] for r in s.loader.bundle.records if r.role == "role4"}
+    if name not in built:
+        pytest.skip(f"{BUNDLE.name} holds role4 for recipe {sorted(built)} only, not {name}")
     q1, s1, q2, s2 = _weights(recipe, seed=5)
     sw = transform_shared_sm90(q1.cuda(), s1.cuda(), q2.cuda(), s2.cuda(), recipe)
     shared = SharedWeights(q1.cuda(), s1.cuda(), q2.cuda(), s2.cuda(), recipe)
@@ -105,7 +112,7 @@ def test_role4_alone(setup, recipe):
     gen = torch.Generator(device="cuda").manual_seed(7)
     report = []
     for bm in s.bms:
-        lk = s.loader.kernel("role4", arch="sm_90a", bm=bm)
+        lk = s.loader.kernel("role4", arch="sm_90a", bm=bm, recipe_shared=name)
         for T in TOKENS:
             x = torch.randn((CAP, H), generator=gen, device="cuda") * 3.0
             xq, xs = quantize_e4m3_fp32_k128(x)
