@@ -18,3 +18,16 @@ def test_new_against_base_pooled_over_runs(ci_tool, tmp_path, capsys):
     tool.main([f"{a},{b}", "ks", "kef"])
     out = capsys.readouterr().out
     assert "-10.0%" in out and "+10.0%" in out
+
+
+def test_shares_pool_the_runs(ci_tool, tmp_path):
+    """``shares`` (what ``--plot`` draws): each variant's mean W1 / W2 share of its run's read bandwidth per point."""
+    tool = ci_tool("kernel_ab")
+    rows = lambda w1, w2: {"rows": [dict(shape="glm52", variant="_pp2ksa", tokens_per_expert=16, bm=16,  # noqa: E731
+                                         w1_us=1.0, w2_us=1.0, w1_frac_bw=w1, w2_frac_bw=w2)]}
+    (tmp_path / "a.json").write_text(json.dumps(rows(0.8, 0.7)))
+    (tmp_path / "b.json").write_text(json.dumps(rows(0.9, 0.6)))
+    sh = tool.shares([str(tmp_path / "a.json"), str(tmp_path / "b.json")])
+    assert list(sh) == [("glm52", "_pp2ksa", 16, 16)]
+    w1, w2 = sh[("glm52", "_pp2ksa", 16, 16)]
+    assert abs(w1 - 0.85) < 1e-12 and abs(w2 - 0.65) < 1e-12
