@@ -1,8 +1,7 @@
 """Compare two sets of paper-protocol bench runs (``gcmoe_runtime.bench sweep`` folders) configuration by
 configuration: gc-moe's slowest-rank median per T, the change, and the new run's (a) / gc-moe ratio. Writes
-``compare.md`` and, where matplotlib is importable, ``compare.png`` into the new runs' folder. Older results folders
-keep a small ``compare.py`` that calls :func:`compare` with their own pairs; newer ones give the command line in their
-README instead:
+``compare.md`` and, where matplotlib is importable, ``compare.png`` into the new runs' folder. Each results folder's
+README gives the command line that wrote its comparison:
 
     python3 ci/compare_paper_runs.py NEW_FOLDER --old-label "session 13" --new-label "session 15" --title "..." \
         paper-glm-p2-routed=../2026-12-01-h200-x2-session13/paper-glm-p2-routed ...
