@@ -84,6 +84,10 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     # ... one group at a time: BM 32 at two CTAs per SM (the only two-CTA experiment built at BM 32)
                     "_pp2ksag1": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, slab_groups=1),
+                    # ... each warpgroup's two slabs one after the other over K: BM 64 at two CTAs per SM (session 16:
+                    # Role2GemmConfig.slab_passes; built at BM 32 / 64)
+                    "_pp2ksap": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
+                                     staged_fold_scale=True, signal_warp=True, act_tma=True, slab_passes=2),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),
@@ -102,7 +106,10 @@ def configs(shapes, experiments: bool = False):
             h, i = SHAPES[sh]
             for bm in BMS:
                 for sfx, kw in ACT2_EXPERIMENTS.items():
-                    if kw.get("ctas_per_sm", 1) == 2 and bm > (32 if kw.get("slab_groups") == 1 else 16):
+                    if kw.get("ctas_per_sm", 1) == 2 and bm > (64 if kw.get("slab_passes") == 2 else
+                                                               32 if kw.get("slab_groups") == 1 else 16):
+                        continue
+                    if kw.get("slab_passes") == 2 and bm < 32:
                         continue
                     for mode, k, rows in (("w1", h, 2 * i), ("w2", i, h)):
                         try:
@@ -200,7 +207,7 @@ def main(argv=None):
                        "persistent": "_pp" in name, "dynamic_tasks": cfg.dynamic_tasks,
                        "task_records": cfg.task_records, "w2_early_release": cfg.w2_early_release,
                        "staged_fold_scale": cfg.staged_fold_scale, "signal_warp": cfg.signal_warp,
-                       "act_tma": cfg.act_tma, "slab_groups": cfg.slab_groups,
+                       "act_tma": cfg.act_tma, "slab_groups": cfg.slab_groups, "slab_passes": cfg.slab_passes,
                        "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
                        "mma_steps_per_call": cfg.mma_steps_per_call,

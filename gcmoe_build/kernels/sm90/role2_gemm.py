@@ -63,7 +63,7 @@ from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_wait_
                       ld_shared_u64, ld_shared_v2, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx, mbar_init,
                       mbar_init_fence, mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4, st_shared_f32,
                       st_shared_u64, st_shared_u8, st_shared_v4, fence_proxy_async_global, tma_load_2d)
-from .ring_sync import st_shared_u16
+from .ring_sync import ld_shared_b32, st_shared_b32, st_shared_u16
 from .task_queue import TASK_SLOTS_BYTES
 from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, min_u32, sel_f32, shfl_bfly_f32, sigmoid, to_bf16_bits,
                          to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
@@ -186,6 +186,12 @@ class Role2GemmConfig:
     #: 1: each slab's group is drained and promoted before the next slab is decoded, so one slab's partial and A
     #: registers are live, not two: what lets BM 32 fit the 104 registers of two CTAs per SM
     slab_groups: int = 0
+    #: persistent pipelined kernels: 2 = each consumer warpgroup multiplies its two 64-row slabs one after the other,
+    #: each over the whole K (a task runs the K loop twice, the producer streams stages of the pass's two slabs, 8.5 KB
+    #: each), so one slab's accumulators, partial and A registers are live, not two: what lets BM 64 fit the 104
+    #: registers of two CTAs per SM. Pass 0's epilogue values wait in shared memory (:attr:`stash_bytes`): W1's
+    #: SwiGLU outputs (the task's amax group spans both passes), W2's BF16 rows. The activation chunks are read twice.
+    slab_passes: int = 1
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -227,6 +233,13 @@ class Role2GemmConfig:
             raise ValueError("role2 slab_groups: the per-slab commit groups chain a K128 step on one partial, which "
                              "the folded FP4 decode of the pipelined kernel gives, so pipelined=True, "
                              "fold_scales=True")
+        if self.slab_passes not in (1, 2):
+            raise ValueError(f"role2 slab_passes={self.slab_passes}: must be 1 or 2")
+        if self.slab_passes == 2 and not (self.pipelined and self.fold_scales and self.act_buffers == 2
+                                          and not self.slab_groups and self.mma_steps_per_call == 2):
+            raise ValueError("role2 slab_passes=2: one slab per warpgroup and pass, chained per K128 from the "
+                             "producer's stages, so pipelined=True, fold_scales=True, act_buffers=2, slab_groups=0, "
+                             "mma_steps_per_call=2")
         if self.act_buffers not in (1, 2):
             raise ValueError(f"role2 act_buffers={self.act_buffers}: must be 1 or 2")
         if self.kc % (128 * self.mma_steps_per_call):
@@ -288,7 +301,25 @@ class Role2GemmConfig:
     @property
     def misc_bytes(self) -> int:
         epi = 4 * self.bm * 16  # amax partials: 4 slabs x 4 warps per token
-        return self.act_buffers * (self.act_buffer_bytes + self.asc_buffer_bytes) + epi + self.act_bar_bytes
+        return (self.act_buffers * (self.act_buffer_bytes + self.asc_buffer_bytes) + epi + self.act_bar_bytes
+                + self.stash_bytes)
+
+    @property
+    def slabs_per_pass(self) -> int:
+        """64-row slabs each consumer warpgroup multiplies at once (:attr:`slab_passes`)."""
+        return 2 // self.slab_passes
+
+    @property
+    def stage_bytes(self) -> int:
+        """One weight stage: the code tiles (4 KB) and UE8M0 scale tiles (256 B) of one K128 step of the slabs of
+        a pass (:data:`STAGE_BYTES` for all four)."""
+        return STAGE_BYTES * self.slabs_per_pass // 2
+
+    @property
+    def stash_bytes(self) -> int:
+        """Shared memory for pass 0's epilogue values (:attr:`slab_passes` = 2; the end of :attr:`misc_bytes`):
+        BM / 4 FP32 SwiGLU outputs (W1) or BM / 2 BF16 rows (W2) per consumer thread, ``[value][thread]``."""
+        return CONSUMER_THREADS * self.bm if self.slab_passes == 2 else 0
 
     @property
     def act_bar_bytes(self) -> int:
@@ -329,7 +360,7 @@ class Role2GemmConfig:
             return 0
         free = (self.smem_limit - 1024 - self.misc_bytes - 2 * 8 * MAX_STAGES
                 - self.queue_bytes)
-        return max(2, min(MAX_STAGES, free // STAGE_BYTES))
+        return max(2, min(MAX_STAGES, free // self.stage_bytes))
 
     @property
     def queue_bytes(self) -> int:
@@ -340,7 +371,7 @@ class Role2GemmConfig:
     def smem_bytes(self) -> int:
         if not self.pipelined:
             return self.misc_bytes
-        return (1024 * ((self.misc_bytes + 1023) // 1024) + self.stages * STAGE_BYTES + 2 * 8 * self.stages
+        return (1024 * ((self.misc_bytes + 1023) // 1024) + self.stages * self.stage_bytes + 2 * 8 * self.stages
                 + self.queue_bytes)
 
     @property
@@ -429,7 +460,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
-                    block_k128: bool = False):
+                    block_k128: bool = False, nslab: int = 2):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -455,11 +486,13 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     ``Role2GemmConfig.slab_groups``): one commit group per (step, slab) instead of per step, that many in flight,
     ``lag`` unused. ``block_k128`` (``a_regs`` only): the weight scale is constant over each slab's K128 step (role4's
     1x128x128 recipe, whose block code the host transform repeats to every row and K32 of its block): the four K32
-    MMAs chain on one partial and one FMA per K128 applies the scale of K32 0, as for FP4."""
+    MMAs chain on one partial and one FMA per K128 applies the scale of K32 0, as for FP4. ``nslab`` (FP4 only): the
+    warpgroup's slabs in this call, 1 with ``Role2GemmConfig.slab_passes = 2``: a step's words are then that slab's
+    8 code words and 2 scale words, one wgmma per K32, ``acc`` holds that slab's BM / 2 values."""
     if not overlap and len(steps) > 1:
         for step in steps:
             _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled,
-                            sw128=sw128, slab_groups=slab_groups, block_k128=block_k128)
+                            sw128=sw128, slab_groups=slab_groups, block_k128=block_k128, nslab=nslab)
         return
     nd = bm // 2
     per_k128 = (block_k128 if a_regs is not None else fold) and steps[0].ascl.group == 128
@@ -467,7 +500,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
 
     def slab_regs(step, q, sl):  # the 4 A registers of slab ``sl``, K32 ``q``: its codes through the folded table
         words = step.words
-        sw = words[16 + sl * 2 + q // 2]
+        sw = words[8 * nslab + sl * 2 + q // 2]
         luts = [fold_lut(byte_of(sw, (q % 2) * 2 + hh)) if fold else r0 for hh in range(2)]
         a = []
         for r in range(2):
@@ -479,18 +512,18 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     def regs(step, q):
         if a_regs is not None:
             return a_regs(step, q)
-        return slab_regs(step, q, 0) + slab_regs(step, q, 1)
+        return [r for sl in range(nslab) for r in slab_regs(step, q, sl)]
 
     def b_desc(step, q):
         if sw128:
             return smem_desc_sw128(act_smem + step.kl128 * bm * 128 + q * 32)
         return smem_desc(act_smem + (step.kl128 * 8 + q * 2) * bm * 16, bm * 16, 128)
 
-    def issue(step, q, pa, pb):
+    def issue(step, q, parts):  # one wgmma per slab, chained on ``parts`` (None: fresh partials)
         a = regs(step, q)
         desc = b_desc(step, q)
         wgmma_fence()
-        return wgmma_rs_e4m3(bm, a[0:4], desc, pa), wgmma_rs_e4m3(bm, a[4:8], desc, pb)
+        return tuple(wgmma_rs_e4m3(bm, a[4 * sl:4 * sl + 4], desc, parts[sl]) for sl in range(nslab))
 
     def folded(ts):  # the token scales times the decode's 2**FOLD_LOG2, unless staging already applied it
         return ts if prescaled else [v * FOLD_SCALE for v in ts]
@@ -505,13 +538,13 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                 rs.append(ue8m0_to_f32(b if a_regs is not None else b - 1))
         return rs
 
-    def fma(pa, pb, tsc, rs=None):
+    def fma(parts, tsc, rs=None):
         for i in range(nd):
             ts = tsc[(i >> 2) * 2 + (i & 1)]
             hrow = (i >> 1) & 1
-            sa, sb = (ts, ts) if rs is None else (rs[hrow] * ts, rs[2 + hrow] * ts)
-            acc[i] = acc[i] + fence_f32(pa[i]) * sa
-            acc[nd + i] = acc[nd + i] + fence_f32(pb[i]) * sb
+            sc = [ts if rs is None else rs[2 * sl + hrow] * ts for sl in range(nslab)]
+            for sl in range(nslab):
+                acc[sl * nd + i] = acc[sl * nd + i] + fence_f32(parts[sl][i]) * sc[sl]
 
     if per_k128 and slab_groups:
         # Groups in the order (step 0, slab 0), (step 0, slab 1), (step 1, slab 0), ...: before a group is issued,
@@ -551,17 +584,17 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     if per_k128:
         def promote(done, pending: int):
             wgmma_wait(pending)
-            (pa, pb), step = done
+            parts, step = done
             if a_regs is None:
-                fma(pa, pb, folded(step.ascl[0]))
+                fma(parts, folded(step.ascl[0]))
             else:
-                fma(pa, pb, step.ascl[0], block_scales(step, 0))
+                fma(parts, step.ascl[0], block_scales(step, 0))
 
         done = None  # (partials, step) of the previous step, its group still pending
         for step in steps:
-            pa = pb = None
+            parts = (None,) * nslab
             for q in range(4):
-                pa, pb = issue(step, q, pa, pb)
+                parts = issue(step, q, parts)
                 if q == step.release_q and step.release is not None:
                     step.release()
             wgmma_commit()
@@ -569,7 +602,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                 step.issued()
             if done is not None:
                 promote(done, 1)
-            done = ((pa, pb), step)
+            done = (parts, step)
             if lag == 0:  # no room for a second partial set (BM 64): drain each step
                 promote(done, 0)
                 done = None
@@ -582,7 +615,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     parts = [None] * n
     for u in range(n + lag):
         if u < n:
-            parts[u] = issue(steps[u // 4], u % 4, None, None)
+            parts[u] = issue(steps[u // 4], u % 4, (None,) * nslab)
             if u % 4 == steps[u // 4].release_q and steps[u // 4].release is not None and a_regs is None and fold:
                 steps[u // 4].release()
             wgmma_commit()
@@ -592,12 +625,11 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             p = u - lag
             wgmma_wait(min(u, n - 1) - p)  # groups newer than p that may stay pending
             step, q = steps[p // 4], p % 4
-            pa, pb = parts[p]
             if a_regs is None and fold:
-                fma(pa, pb, folded(step.ascl[q]))
+                fma(parts[p], folded(step.ascl[q]))
             else:
                 rs = block_scales(step, q)  # before the token scales' loads: the order the shipped builds have
-                fma(pa, pb, step.ascl[q], rs)
+                fma(parts[p], step.ascl[q], rs)
                 if q == 3 and step.release is not None:  # its scale words were read until now
                     step.release()
 
@@ -611,28 +643,31 @@ def _consumer_lane(ctid):
     return wg, warp, lane // 4, lane % 4, ctid % 128
 
 
-def _issue_k128_stage(smem, bar_off: int, stage_off: int, s, w, ws, slab0, nk, kb, policy):
-    """Producer: arm full barrier ``s`` for one K128 stage and bulk-copy its 4 slabs' code tiles
-    (4096 B each) and scale tiles (256 B each) into stage ``s``. ``slab0``: the task's first 64-row
-    slab (expert * slabs + tile * 4), ``nk``: K128 steps per slab, ``kb``: this step."""
+def _issue_k128_stage(smem, bar_off: int, stage_off: int, s, w, ws, slab0, nk, kb, policy, nsl: int = 4,
+                      sstride: int = 1):
+    """Producer: arm full barrier ``s`` for one K128 stage and bulk-copy the code tiles (4096 B each) and scale
+    tiles (256 B each) of ``nsl`` slabs ``slab0 + j * sstride`` into stage ``s`` (codes, then scales, in that order).
+    ``slab0``: the first 64-row slab (expert * slabs + tile * 4 [+ pass]), ``nk``: K128 steps per slab, ``kb``: this
+    step. All four slabs of the task (the default), or with ``Role2GemmConfig.slab_passes = 2`` the pass's two."""
     full = smem + bar_off + 8 * s
-    mbar_arrive_expect_tx(full, STAGE_BYTES)
-    dst = smem + stage_off + s * STAGE_BYTES
-    for sl4 in range(4):  # the CTA's 4 slabs of 64 rows
-        tile = (slab0 + sl4) * nk + Int64(kb)
-        bulk_copy_g2s(dst + sl4 * 4096, w + tile * 4096, 4096, full, policy)
-        bulk_copy_g2s(dst + 16384 + sl4 * 256, ws + tile * 256, 256, full, policy)
+    nbytes = nsl * (4096 + 256)
+    mbar_arrive_expect_tx(full, nbytes)
+    dst = smem + stage_off + s * nbytes
+    for j in range(nsl):  # plain Python: unrolled at trace time
+        tile = (slab0 + j * sstride) * nk + Int64(kb)
+        bulk_copy_g2s(dst + j * 4096, w + tile * 4096, 4096, full, policy)
+        bulk_copy_g2s(dst + nsl * 4096 + j * 256, ws + tile * 256, 256, full, policy)
 
 
-def _read_k128_stage(stage, wg, tw, warp, g):
-    """Consumer: this thread's 20 words of a shared-memory K128 stage, in :func:`_k128_mma`'s order
-    (slab 0 / slab 1 codes, 16 B each half, then slab 0 / slab 1 UE8M0 scales, 8 B each)."""
+def _read_k128_stage(stage, wg, tw, warp, g, nslab: int = 2):
+    """Consumer: this thread's words of a shared-memory K128 stage (``nslab`` slabs per warpgroup), in
+    :func:`_mma_k128_steps`' order (each slab's codes, 16 B each half, then each slab's UE8M0 scales, 8 B each)."""
     words = []
-    for sl in range(2):
+    for sl in range(nslab):
         for h2 in range(2):
-            words.extend(ld_shared_v4(stage + (wg * 2 + sl) * 4096 + tw * 32 + 16 * h2))
-    for sl in range(2):
-        words.extend(ld_shared_v2(stage + 16384 + (wg * 2 + sl) * 256 + (warp * 8 + g) * 8))
+            words.extend(ld_shared_v4(stage + (wg * nslab + sl) * 4096 + tw * 32 + 16 * h2))
+    for sl in range(nslab):
+        words.extend(ld_shared_v2(stage + 2 * nslab * 4096 + (wg * nslab + sl) * 256 + (warp * 8 + g) * 8))
     return words
 
 
@@ -647,23 +682,26 @@ def _init_stage_barriers(smem, bar_off: int, ns: int):
 
 
 @cute.jit
-def _produce_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_empty, w, ws, slab0, nk, kb, policy):
+def _produce_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_empty, w, ws, slab0, nk, kb, policy,
+                  nsl: int = 4, sstride: int = 1):
     """Producer, stream step ``gs`` (stage ``gs % ns``): once the stage has been used, wait for its empty
     barrier (``wait_empty(bar, parity)``, a bounded wait), then :func:`_issue_k128_stage` for K128 ``kb``."""
     s = gs % ns
     use = gs // ns
     if gs >= ns:
         wait_empty(smem + bar_off + 8 * (ns + s), (use - 1) & 1)
-    _issue_k128_stage(smem, bar_off, stage_off, s, w, ws, slab0, nk, kb, policy)
+    _issue_k128_stage(smem, bar_off, stage_off, s, w, ws, slab0, nk, kb, policy, nsl, sstride)
 
 
-def _consume_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_full, wg, tw, warp, g, release: str):
+def _consume_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_full, wg, tw, warp, g, release: str,
+                  nslab: int = 2):
     """Consumer, stream step ``gs``: wait for the stage's full barrier (``wait_full(bar, parity)``), read
-    this thread's 20 words (:func:`_read_k128_stage`) and, unless ``release`` (Role2GemmConfig.stage_release) is
-    "decoded" (then :func:`_release_k128` after the step's MMAs), arrive on the empty barrier. Returns the words."""
+    this thread's words of its ``nslab`` slabs (:func:`_read_k128_stage`) and, unless ``release``
+    (Role2GemmConfig.stage_release) is "decoded" (then :func:`_release_k128` after the step's MMAs), arrive on the
+    empty barrier. Returns the words."""
     s = gs % ns
     wait_full(smem + bar_off + 8 * s, (gs // ns) & 1)
-    words = _read_k128_stage(smem + stage_off + s * STAGE_BYTES, wg, tw, warp, g)
+    words = _read_k128_stage(smem + stage_off + s * (STAGE_BYTES * nslab // 2), wg, tw, warp, g, nslab)
     if release == "fence":
         fence_proxy_async_shared()
     if not release.startswith("decoded"):
@@ -686,7 +724,7 @@ def stage_k128_step(cfg: Role2GemmConfig, smem, bar_off: int, stage_off: int, ns
     release = ((lambda: _release_k128(smem, bar_off, ns, step_of())) if cfg.stage_release.startswith("decoded")
                else None)
     return K128Step(lambda: _consume_k128(smem, bar_off, stage_off, ns, step_of(), wait_full, wg, tw, warp, g,
-                                          cfg.stage_release), ascl, kl128, release,
+                                          cfg.stage_release, cfg.slabs_per_pass), ascl, kl128, release,
                     EARLY_RELEASE_K32 if cfg.stage_release == "decoded_k32_2" else 3)
 
 
@@ -955,7 +993,7 @@ def w1_stage_bytes(bm: int) -> int:
 
 @cute.jit
 def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg, warp, g, t, rw_addr, q_addr,
-                 sf_addr, bm: int, alpha: float, clamp: float):
+                 sf_addr, bm: int, alpha: float, clamp: float, part: int = 0, stash_off: int = 0):
     """W1 epilogue of one 256-row task (numerics reference steps 3-4), inlined into the calling kernel; every
     consumer thread calls it once the task's MMAs are waited.
 
@@ -972,17 +1010,22 @@ def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg,
     ``rw_addr(n)``: routing weight of token n (loaded once per token), ``q_addr(n, col)``: its E4M3 output byte of
     I-column ``col`` (16-byte aligned at ``col % 16 == 0``), ``sf_addr(n, grp)``: its UE8M0 scale byte of scale group
     ``grp`` (= ``tile``). ``efac=None`` / ``rw_addr=None`` (role4's shared expert): no expert factor / routing
-    weight, the multiply is not emitted at all."""
+    weight, the multiply is not emitted at all.
+
+    ``part`` (``Role2GemmConfig.slab_passes = 2``: ``acc`` holds one slab): 1 after pass 0, the warpgroup's first
+    slab: its values and amax partials only, the values into the stash at ``stash_off`` (``[value][thread]`` FP32);
+    2 after pass 1: the second slab's, then the rest with the first slab's values from the stash. 0: both slabs."""
     nd = bm // 2
     ctid = wg * 128 + warp * 32 + g * 4 + t
     ys = []
     rws = {}  # token (as its (i >> 2, i & 1)) -> routing weight: one load for both slabs
-    for sl in cutlass.range_constexpr(2):
+    own = (0, 1) if part == 0 else ((0,) if part == 1 else (1,))  # the slabs in acc, in its order
+    for pos, sl in enumerate(own):  # plain Python: unrolled at trace time
         for i in cutlass.range_constexpr(nd):
             if const_expr((i >> 1) & 1 == 0):
                 n = 8 * (i >> 2) + 2 * t + (i & 1)
                 key = (i >> 2, i & 1)
-                gv, uv = acc[sl * nd + i], acc[sl * nd + i + 2]
+                gv, uv = acc[pos * nd + i], acc[pos * nd + i + 2]
                 if const_expr(rw_addr is not None and key not in rws):
                     rws[key] = ld_global_f32(rw_addr(n))
                 if const_expr(efac is not None):
@@ -1000,6 +1043,21 @@ def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg,
                 m = fmax(m, shfl_bfly_f32(m, 16))
                 if g == 0:
                     st_shared_f32(smem + amax_off + (((wg * 2 + sl) * 4 + warp) * bm + n) * 4, m)
+    if const_expr(part == 1):
+        for j in cutlass.range_constexpr(len(ys)):
+            st_shared_f32(smem + stash_off + (j * CONSUMER_THREADS + ctid) * 4, ys[j])
+    else:
+        _w1_quantize_store(([ld_shared_f32(smem + stash_off + (j * CONSUMER_THREADS + ctid) * 4)
+                             for j in range(nd // 2)] if part == 2 else []) + ys,
+                           smem, amax_off, stage_off, ntok, tile, ctid, wg, warp, g, t, q_addr, sf_addr, bm)
+
+
+@cute.jit
+def _w1_quantize_store(ys, smem, amax_off: int, stage_off: int, ntok, tile, ctid, wg, warp, g, t, q_addr, sf_addr,
+                       bm: int):
+    """:func:`_w1_epilogue` once every amax partial is written: the scales, the E4M3 bytes of ``ys`` (the values of
+    both slabs, in order), their staging and 16-byte stores."""
+    nd = bm // 2
     bar_sync(1, CONSUMER_THREADS)
     if ctid < bm:  # token ctid: its group's amax, scale byte, and 1/scale for everyone (in partial 0's slot)
         m = Float32(0.0)
@@ -1035,7 +1093,7 @@ def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg,
 
 @cute.jit
 def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_of, bm: int, after_loads=None,
-                loads_barrier=(1, CONSUMER_THREADS)):
+                loads_barrier=(1, CONSUMER_THREADS), stash_off: int = -1):
     """W2 epilogue of one 256-row task, inlined; every consumer thread calls it once the task's MMAs are waited.
 
     BF16 ``acc * efac`` of the task's 256 rows is staged in shared memory ``[bm][256]`` at ``stage_off`` (512 B per
@@ -1050,7 +1108,9 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
     load and before the first store; its result is returned. A release there orders every global read of the task
     (the mainloop's, ``dst_of``'s) and no store of it: its fence finds nothing of the task to wait for.
     ``loads_barrier``: that barrier's (id, threads); :data:`SIGNAL_BAR` hands the task to the signal warp there
-    (``Role2GemmConfig.signal_warp``), which then releases instead of ``after_loads``."""
+    (``Role2GemmConfig.signal_warp``), which then releases instead of ``after_loads``. Pass 1 of
+    ``Role2GemmConfig.slab_passes = 2`` (``stash_off >= 0``): ``acc`` holds the warpgroup's second slab and the
+    first slab's BF16 values wait at ``stash_off`` (:func:`w2_stash_slab`)."""
     nd = bm // 2
     wg, warp, g, t, _ = _consumer_lane(ctid)
     dst = Int64(0)
@@ -1058,15 +1118,22 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
         if ctid < ntok:
             dst = dst_of(ctid)
     bar_sync(1, CONSUMER_THREADS)  # every warpgroup's last wgmma has read the activation chunk
+    stashed = {}  # word j of the first slab's stashed BF16 pairs (stash_off >= 0)
     for i in cutlass.range_constexpr(nd):
         n = 8 * (i >> 2) + 2 * t + (i & 1)
         hr = 16 * warp + g + 8 * ((i >> 1) & 1)
         for s2 in cutlass.range_constexpr(2):
             row = wg * 128 + s2 * 64 + hr
-            y = acc[s2 * nd + i]
-            if const_expr(efac is not None):
-                y = y * efac
-            st_shared_u16(smem + stage_off + n * 512 + row * 2, to_bf16_bits(y))
+            if const_expr(stash_off >= 0 and s2 == 0):
+                if const_expr(i // 2 not in stashed):
+                    stashed[i // 2] = ld_shared_b32(smem + stash_off + ((i // 2) * CONSUMER_THREADS + ctid) * 4)
+                st_shared_u16(smem + stage_off + n * 512 + row * 2,
+                              stashed[i // 2] if i % 2 == 0 else stashed[i // 2] >> 16)
+            else:
+                y = acc[(s2 if stash_off < 0 else 0) * nd + i]
+                if const_expr(efac is not None):
+                    y = y * efac
+                st_shared_u16(smem + stage_off + n * 512 + row * 2, to_bf16_bits(y))
     if ctid < bm:
         st_shared_u64(smem + dst_off + ctid * 8, dst)
     bar_sync(*loads_barrier)
@@ -1083,6 +1150,18 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
     return early
 
 
+def w2_stash_slab(acc, efac, smem, stash_off: int, ctid, bm: int):
+    """W2 after pass 0 of ``Role2GemmConfig.slab_passes = 2``: this thread's BF16 values of the warpgroup's first slab
+    (``acc * efac``), two per 32-bit word, into the stash ``[word][thread]`` for :func:`w2_epilogue`."""
+    nd = bm // 2
+    for j in range(nd // 2):  # plain Python: unrolled at trace time
+        y0, y1 = acc[2 * j], acc[2 * j + 1]
+        if efac is not None:
+            y0, y1 = y0 * efac, y1 * efac
+        st_shared_b32(smem + stash_off + (j * CONSUMER_THREADS + ctid) * 4,
+                      (to_bf16_bits(y0) & 0xFFFF) | (to_bf16_bits(y1) << 16))
+
+
 def row_table_dst(out, rowidx_addr, rows: int, tile):
     """The dev kernels' W2 destination of a token (:func:`w2_epilogue`'s ``dst_of``): this task's 256 rows of its
     output row ``out[rowidx][rows]`` (BF16), ``rowidx_addr``: the address of the token's Int32 row index."""
@@ -1094,6 +1173,8 @@ def build_role2_gemm(cfg: Role2GemmConfig):
     ``@cute.kernel`` it launches. Parameters of the kernel, in order (all Int64 addresses unless
     noted): w, ws, ef, act, asc, bexp, bntok, aux (W1: rw FP32 [b][BM]; W2: rowidx Int32 [b][BM]),
     out, outs (W1: l2 scales; W2: unused, pass 0)."""
+    if cfg.slab_passes != 1:
+        raise ValueError("role2 slab_passes=2 is built by the persistent kernels (role2_persistent, role2_ring)")
     BM, K, KC = cfg.bm, cfg.k, cfg.kc
     NK128 = K // 128
     ND = BM // 2  # accumulator registers per m64 slot per thread

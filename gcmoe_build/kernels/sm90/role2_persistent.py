@@ -42,10 +42,11 @@ from .ptx_mem import (bar_sync, evict_first_policy, fence_tensormap_acquire, lau
                       ld_global_s32, mbar_init, mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
 from .role2_gemm import (ActTma, CONSUMER_THREADS, act_tma_phase_flips, L2_SCALE_GROUP, PRODUCER_THREADS,
-                         SIGNAL_BAR, SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS, STAGE_BYTES,
+                         SIGNAL_BAR, SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS,
                          Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers,
                          _mma_k128_steps, _produce_k128, _token_major_scale_addr, _w1_epilogue, for_each_chunk,
-                         row_table_dst, stage_k128_step, all_w1_tile_bits, w1_tile_bits, w2_epilogue)
+                         row_table_dst, stage_k128_step, all_w1_tile_bits, w1_tile_bits, w2_epilogue,
+                         w2_stash_slab)
 from .task_queue import check_slot_reuse, claim_task, init_task_slots, next_task, publish_task
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
@@ -78,7 +79,9 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     AMAX_OFF = ASC_OFF + cfg.act_buffers * cfg.asc_buffer_bytes
     ACT_BAR_OFF = AMAX_OFF + 4 * BM * 16  # act_tma: the chunk buffers' mbarriers (Role2GemmConfig.act_bar_bytes)
     STAGE_OFF = 1024 * ((cfg.misc_bytes + 1023) // 1024)
-    BAR_OFF = STAGE_OFF + NS * STAGE_BYTES
+    BAR_OFF = STAGE_OFF + NS * cfg.stage_bytes
+    NP, NSL = cfg.slab_passes, cfg.slabs_per_pass  # passes over K per task, slabs per warpgroup and pass
+    STASH_OFF = cfg.misc_bytes - cfg.stash_bytes  # pass 0's epilogue values (slab_passes = 2)
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     TMO = int(cfg.timeout_ns)
     DYN, REC = cfg.dynamic_tasks, cfg.task_records
@@ -88,7 +91,12 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     SIG = cfg.signal_warp  # the releases run on the signal warp, handed over at SIGNAL_BAR
     TASK_BITS = 0 if W1 else all_w1_tile_bits(K)  # W2: every W1 mask bit of the block's I
     if SLOTS:
-        check_slot_reuse(NK128, NS, f"role2 {cfg.mode} persistent")
+        check_slot_reuse(NK128 * NP, NS, f"role2 {cfg.mode} persistent")
+
+    def stream_step(li, p: int, kb):
+        """The weight-stage stream index of K128 ``kb`` of pass ``p`` of the CTA's ``li``-th task."""
+        gs = li * (NK128 * NP) + kb
+        return gs + p * NK128 if p else gs
 
     def acquire_task(task, bgen, bexp, l1_full, err):
         """Task -> (ring block, row tile, expert), once the block's generation is full (trap code 2)."""
@@ -176,10 +184,11 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     blk, ntile, expert = acquire_task(task, bgen, bexp, l1_full, err)
                     announce_task(smem, li, task, blk, expert, bntok, ef, l2_mask, err)
                     slab0 = Int64(expert) * NSLAB + Int64(ntile) * 4
-                    for kb in cutlass.range(NK128, unroll=1):
-                        _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, li * NK128 + kb,
-                                      lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), w, ws, slab0, NK128, kb,
-                                      policy)
+                    for p in cutlass.range_constexpr(NP):  # slab_passes = 2: slabs p and 2 + p, one per warpgroup
+                        for kb in cutlass.range(NK128, unroll=1):
+                            _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, stream_step(li, p, kb),
+                                          lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), w, ws,
+                                          slab0 + p if p else slab0, NK128, kb, policy, 2 * NSL, NP)
                     li = li + 1
                     task = producer_task(ticket, cta, li, ntasks, ncta)
                 announce_end(smem, li)
@@ -198,7 +207,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
             setmaxnreg(cfg.setmaxnreg[1], True)
             ctid = tid - P0
             wg, warp, g, t, tw = _consumer_lane(ctid)
-            acc = cute.make_rmem_tensor((2 * ND,), Float32)
+            acc = cute.make_rmem_tensor((NSL * ND,), Float32)
             if const_expr(cfg.act_tma):
                 if ctid == 0:
                     fence_tensormap_acquire(act_map)
@@ -213,41 +222,57 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     blk, ntile, expert = acquire_task(task, bgen, bexp, l1_full, err)
                     ntok = ld_global_s32(bntok + Int64(blk) * 4)
                     efac = ld_global_f32(ef + Int64(expert) * 4)
-                for i in cutlass.range_constexpr(2 * ND):
-                    acc[i] = Float32(0.0)
 
-                def wait_w1_tiles(kc):  # W2: the W1 tiles that produced columns [kc*KC, (kc+1)*KC)
-                    wait_mask_u64_or_trap(l2_mask + Int64(blk) * 8, w1_tile_bits(kc, KC), err, TRAP_L2_MASK, TMO)
-
-                def chunk_mma(kc, act_buf, asc_buf, prefetch):
-                    for k2 in cutlass.range(KC // 256, unroll=1):
-                        steps = []
-                        for h in cutlass.range_constexpr(2):
-                            kl128 = k2 * 2 + h
-                            steps.append(stage_k128_step(
-                                cfg, smem, BAR_OFF, STAGE_OFF, NS, li * NK128 + kc * (KC // 128) + kl128,
-                                lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), (wg, tw, warp, g),
-                                TokenScales(asc_buf, kl128, t, BM, GS), kl128))
-                        if const_expr(prefetch is not None):
-                            steps[-1].issued = lambda k2=k2: prefetch(k2)
-                        _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales,
-                                        prescaled=cfg.staged_fold_scale, sw128=cfg.act_tma,
-                                        slab_groups=cfg.slab_groups)
-
-                if const_expr(cfg.act_tma):
-                    act_src = ActTma(act_map, blk * BM, (li & 1) * act_tma_phase_flips(cfg), ACT_BAR_OFF)
-                else:
-                    act_src = lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K  # noqa: E731
-                for_each_chunk(cfg, smem, ACT_OFF, ASC_OFF, act_src,
-                               lambda kc, tok, kk: _token_major_scale_addr(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
-                               ctid, ntok, chunk_mma, None if W1 or REC else wait_w1_tiles)
-
-                if const_expr(W1):
+                def w1_epilogue_task(part: int):  # _w1_epilogue's part (slab_passes = 2: 1 after pass 0, 2 after 1)
                     _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF, efac, ntok, ntile, wg, warp, g, t,
                                  lambda n: aux + (Int64(blk) * BM + Int64(n)) * 4,
                                  lambda n, col: out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col),
                                  lambda n, grp: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // L2_SCALE_GROUP)
-                                                 + Int64(grp)), BM, alpha, clamp)
+                                                 + Int64(grp)), BM, alpha, clamp, part, STASH_OFF)
+                def wait_w1_tiles(kc):  # W2: the W1 tiles that produced columns [kc*KC, (kc+1)*KC)
+                    wait_mask_u64_or_trap(l2_mask + Int64(blk) * 8, w1_tile_bits(kc, KC), err, TRAP_L2_MASK, TMO)
+
+                for p in cutlass.range_constexpr(NP):  # slab_passes = 2: the warpgroup's slab p over the whole K
+                    for i in cutlass.range_constexpr(NSL * ND):
+                        acc[i] = Float32(0.0)
+                    gs0 = li * (NK128 * NP)
+                    if const_expr(p):
+                        gs0 = gs0 + p * NK128
+
+                    def chunk_mma(kc, act_buf, asc_buf, prefetch):
+                        for k2 in cutlass.range(KC // 256, unroll=1):
+                            steps = []
+                            for h in cutlass.range_constexpr(2):
+                                kl128 = k2 * 2 + h
+                                steps.append(stage_k128_step(
+                                    cfg, smem, BAR_OFF, STAGE_OFF, NS, gs0 + kc * (KC // 128) + kl128,
+                                    lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), (wg, tw, warp, g),
+                                    TokenScales(asc_buf, kl128, t, BM, GS), kl128))
+                            if const_expr(prefetch is not None):
+                                steps[-1].issued = lambda k2=k2: prefetch(k2)
+                            _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales,
+                                            prescaled=cfg.staged_fold_scale, sw128=cfg.act_tma,
+                                            slab_groups=cfg.slab_groups, nslab=NSL)
+
+                    if const_expr(cfg.act_tma):
+                        # each pass moves the chunk buffers' parities by act_tma_phase_flips: two passes per task
+                        # bring them back, so pass p starts at p flips
+                        act_src = ActTma(act_map, blk * BM, (p if NP == 2 else (li & 1)) * act_tma_phase_flips(cfg),
+                                         ACT_BAR_OFF)
+                    else:
+                        act_src = lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K  # noqa: E731
+                    for_each_chunk(cfg, smem, ACT_OFF, ASC_OFF, act_src,
+                                   lambda kc, tok, kk: _token_major_scale_addr(asc, W1, blk, BM, NKG, kc, NGS, tok,
+                                                                               kk),
+                                   ctid, ntok, chunk_mma, None if W1 or REC else wait_w1_tiles)
+                    if const_expr(NP == 2 and p == 0):  # the first slab's epilogue values wait in the stash
+                        if const_expr(W1):
+                            w1_epilogue_task(1)
+                        else:
+                            w2_stash_slab(acc, efac, smem, STASH_OFF, ctid, BM)
+
+                if const_expr(W1):
+                    w1_epilogue_task(2 if NP == 2 else 0)
                 else:
                     def early_release():  # W2's release needs only its reads done (w2_early_release)
                         if ctid == 0:
@@ -256,7 +281,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid,
                                 lambda n: row_table_dst(out, aux + (Int64(blk) * BM + Int64(n)) * 4, cfg.rows, ntile),
                                 BM, early_release if EARLY and not SIG else None,
-                                (SIGNAL_BAR, SIGNAL_BAR_THREADS) if EARLY and SIG else (1, CT))
+                                (SIGNAL_BAR, SIGNAL_BAR_THREADS) if EARLY and SIG else (1, CT),
+                                STASH_OFF if NP == 2 else -1)
                 # publish: every consumer's stores, then one release per task (also orders the next
                 # task's shared-memory reuse after this task's epilogue reads: for_each_chunk's first barrier does
                 # that too, so with the signal warp W2's early hand-over needs no barrier here)
