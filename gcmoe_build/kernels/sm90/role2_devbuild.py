@@ -88,6 +88,10 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     # Role2GemmConfig.slab_passes; built at BM 32 / 64)
                     "_pp2ksap": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
                                      staged_fold_scale=True, signal_warp=True, act_tma=True, slab_passes=2),
+                    # ... with 64 KB of activation chunks (BM 64: 512 columns, a chunk barrier per K512; 3 stages)
+                    "_pp2ksapc": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
+                                      staged_fold_scale=True, signal_warp=True, act_tma=True, slab_passes=2,
+                                      act_kb=64),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),

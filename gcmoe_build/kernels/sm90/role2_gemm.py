@@ -192,6 +192,8 @@ class Role2GemmConfig:
     #: registers of two CTAs per SM. Pass 0's epilogue values wait in shared memory (:attr:`stash_bytes`): W1's
     #: SwiGLU outputs (the task's amax group spans both passes), W2's BF16 rows. The activation chunks are read twice.
     slab_passes: int = 1
+    #: dev experiment: the activation budget over both chunk buffers in KB instead of :attr:`act_budget`'s rule (0)
+    act_kb: int = 0
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -267,7 +269,9 @@ class Role2GemmConfig:
     @property
     def act_budget(self) -> int:
         """Shared-memory bytes of one activation chunk buffer (the total budget over :attr:`act_buffers`)."""
-        if self.ctas_per_sm == 2:
+        if self.act_kb:
+            total = self.act_kb * 1024
+        elif self.ctas_per_sm == 2:
             total = 48 * 1024
         else:
             total = 64 * 1024 if self.pipelined else 96 * 1024
