@@ -334,6 +334,34 @@ def cp_async_16_zfill(sdst, gsrc, src_bytes, *, loc=None, ip=None):
 
 
 @dsl_user_op
+def cp_async_16_if(sdst, gsrc, pred, *, loc=None, ip=None):
+    """Copy 16 bytes global -> shared without stopping the thread, L2 only (``.cg``), only where ``pred`` (Int32)
+    is nonzero: otherwise nothing is read or written (no zero-fill write that a later copy could race)."""
+    _asm("{\n.reg .pred p;\nsetp.ne.u32 p, $2, 0;\n@p cp.async.cg.shared.global [$0], [$1], 16;\n}", "r,l,r",
+         [_v(sdst), _v(gsrc, Int64), _v(pred)], 0)
+
+
+@dsl_user_op
+def cp_async_8_if(sdst, gsrc, pred, *, loc=None, ip=None):
+    """:func:`cp_async_16_if` for 8 bytes (``.ca``: the only form below 16 bytes)."""
+    _asm("{\n.reg .pred p;\nsetp.ne.u32 p, $2, 0;\n@p cp.async.ca.shared.global [$0], [$1], 8;\n}", "r,l,r",
+         [_v(sdst), _v(gsrc, Int64), _v(pred)], 0)
+
+
+@dsl_user_op
+def cp_async_commit(*, loc=None, ip=None):
+    """Close this thread's ``cp.async`` issued since the last commit into one group (an empty group if none)."""
+    _asm("cp.async.commit_group;", "", [], 0)
+
+
+@dsl_user_op
+def cp_async_wait_group(n: int, *, loc=None, ip=None):
+    """Wait until at most ``n`` of this thread's newest ``cp.async`` groups are pending (the older ones have written
+    shared memory, visible to this thread)."""
+    _asm(f"cp.async.wait_group {int(n)};", "", [], 0)
+
+
+@dsl_user_op
 def cp_async_wait_all(*, loc=None, ip=None):
     """Wait until every ``cp.async`` this thread issued has written shared memory (commit + wait_group 0)."""
     _asm("cp.async.wait_all;", "", [], 0)

@@ -8,13 +8,17 @@ W2 of the shared expert in one task stream, numerics exactly those of ``gcmoe_ru
   (FP32 per 128) of the workspace, every local token ``t < ntok`` (no dispatch). Padded tokens of the last
   block are masked to zero on the way into shared memory.
 * **MMA.** ``wgmma.mma_async m64nBMk32 .f32.e4m3.e4m3`` with operands swapped: A = the FP8 weight rows from
-  registers (loaded straight from the transformed tiles, ``gcmoe_runtime.numerics.transforms_sm90_shared``:
-  four 16-byte loads per K128 step and slab, no decode), B = BM tokens from shared memory (role2's K-major
+  registers (the transformed tiles, ``gcmoe_runtime.numerics.transforms_sm90_shared``, no decode), B = BM tokens
+  from shared memory (role2's K-major
   no-swizzle staging and descriptors). Each K32 partial is FMA'd into the FP32 accumulator with
   ``weight_scale[row, K32] * act_scale[token]`` — role2's per-K32 scale path. Both shared recipes run
   through it: the host transform repeats a 1x128x128 block code to every row/K32 of its block (exact), so
   the per-K32 code serves 1x128x128 and 1x1x32 alike; for 1x128x128 the scale is constant over each slab's K128
   step, so that build chains the four K32 wgmma and FMAs once per K128 (``Role4Config.block_k128``, session 15).
+* **Weight ring** (``role4_mma.WeightRing``, session 16). Each thread streams its own fragments (four 16-byte and
+  one 8-byte ``cp.async`` per K128 step and slab) into its slice of ``Role4Config.ring_slots`` shared-memory slots,
+  3-4 K128 steps ahead, and reads each step back after ``cp.async.wait_group``: no barrier, no producer warps. A
+  W2 task issues its first steps before it waits for its W1 tiles, so its weights stream while W1 finishes.
 * **W1 epilogue** (role2's, without routing weight or expert factor): BF16 round, clamp, SwiGLU, amax over
   the task's 128 I-columns (``role2_gemm.L2_SCALE_GROUP``), UE8M0 scale, E4M3 -> ``shared_l2_x[t][I]``,
   ``shared_l2_sf[t][I/128]``; then
@@ -39,8 +43,9 @@ W2 of the shared expert in one task stream, numerics exactly those of ``gcmoe_ru
   next replay finds them at zero (role4 of replay N+1
   starts after replay N's graph completed). Nothing else resets them; the workspace starts zeroed.
 
-Not yet (say so, never fake): W1 intermediate stores are byte stores; weights are loaded by the consumer
-threads (no producer warpgroup / bulk-copy pipeline); role2 does not wait on role4 (role3 does, graph edge).
+Not yet (say so, never fake): W1 intermediate stores are byte stores; the weights are copied by the consumer
+threads themselves (the ring; no producer warpgroup / bulk-copy pipeline); role2 does not wait on role4 (role3 does,
+graph edge).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
@@ -145,15 +150,29 @@ class Role4Config:
         return self.w2.row_tiles
 
     def smem_offsets(self):
+        """The task areas (role2's ``task_smem_offsets``), then the weight ring (``ring``, :attr:`ring_slots`
+        slots of ``THREADS x RING_THREAD_BYTES``), ``total``."""
         from .role2_gemm import SMEM_LIMIT, task_smem_offsets
+        from .role4_mma import RING_THREAD_BYTES
 
         bm = self.bm
         o = task_smem_offsets(self.w1s, self.w2s)
-        o["total"] = o.pop("misc")
+        o["ring"] = 128 * ((o.pop("misc") + 127) // 128)
+        o["total"] = o["ring"] + self.ring_slots * THREADS * RING_THREAD_BYTES
         if o["total"] > SMEM_LIMIT:
             raise ValueError(f"role4: BM={bm} H={self.hidden} I={self.inter} needs {o['total']} B of shared memory "
-                             f"> {SMEM_LIMIT}")
+                             f"> {SMEM_LIMIT} (weight ring of {self.ring_slots} slots)")
         return o
+
+    @property
+    def ring_slots(self):
+        """K128 weight steps each thread keeps in flight (:class:`.role4_mma.WeightRing`): as many as fit next to
+        the task areas, up to ``MAX_RING_SLOTS``, at least 2."""
+        from .role2_gemm import SMEM_LIMIT, task_smem_offsets
+        from .role4_mma import MAX_RING_SLOTS, RING_THREAD_BYTES
+
+        ring = 128 * ((task_smem_offsets(self.w1s, self.w2s)["misc"] + 127) // 128)
+        return max(2, min(MAX_RING_SLOTS, (SMEM_LIMIT - ring) // (THREADS * RING_THREAD_BYTES)))
 
     @property
     def smem_bytes(self):
@@ -198,7 +217,7 @@ def _trace_parts(cfg):
     from .ring_sync import atom_add_acqrel_gpu_u32, ld_shared_b32, st_shared_b32, wait_geq_u32_rt
     from .role2_gemm import (L2_SCALE_GROUP, ROWS_PER_CTA, TokenScales, _consumer_lane, _stage_chunk, _w1_epilogue,
                              load_act_scale, w2_epilogue)
-    from .role4_mma import WORDS_PER_STAGE, k128_mma_fp8, load_k128_fp8, st_relaxed_gpu_u32
+    from .role4_mma import CODE_TILE_BYTES, SCALE_TILE_BYTES, WeightRing, k128_mma_fp8, st_relaxed_gpu_u32
 
     H, I, BM, CAP, K_SLOT = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity, cfg.topk
     CT = THREADS
@@ -210,7 +229,8 @@ def _trace_parts(cfg):
     NKB = H // 128  # FP32 activation scales per token (x_sf row)
     NIG = I // L2_SCALE_GROUP  # UE8M0 intermediate scales per token
     so = cfg.smem_offsets()
-    ACT_OFF, ASC_OFF, AMAX_OFF, INFO_OFF = so["act"], so["asc"], so["amax"], so["info"]
+    ACT_OFF, ASC_OFF, AMAX_OFF, INFO_OFF, RING_OFF = so["act"], so["asc"], so["amax"], so["info"], so["ring"]
+    SLOTS = cfg.ring_slots
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     SYNC_T, SYNC_X, SYNC_B = 4 * SHARED_SYNC_TICKET, 4 * SHARED_SYNC_EXIT, 4 * SHARED_SYNC_BLOCKS
 
@@ -226,27 +246,41 @@ def _trace_parts(cfg):
         # shared_l2_sf: UE8M0 per L2_SCALE_GROUP along I
         return load_act_scale(False, table + row * NIG + Int64(grp))
 
+    def ring_bases(mode, ctid, tile, w, wsc):
+        """This thread's code and scale addresses of K128 step 0 of its two slabs of 256-row tile ``tile``."""
+        NK = (cfg.w1 if mode == "w1" else cfg.w2).k // 128
+        wg, warp, g, _, tw = _consumer_lane(ctid)
+        slabs = [Int64(tile) * 4 + Int64(wg * 2 + sl) for sl in range(2)]
+        return ([w + slabs[sl] * NK * CODE_TILE_BYTES + Int64(tw) * 64 for sl in range(2)],
+                [wsc + slabs[sl] * NK * SCALE_TILE_BYTES + Int64(warp * 8 + g) * 8 for sl in range(2)])
+
+    def weight_ring(mode, smem, ctid, tile, w, wsc):
+        """This thread's :class:`WeightRing` over its two slabs of tile ``tile`` of ``mode``'s weights (built
+        where it is used: a plain Python object cannot be carried through a run-time loop)."""
+        return WeightRing(smem + RING_OFF, ctid, SLOTS, *ring_bases(mode, ctid, tile, w, wsc))
+
+    def k_range(mode, c0, nch):
+        """The K128 steps ``[kb0, kend)`` of the K chunks ``[c0, c0 + nch)``."""
+        KC = (cfg.w1s if mode == "w1" else cfg.w2s).kc
+        return c0 * (KC // 128), (c0 + nch) * (KC // 128)
+
     @cute.jit
-    def mainloop(mode: cutlass.Constexpr, smem: Int32, ctid: Int32, acc: cute.Tensor, wbuf: cute.Tensor,
+    def mainloop(mode: cutlass.Constexpr, smem: Int32, ctid: Int32, acc: cute.Tensor,
                  tile: Int32, t0: Int32, nt: Int32, c0: Int32, nch: Int32, ws: Int64, o_act: Int64, o_asc: Int64,
                  w: Int64, wsc: Int64):
         """K loop of one 256-row task over the token block ``[t0, t0 + nt)`` and the K chunks ``[c0, c0 + nch)``
         (a split's K range, or all of K): activations + scales staged per K chunk into shared memory (padded
-        tokens zeroed), FP8 weight fragments streamed into a two-stage register buffer one K128 ahead,
-        ``k128_mma_fp8`` per K128."""
+        tokens zeroed), FP8 weight fragments from the thread's weight ring (the caller issued its prologue), each
+        step's slot refilled ``SLOTS`` steps ahead once its MMAs are issued, ``k128_mma_fp8`` per K128."""
         mc = cfg.w1 if const_expr(mode == "w1") else cfg.w2
         K, KC = mc.k, (cfg.w1s if const_expr(mode == "w1") else cfg.w2s).kc
-        NK = K // 128
         GS = mc.act_scale_group
         NGS = KC // GS
         wg, warp, g, t, tw = _consumer_lane(ctid)
         for i in cutlass.range_constexpr(2 * ND):
             acc[i] = Float32(0.0)
-        slabs = [Int64(tile) * 4 + Int64(wg * 2 + sl) for sl in range(2)]
-        wbases = [w + slabs[sl] * NK * 8192 + Int64(tw) * 64 for sl in range(2)]
-        sbases = [wsc + slabs[sl] * NK * 256 + Int64(warp * 8 + g) * 8 for sl in range(2)]
-        kend = (c0 + nch) * (KC // 128)  # even: the register stage of K128 step kb is kb % 2
-        load_k128_fp8(wbuf, 0, c0 * (KC // 128), wbases, sbases)
+        wb, sb = ring_bases(mode, ctid, tile, w, wsc)
+        kb0, kend = k_range(mode, c0, nch)
         for ci in cutlass.range(nch, unroll=1):
             kc = c0 + ci
             _stage_chunk(smem, ACT_OFF, ASC_OFF, lambda tok: ws + o_act + token_row(t0, nt, tok) * K,
@@ -256,11 +290,11 @@ def _trace_parts(cfg):
                 for h in cutlass.range_constexpr(2):
                     kl128 = k2 * 2 + h
                     kb = kc * (KC // 128) + kl128
-                    nxt = kb + 1 - Int32(kb + 1 >= kend)  # last K128 of the range: harmless reload of itself
-                    load_k128_fp8(wbuf, 1 - h, nxt, wbases, sbases)
-                    words = [wbuf[h * WORDS_PER_STAGE + r] for r in range(WORDS_PER_STAGE)]
+                    ring = WeightRing(smem + RING_OFF, ctid, SLOTS, wb, sb)
+                    words = ring.words(kb - kb0)
                     ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
                     k128_mma_fp8(words, ascl, acc, smem + ACT_OFF, kl128, BM, mc.lag, cfg.block_k128)
+                    ring.refill(kb - kb0, kb + SLOTS, kend)  # its MMAs are issued: the slot's words were read
 
     @cute.jit
     def split_reduce(max_split: cutlass.Constexpr, smem: Int32, ctid: Int32, acc: cute.Tensor, nsplit: Int32,
@@ -328,7 +362,6 @@ def _trace_parts(cfg):
         nw1 = nblk * NT1 * s1
         ntasks = nw1 + nblk * NT2 * s2
         acc = cute.make_rmem_tensor((2 * ND,), Float32)
-        wbuf = cute.make_rmem_tensor((2 * WORDS_PER_STAGE,), Int32)  # 2 K128 register stages
         task = claim(smem, ctid, ws, o_shared_sync)
         while task < ntasks:
             if task < nw1:
@@ -340,7 +373,8 @@ def _trace_parts(cfg):
                 tile = bt - b * NT1
                 t0 = b * BM
                 nt = cutlass.min(ntok - t0, BM)
-                mainloop("w1", smem, ctid, acc, wbuf, tile, t0, nt, sp * nch1, nch1, ws, o_x, o_x_sf, shared_w1,
+                weight_ring("w1", smem, ctid, tile, shared_w1, shared_w1_scale).prologue(*k_range("w1", sp * nch1, nch1))
+                mainloop("w1", smem, ctid, acc, tile, t0, nt, sp * nch1, nch1, ws, o_x, o_x_sf, shared_w1,
                          shared_w1_scale)
                 if split_reduce(S1, smem, ctid, acc, s1, sp,
                                 ws + o_shared_partials + Int64(shared_partial_slot(False, b, tile, 0, BM, H, I)) * 4,
@@ -364,10 +398,12 @@ def _trace_parts(cfg):
                 tile = bt - b * NT2
                 t0 = b * BM
                 nt = cutlass.min(ntok - t0, BM)
+                # the weights do not depend on W1: the ring's first steps stream while the task waits
+                weight_ring("w2", smem, ctid, tile, shared_w2, shared_w2_scale).prologue(*k_range("w2", sp * nch2, nch2))
                 # every W1 tile of this token block has published its intermediate columns
                 wait_geq_u32_rt(ws + o_shared_sync + SYNC_B + Int64(b) * 4, Int32(NT1), err, CODE_SHARED_W1,
                                 timeout_ns)
-                mainloop("w2", smem, ctid, acc, wbuf, tile, t0, nt, sp * nch2, nch2, ws, o_shared_l2_x, o_shared_l2_sf,
+                mainloop("w2", smem, ctid, acc, tile, t0, nt, sp * nch2, nch2, ws, o_shared_l2_x, o_shared_l2_sf,
                          shared_w2, shared_w2_scale)
                 if split_reduce(S2, smem, ctid, acc, s2, sp,
                                 ws + o_shared_partials + Int64(shared_partial_slot(True, b, tile, 0, BM, H, I)) * 4,

@@ -1,4 +1,4 @@
-"""CPU: role4's index math (how a thread addresses the transformed FP8 tiles in load_k128_fp8 / k128_mma_fp8, and
+"""CPU: role4's index math (how a thread addresses the transformed FP8 tiles in role4_mma.WeightRing / k128_mma_fp8, and
 how the W1 epilogue maps accumulator rows to intermediate columns) agrees with the host transform
 (gcmoe_runtime.numerics.transforms_sm90_shared): rebuilding both shared GEMMs from the tiles the way the kernel
 reads them reproduces the numerics reference's shared-expert partial bit for bit (both recipes). This checks the
