@@ -15,7 +15,8 @@ from __future__ import annotations
 from cutlass import Int32, Int64
 from cutlass.cutlass_dsl import dsl_user_op
 
-from .ptx_mem import cp_async_8_if, cp_async_16_if, cp_async_commit, cp_async_wait_group, ld_shared_v4
+from .ptx_mem import cp_async_16_if, cp_async_commit, cp_async_wait_group, ld_shared_v2, ld_shared_v4
+from .role1_sync import syncwarp
 from .role2_gemm import _k128_mma
 from .wgmma_rs import _asm, _v
 
@@ -30,50 +31,74 @@ def st_relaxed_gpu_u32(addr, val, *, loc=None, ip=None):
     _asm("st.relaxed.gpu.global.u32 [$0], $1;", "l,r", [_v(addr, Int64), _v(val)], 0)
 
 
-#: shared-memory bytes of one thread's K128 step in the weight ring (:class:`WeightRing`): the
-#: :data:`WORDS_PER_STAGE` words in that order (16-byte aligned: the thread's slice is read as 9 x 16 B)
-RING_THREAD_BYTES = 4 * WORDS_PER_STAGE
-#: most weight-ring slots a role4 build gets (K128 steps in flight per thread)
+#: shared-memory bytes of one warp's K128 step in the weight ring (:class:`WeightRing`): the warp's 2 KB of each of
+#: its two slabs' code tile (32 lanes x 64 B), then each slab's 64 scale bytes (row groups ``8 warp + g``)
+RING_WARP_BYTES = 2 * 2048 + 2 * 64
+#: warps of a role4 CTA (two consumer warpgroups)
+RING_WARPS = 8
+#: most weight-ring slots a role4 build gets (K128 steps in flight)
 MAX_RING_SLOTS = 4
 
 
+def _swizzle(chunk):
+    """The stored position of 16-byte chunk ``chunk`` of a warp's 2 KB: XOR with bits 3-5, so that both the copies
+    (lanes take consecutive chunks) and the reads (lane l takes chunks 4l..4l+3) hit eight different bank groups per
+    eight lanes."""
+    return chunk ^ ((chunk >> 3) & 7)
+
+
 class WeightRing:
-    """Each consumer thread's own ``cp.async`` pipeline of K128 weight steps through ``slots`` shared-memory slots
-    (``[slot][thread][RING_THREAD_BYTES]`` at ``base``): a thread copies and reads only its own fragments, so no
-    barrier or mbarrier is involved, only its ``cp.async`` groups (one per step, committed even when empty so
-    ``wait_group(slots - 1)`` always means "step i has landed"). ``slots - 1`` to ``slots`` steps are in flight per
-    thread (one step of the register stream it replaces). Slot of a task's step i: ``i % slots``; a step's slot is
-    refilled only after its MMAs were issued (their A registers hold the loaded words: the reads are done).
+    """Each warp's own ``cp.async`` pipeline of K128 weight steps through ``slots`` shared-memory slots
+    (``[slot][warp][RING_WARP_BYTES]`` at ``base``). The warp copies its 2 KB of each slab's code tile coalesced (lane
+    l takes 16-byte chunk ``32 q + l`` in copy q: whole 128-byte lines, where each lane copying its own 64-byte
+    fragment touched every line twice) and the 64 scale bytes of its row groups, one group per step (committed even
+    when empty, so ``wait_group(slots - 1)`` always means "step i has landed"), then after the wait a ``bar.warp.sync``
+    makes every lane's copies visible to the warp and each lane reads its own fragment (:func:`_swizzle`d). No
+    CTA barrier or mbarrier is involved. A step's slot is refilled only after its MMAs were issued (their A registers
+    hold the loaded words: the warp's reads are done).
 
     ``prologue(kb0, kend)`` issues the task's first ``slots`` steps (a W2 task before it waits for its W1 tiles, so
     its weights stream meanwhile); ``words(i)`` waits for step i and reads it; ``refill(i, kb, kend)`` issues step
     ``kb`` into step i's slot. Steps at or past ``kend`` copy nothing (predicated off, their groups empty), so no
-    copy is pending into a slot when the next task's prologue writes it."""
+    copy is pending into a slot when the next task's prologue writes it. ``wbases`` / ``sbases``: the warp's first
+    code / scale byte of K128 step 0 of each of its two slabs."""
 
-    def __init__(self, base, ctid, slots: int, wbases, sbases):
-        self.base, self.ctid, self.slots, self.wbases, self.sbases = base, ctid, slots, wbases, sbases
+    def __init__(self, base, warp_id, lane, slots: int, wbases, sbases):
+        self.base, self.warp_id, self.lane, self.slots = base, warp_id, lane, slots
+        self.wbases, self.sbases = wbases, sbases
 
     def _slot_addr(self, i):
-        return self.base + (i % self.slots) * (256 * RING_THREAD_BYTES) + self.ctid * RING_THREAD_BYTES
+        return self.base + (i % self.slots) * (RING_WARPS * RING_WARP_BYTES) + self.warp_id * RING_WARP_BYTES
 
     def _issue(self, dst, kb, kend):  # step kb's copies where kb < kend (predicated: nothing past the range)
         ok = Int32(kb < kend)
+        lane = self.lane
         for sl in range(2):
             for q in range(4):
-                cp_async_16_if(dst + sl * 64 + 16 * q, self.wbases[sl] + Int64(kb) * CODE_TILE_BYTES + 16 * q, ok)
-            cp_async_8_if(dst + 128 + sl * 8, self.sbases[sl] + Int64(kb) * SCALE_TILE_BYTES, ok)
+                c = 32 * q + lane
+                cp_async_16_if(dst + sl * 2048 + _swizzle(c) * 16,
+                               self.wbases[sl] + Int64(kb) * CODE_TILE_BYTES + Int64(c) * 16, ok)
+        sl, j = lane >> 2, lane & 3  # lanes 0-3: slab 0's 64 scale bytes, lanes 4-7: slab 1's
+        src = self.sbases[0] + (self.sbases[1] - self.sbases[0]) * Int64(sl & 1)
+        cp_async_16_if(dst + 4096 + (sl & 1) * 64 + j * 16, src + Int64(kb) * SCALE_TILE_BYTES + Int64(j) * 16,
+                       ok * Int32(lane < 8))
         cp_async_commit()
 
     def prologue(self, kb0, kend):
         for j in range(self.slots):  # plain Python: unrolled at trace time
             self._issue(self._slot_addr(j), kb0 + j, kend)
 
-    def words(self, i):
+    def words(self, i, g):
+        """Step i's :data:`WORDS_PER_STAGE` words of this lane (``g`` = lane // 4: its scale row group)."""
         cp_async_wait_group(self.slots - 1)
+        syncwarp()  # every lane's copies of the step, visible to the warp
         a = self._slot_addr(i)
         w = []
-        for u in range(WORDS_PER_STAGE // 4):
-            w.extend(ld_shared_v4(a + 16 * u))
+        for sl in range(2):
+            for j in range(4):
+                w.extend(ld_shared_v4(a + sl * 2048 + _swizzle(4 * self.lane + j) * 16))
+        for sl in range(2):
+            w.extend(ld_shared_v2(a + 4096 + sl * 64 + g * 8))
         return w
 
     def refill(self, i, kb, kend):

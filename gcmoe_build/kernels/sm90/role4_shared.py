@@ -15,10 +15,11 @@ W2 of the shared expert in one task stream, numerics exactly those of ``gcmoe_ru
   through it: the host transform repeats a 1x128x128 block code to every row/K32 of its block (exact), so
   the per-K32 code serves 1x128x128 and 1x1x32 alike; for 1x128x128 the scale is constant over each slab's K128
   step, so that build chains the four K32 wgmma and FMAs once per K128 (``Role4Config.block_k128``, session 15).
-* **Weight ring** (``role4_mma.WeightRing``, session 16). Each thread streams its own fragments (four 16-byte and
-  one 8-byte ``cp.async`` per K128 step and slab) into its slice of ``Role4Config.ring_slots`` shared-memory slots,
-  3-4 K128 steps ahead, and reads each step back after ``cp.async.wait_group``: no barrier, no producer warps. A
-  W2 task issues its first steps before it waits for its W1 tiles, so its weights stream while W1 finishes.
+* **Weight ring** (``role4_mma.WeightRing``, session 16). Each warp streams its 2 KB of each slab's K128 code tile
+  and its scale bytes with coalesced 16-byte ``cp.async`` into its slice of ``Role4Config.ring_slots`` shared-memory
+  slots, 3-4 K128 steps ahead, and after ``cp.async.wait_group`` + ``bar.warp.sync`` each lane reads its own
+  fragment: no CTA barrier, no producer warps. A W2 task issues its first steps before it waits for its W1 tiles,
+  so its weights stream while W1 finishes.
 * **W1 epilogue** (role2's, without routing weight or expert factor): BF16 round, clamp, SwiGLU, amax over
   the task's 128 I-columns (``role2_gemm.L2_SCALE_GROUP``), UE8M0 scale, E4M3 -> ``shared_l2_x[t][I]``,
   ``shared_l2_sf[t][I/128]``; then
@@ -151,14 +152,14 @@ class Role4Config:
 
     def smem_offsets(self):
         """The task areas (role2's ``task_smem_offsets``), then the weight ring (``ring``, :attr:`ring_slots`
-        slots of ``THREADS x RING_THREAD_BYTES``), ``total``."""
+        slots of ``RING_WARPS x RING_WARP_BYTES``), ``total``."""
         from .role2_gemm import SMEM_LIMIT, task_smem_offsets
-        from .role4_mma import RING_THREAD_BYTES
+        from .role4_mma import RING_WARP_BYTES, RING_WARPS
 
         bm = self.bm
         o = task_smem_offsets(self.w1s, self.w2s)
         o["ring"] = 128 * ((o.pop("misc") + 127) // 128)
-        o["total"] = o["ring"] + self.ring_slots * THREADS * RING_THREAD_BYTES
+        o["total"] = o["ring"] + self.ring_slots * RING_WARPS * RING_WARP_BYTES
         if o["total"] > SMEM_LIMIT:
             raise ValueError(f"role4: BM={bm} H={self.hidden} I={self.inter} needs {o['total']} B of shared memory "
                              f"> {SMEM_LIMIT} (weight ring of {self.ring_slots} slots)")
@@ -169,10 +170,10 @@ class Role4Config:
         """K128 weight steps each thread keeps in flight (:class:`.role4_mma.WeightRing`): as many as fit next to
         the task areas, up to ``MAX_RING_SLOTS``, at least 2."""
         from .role2_gemm import SMEM_LIMIT, task_smem_offsets
-        from .role4_mma import MAX_RING_SLOTS, RING_THREAD_BYTES
+        from .role4_mma import MAX_RING_SLOTS, RING_WARP_BYTES, RING_WARPS
 
         ring = 128 * ((task_smem_offsets(self.w1s, self.w2s)["misc"] + 127) // 128)
-        return max(2, min(MAX_RING_SLOTS, (SMEM_LIMIT - ring) // (THREADS * RING_THREAD_BYTES)))
+        return max(2, min(MAX_RING_SLOTS, (SMEM_LIMIT - ring) // (RING_WARPS * RING_WARP_BYTES)))
 
     @property
     def smem_bytes(self):
@@ -247,17 +248,18 @@ def _trace_parts(cfg):
         return load_act_scale(False, table + row * NIG + Int64(grp))
 
     def ring_bases(mode, ctid, tile, w, wsc):
-        """This thread's code and scale addresses of K128 step 0 of its two slabs of 256-row tile ``tile``."""
+        """This warp's first code and scale byte of K128 step 0 of its two slabs of 256-row tile ``tile`` (lane
+        ``l`` of warp ``warp`` owns code bytes ``[64 (32 warp + l), +64)`` and the scale row group ``8 warp + g``)."""
         NK = (cfg.w1 if mode == "w1" else cfg.w2).k // 128
-        wg, warp, g, _, tw = _consumer_lane(ctid)
+        wg, warp, _, _, _ = _consumer_lane(ctid)
         slabs = [Int64(tile) * 4 + Int64(wg * 2 + sl) for sl in range(2)]
-        return ([w + slabs[sl] * NK * CODE_TILE_BYTES + Int64(tw) * 64 for sl in range(2)],
-                [wsc + slabs[sl] * NK * SCALE_TILE_BYTES + Int64(warp * 8 + g) * 8 for sl in range(2)])
+        return ([w + slabs[sl] * NK * CODE_TILE_BYTES + Int64(warp) * 2048 for sl in range(2)],
+                [wsc + slabs[sl] * NK * SCALE_TILE_BYTES + Int64(warp) * 64 for sl in range(2)])
 
     def weight_ring(mode, smem, ctid, tile, w, wsc):
-        """This thread's :class:`WeightRing` over its two slabs of tile ``tile`` of ``mode``'s weights (built
-        where it is used: a plain Python object cannot be carried through a run-time loop)."""
-        return WeightRing(smem + RING_OFF, ctid, SLOTS, *ring_bases(mode, ctid, tile, w, wsc))
+        """This warp's :class:`WeightRing` over its two slabs of tile ``tile`` of ``mode``'s weights (built where it
+        is used: a plain Python object cannot be carried through a run-time loop)."""
+        return WeightRing(smem + RING_OFF, ctid // 32, ctid % 32, SLOTS, *ring_bases(mode, ctid, tile, w, wsc))
 
     def k_range(mode, c0, nch):
         """The K128 steps ``[kb0, kend)`` of the K chunks ``[c0, c0 + nch)``."""
@@ -290,8 +292,8 @@ def _trace_parts(cfg):
                 for h in cutlass.range_constexpr(2):
                     kl128 = k2 * 2 + h
                     kb = kc * (KC // 128) + kl128
-                    ring = WeightRing(smem + RING_OFF, ctid, SLOTS, wb, sb)
-                    words = ring.words(kb - kb0)
+                    ring = WeightRing(smem + RING_OFF, ctid // 32, ctid % 32, SLOTS, wb, sb)
+                    words = ring.words(kb - kb0, g)
                     ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
                     k128_mma_fp8(words, ascl, acc, smem + ACT_OFF, kl128, BM, mc.lag, cfg.block_k128)
                     ring.refill(kb - kb0, kb + SLOTS, kend)  # its MMAs are issued: the slot's words were read
