@@ -342,13 +342,6 @@ def cp_async_16_if(sdst, gsrc, pred, *, loc=None, ip=None):
 
 
 @dsl_user_op
-def cp_async_8_if(sdst, gsrc, pred, *, loc=None, ip=None):
-    """:func:`cp_async_16_if` for 8 bytes (``.ca``: the only form below 16 bytes)."""
-    _asm("{\n.reg .pred p;\nsetp.ne.u32 p, $2, 0;\n@p cp.async.ca.shared.global [$0], [$1], 8;\n}", "r,l,r",
-         [_v(sdst), _v(gsrc, Int64), _v(pred)], 0)
-
-
-@dsl_user_op
 def cp_async_commit(*, loc=None, ip=None):
     """Close this thread's ``cp.async`` issued since the last commit into one group (an empty group if none)."""
     _asm("cp.async.commit_group;", "", [], 0)

@@ -698,14 +698,14 @@ def _produce_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_empty, w
 
 
 def _consume_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_full, wg, tw, warp, g, release: str,
-                  nslab: int = 2):
+                  nslab: int = 2, stage_bytes: int = STAGE_BYTES):
     """Consumer, stream step ``gs``: wait for the stage's full barrier (``wait_full(bar, parity)``), read
     this thread's words of its ``nslab`` slabs (:func:`_read_k128_stage`) and, unless ``release``
     (Role2GemmConfig.stage_release) is "decoded" (then :func:`_release_k128` after the step's MMAs), arrive on the
     empty barrier. Returns the words."""
     s = gs % ns
     wait_full(smem + bar_off + 8 * s, (gs // ns) & 1)
-    words = _read_k128_stage(smem + stage_off + s * (STAGE_BYTES * nslab // 2), wg, tw, warp, g, nslab)
+    words = _read_k128_stage(smem + stage_off + s * stage_bytes, wg, tw, warp, g, nslab)
     if release == "fence":
         fence_proxy_async_shared()
     if not release.startswith("decoded"):
@@ -728,8 +728,8 @@ def stage_k128_step(cfg: Role2GemmConfig, smem, bar_off: int, stage_off: int, ns
     release = ((lambda: _release_k128(smem, bar_off, ns, step_of())) if cfg.stage_release.startswith("decoded")
                else None)
     return K128Step(lambda: _consume_k128(smem, bar_off, stage_off, ns, step_of(), wait_full, wg, tw, warp, g,
-                                          cfg.stage_release, cfg.slabs_per_pass), ascl, kl128, release,
-                    EARLY_RELEASE_K32 if cfg.stage_release == "decoded_k32_2" else 3)
+                                          cfg.stage_release, cfg.slabs_per_pass, cfg.stage_bytes), ascl, kl128,
+                    release, EARLY_RELEASE_K32 if cfg.stage_release == "decoded_k32_2" else 3)
 
 
 def _rounds(n: int) -> int:

@@ -1,5 +1,5 @@
 """The FP8-weight K128 step of role4 (SM90 shared experts): register-A ``wgmma m64nBMk32 .e4m3`` with the weight
-fragments taken as they are (no FP4 decode), the per-thread ``cp.async`` weight ring that streams them
+fragments taken as they are (no FP4 decode), each warp's ``cp.async`` weight ring that streams them
 (:class:`WeightRing`, session 16; a two-stage register stream one K128 ahead before), and a PTX helper.
 
 Tile layout: ``gcmoe_runtime.numerics.transforms_sm90_shared`` (per 64-row slab and K128 step, warpgroup thread
@@ -58,7 +58,7 @@ class WeightRing:
     hold the loaded words: the warp's reads are done).
 
     ``prologue(kb0, kend)`` issues the task's first ``slots`` steps (a W2 task before it waits for its W1 tiles, so
-    its weights stream meanwhile); ``words(i)`` waits for step i and reads it; ``refill(i, kb, kend)`` issues step
+    its weights stream meanwhile); ``words(i, g)`` waits for step i and reads this lane's words; ``refill(i, kb, kend)`` issues step
     ``kb`` into step i's slot. Steps at or past ``kend`` copy nothing (predicated off, their groups empty), so no
     copy is pending into a slot when the next task's prologue writes it. ``wbases`` / ``sbases``: the warp's first
     code / scale byte of K128 step 0 of each of its two slabs."""

@@ -9,10 +9,9 @@ W2 of the shared expert in one task stream, numerics exactly those of ``gcmoe_ru
   block are masked to zero on the way into shared memory.
 * **MMA.** ``wgmma.mma_async m64nBMk32 .f32.e4m3.e4m3`` with operands swapped: A = the FP8 weight rows from
   registers (the transformed tiles, ``gcmoe_runtime.numerics.transforms_sm90_shared``, no decode), B = BM tokens
-  from shared memory (role2's K-major
-  no-swizzle staging and descriptors). Each K32 partial is FMA'd into the FP32 accumulator with
-  ``weight_scale[row, K32] * act_scale[token]`` — role2's per-K32 scale path. Both shared recipes run
-  through it: the host transform repeats a 1x128x128 block code to every row/K32 of its block (exact), so
+  from shared memory (role2's K-major no-swizzle staging and descriptors). Each K32 partial is FMA'd into the FP32
+  accumulator with ``weight_scale[row, K32] * act_scale[token]`` — role2's per-K32 scale path. Both shared recipes
+  run through it: the host transform repeats a 1x128x128 block code to every row/K32 of its block (exact), so
   the per-K32 code serves 1x128x128 and 1x1x32 alike; for 1x128x128 the scale is constant over each slab's K128
   step, so that build chains the four K32 wgmma and FMAs once per K128 (``Role4Config.block_k128``, session 15).
 * **Weight ring** (``role4_mma.WeightRing``, session 16). Each warp streams its 2 KB of each slab's K128 code tile
@@ -158,22 +157,28 @@ class Role4Config:
 
         bm = self.bm
         o = task_smem_offsets(self.w1s, self.w2s)
-        o["ring"] = 128 * ((o.pop("misc") + 127) // 128)
+        del o["misc"]
+        o["ring"] = self._ring_offset()
         o["total"] = o["ring"] + self.ring_slots * RING_WARPS * RING_WARP_BYTES
         if o["total"] > SMEM_LIMIT:
             raise ValueError(f"role4: BM={bm} H={self.hidden} I={self.inter} needs {o['total']} B of shared memory "
                              f"> {SMEM_LIMIT} (weight ring of {self.ring_slots} slots)")
         return o
 
+    def _ring_offset(self):
+        """The weight ring's shared offset: after the task areas, 128-byte aligned."""
+        from .role2_gemm import task_smem_offsets
+
+        return 128 * ((task_smem_offsets(self.w1s, self.w2s)["misc"] + 127) // 128)
+
     @property
     def ring_slots(self):
-        """K128 weight steps each thread keeps in flight (:class:`.role4_mma.WeightRing`): as many as fit next to
+        """K128 weight steps each warp keeps in flight (:class:`.role4_mma.WeightRing`): as many as fit next to
         the task areas, up to ``MAX_RING_SLOTS``, at least 2."""
-        from .role2_gemm import SMEM_LIMIT, task_smem_offsets
+        from .role2_gemm import SMEM_LIMIT
         from .role4_mma import MAX_RING_SLOTS, RING_WARP_BYTES, RING_WARPS
 
-        ring = 128 * ((task_smem_offsets(self.w1s, self.w2s)["misc"] + 127) // 128)
-        return max(2, min(MAX_RING_SLOTS, (SMEM_LIMIT - ring) // (RING_WARPS * RING_WARP_BYTES)))
+        return max(2, min(MAX_RING_SLOTS, (SMEM_LIMIT - self._ring_offset()) // (RING_WARPS * RING_WARP_BYTES)))
 
     @property
     def smem_bytes(self):

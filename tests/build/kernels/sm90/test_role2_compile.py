@@ -261,6 +261,42 @@ def test_slab_groups_commit_one_group_per_step_and_slab(groups):
     with pytest.raises(ValueError, match="slab_groups: .*pipelined=True"):
         Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=8, pipelined=False, slab_groups=1)
 
+
+@pytest.mark.parametrize("mode", ["w1", "w2"])
+def test_slab_passes_one_slab_per_warpgroup_and_pass(mode):
+    """``slab_passes = 2`` (dev ``_pp2ksap``, session 16: measured, not shipped): a task runs the K loop twice, each
+    warpgroup multiplying one slab per pass (one wgmma per K32: the two-slab build's count, in two loops), the producer
+    streaming half-size stages of the pass's two slabs (two 4 KB code copies per stage); pass 0's epilogue values go
+    to the shared-memory stash (W1 FP32 SwiGLU outputs, W2 BF16 pairs) and come back in pass 1's epilogue. BM 64 then
+    fits two CTAs per SM with every MMA loop spill-free; bad combinations are refused by name."""
+    from gcmoe_build import sass
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.role2_devbuild import ACT2_EXPERIMENTS, compile_one
+    from gcmoe_build.kernels.sm90.role2_gemm import STAGE_BYTES, Role2GemmConfig
+
+    k, rows = (6144, 4096) if mode == "w1" else (2048, 6144)
+    kw = ACT2_EXPERIMENTS["_pp2ksap"]
+    assert kw["slab_passes"] == 2 and kw["ctas_per_sm"] == 2
+    cfg = Role2GemmConfig(mode=mode, k=k, rows=rows, bm=64, pipelined=True, **kw)
+    assert cfg.stage_bytes == STAGE_BYTES // 2 and cfg.stash_bytes == 256 * 64
+    assert cfg.smem_bytes <= cfg.smem_limit and cfg.stages >= 4
+    ptx, cubin, _ = compile_one(f"role2_{mode}_glm52_bm64_pp2ksap", cfg)
+    assert ptx.count("wgmma.mma_async") == 16  # 2 passes x 2 K128 steps x 4 K32, one slab
+    assert ptx.count("cp.async.bulk.shared::cluster.global") == 2 * 2 * 2  # per pass: 2 slabs x (codes, scales)
+    stash = "st.shared.f32" if mode == "w1" else "st.shared.b32"
+    assert stash in ptx
+    summary = sass.summarize(cubin)
+    assert summary.spill_ops_in_mma_loops == 0 and summary.qgmma_register_a == summary.qgmma
+    with pytest.raises(ValueError, match="slab_passes=3"):
+        Role2GemmConfig(mode=mode, k=k, rows=rows, bm=64, pipelined=True, slab_passes=3)
+    with pytest.raises(ValueError, match="slab_passes=2: .*act_buffers=2"):
+        Role2GemmConfig(mode=mode, k=k, rows=rows, bm=64, pipelined=True, slab_passes=2)
+    with pytest.raises(ValueError, match="slab_passes=2 is built by the persistent kernels"):
+        from gcmoe_build.kernels.sm90.role2_gemm import build_role2_gemm
+        build_role2_gemm(cfg)
+
 def test_activation_prefetch_config():
     """act_buffers = 2 splits the activation budget into two chunk buffers (shared memory unchanged where the chunk
     halves evenly), its bad values and the other session-9 knobs are refused by name, and the prefetching kernel

@@ -66,8 +66,9 @@ def test_register_a_e4m3_wgmma_with_bm_tokens(role4_arts):
     for art in [*role4_arts.values(), per_k32]:
         assert "wgmma.fence.sync.aligned" in art.ptx and "wgmma.commit_group.sync.aligned" in art.ptx
         assert "fence.proxy.async.shared::cta" in art.ptx
-        # FP8 weights: read-only 16-byte loads, no FP4 decode (the role2 decoder's prmt tables)
-        assert "ld.global.nc.L1::no_allocate.v4.u32" in art.ptx and "prmt.b32" not in art.ptx
+        # FP8 weights: 16-byte cp.async copies through the warp's ring, no FP4 decode (the role2 decoder's prmt
+        # tables)
+        assert "cp.async.cg.shared.global" in art.ptx and "prmt.b32" not in art.ptx
 
 
 def test_bounded_waits_and_protocol(role4_arts):
@@ -87,7 +88,7 @@ def test_bounded_waits_and_protocol(role4_arts):
         assert 0 <= i_fence < i_pub
         assert ptx.count("atom.acq_rel.gpu.global.add.u32") >= 3  # ticket claims + exit count + split arrivals
         assert "st.relaxed.gpu.global.u32" in ptx
-        assert "mbarrier" not in ptx  # no intra-CTA async pipeline in this kernel: nothing unbounded there
+        assert "mbarrier" not in ptx  # no mbarrier waits: the weight ring waits only for its own cp.async groups
 
 
 def test_sixteen_byte_stores_into_lane_k(role4_arts):
@@ -198,3 +199,43 @@ def test_task_order_and_bad_params():
                      ({"bm": 12}, "BM"), ({"intermediate": 384}, "intermediate"), ({"activation": "gelu"}, "activation")):
         with pytest.raises(ValueError, match=msg):
             Role4Config({**base, **bad})
+
+
+def test_weight_ring_copies_coalesced_and_waits_per_step(role4_arts):
+    """Session 16: role4's FP8 weights reach the MMAs through each warp's ``cp.async`` ring (``role4_mma.WeightRing``),
+    not through global loads into registers: 16-byte ``cp.async.cg`` copies (2 slabs x 4 code copies + 1 scale copy per
+    step, predicated), one commit group per step, ``wait_group`` ring_slots - 1 before each step's reads, then
+    ``bar.warp.sync``; no ``ld.global.nc`` is left (the register stream). The ring fits next to the task areas with
+    ``MAX_RING_SLOTS`` slots at every BM of the shipped shapes."""
+    from gcmoe_build.kernels.sm90.role2_gemm import SMEM_LIMIT
+    from gcmoe_build.kernels.sm90.role4_mma import MAX_RING_SLOTS
+    from gcmoe_build.kernels.sm90.role4_shared import Role4Config
+
+    for bm, art in role4_arts.items():
+        slots = Role4Config(art.record.variant).ring_slots
+        assert slots == MAX_RING_SLOTS
+        assert "ld.global.nc" not in art.ptx
+        assert art.ptx.count("cp.async.cg.shared.global") >= 9 * (slots + 1)
+        assert "cp.async.ca" not in art.ptx
+        assert f"cp.async.wait_group {slots - 1};" in art.ptx and "bar.warp.sync" in art.ptx
+        assert art.ptx.count("cp.async.commit_group;") >= 2 * (slots + 1)  # W1's and W2's prologue + refill
+    base = dict(top_k=8, capacity=256, shared_experts=1, recipe_shared="1x128x128")
+    for h, i in ((6144, 2048), (5120, 2304)):
+        for bm in (8, 16, 32, 64):
+            cfg = Role4Config({**base, "hidden": h, "intermediate": i, "bm": bm})
+            assert cfg.ring_slots == MAX_RING_SLOTS and cfg.smem_bytes <= SMEM_LIMIT, (h, bm)
+
+
+def test_weight_ring_swizzle_is_conflict_free():
+    """The ring's 16-byte chunk placement (``role4_mma._swizzle``) is a permutation of each warp's 128 chunks and puts
+    the chunks of every eight lanes on eight different bank groups both when the warp copies (lane l: chunk 32q + l)
+    and when it reads (lane l: chunks 4l .. 4l + 3), so neither the copies nor the reads serialise."""
+    from gcmoe_build.kernels.sm90.role4_mma import _swizzle
+
+    assert sorted(_swizzle(c) for c in range(128)) == list(range(128))
+    for q in range(4):  # copies
+        for lanes in range(0, 32, 8):
+            assert len({_swizzle(32 * q + l) % 8 for l in range(lanes, lanes + 8)}) == 8
+    for j in range(4):  # reads
+        for lanes in range(0, 32, 8):
+            assert len({_swizzle(4 * l + j) % 8 for l in range(lanes, lanes + 8)}) == 8
