@@ -362,21 +362,6 @@ def _trace_parts(cfg):
         return b, bt - b * NT2, j - bt * s2, t0, cutlass.min(ntok - t0, BM)
 
     @cute.jit
-    def issue_prologue(smem: Int32, ctid: Int32, task: Int32, nw1: Int32, ntasks: Int32, s1: Int32, s2: Int32,
-                       nch1: Int32, nch2: Int32, w1: Int64, w1s: Int64, w2: Int64, w2s: Int64):
-        """The weight ring's first steps of ``task`` (none past the last task): a task's weights start streaming
-        as soon as it is claimed, under the previous task's split-K hand-over and epilogue (a W2 task's also under
-        its wait for the W1 tiles)."""
-        if task < nw1:
-            bt = task // s1
-            weight_ring("w1", smem, ctid, bt - (bt // NT1) * NT1, w1, w1s).prologue(
-                *k_range("w1", (task - bt * s1) * nch1, nch1))
-        elif task < ntasks:
-            bt = (task - nw1) // s2
-            weight_ring("w2", smem, ctid, bt - (bt // NT2) * NT2, w2, w2s).prologue(
-                *k_range("w2", (task - nw1 - bt * s2) * nch2, nch2))
-
-    @cute.jit
     def claim(smem: Int32, ctid: Int32, ws: Int64, o_sync: Int64) -> Int32:
         """Next task index of this CTA (atomic ticket, broadcast through shared memory)."""
         if ctid == 0:
@@ -409,28 +394,13 @@ def _trace_parts(cfg):
         ntasks = nw1 + nblk * NT2 * s2
         acc = cute.make_rmem_tensor((2 * ND,), Float32)
         task = claim(smem, ctid, ws, o_shared_sync)
-        issue_prologue(smem, ctid, task, nw1, ntasks, s1, s2, nch1, nch2, shared_w1, shared_w1_scale, shared_w2,
-                       shared_w2_scale)
         while task < ntasks:
             if task < nw1:
                 # ================= shared W1: x x W1s -> SwiGLU -> FP8 shared_l2_x =================
-                _, tile, sp, t0, nt = w1_coords(task, s1, ntok)
+                b, tile, sp, t0, nt = w1_coords(task, s1, ntok)
+                weight_ring("w1", smem, ctid, tile, shared_w1, shared_w1_scale).prologue(*k_range("w1", sp * nch1, nch1))
                 mainloop("w1", smem, ctid, acc, tile, t0, nt, sp * nch1, nch1, ws, o_x, o_x_sf, shared_w1,
                          shared_w1_scale)
-            else:
-                # ================= shared W2: intermediate x W2s -> BF16 -> combine lane k =================
-                b, tile, sp, t0, nt = w2_coords(task, nw1, s2, ntok)
-                # the W1 tiles that wrote this task's intermediate columns have published them
-                wait_mask_u32_rt(ws + o_shared_sync + SYNC_B + Int64(b) * 4, w1_tiles_of(sp * nch2, nch2), err,
-                                 CODE_SHARED_W1, timeout_ns)
-                mainloop("w2", smem, ctid, acc, tile, t0, nt, sp * nch2, nch2, ws, o_shared_l2_x, o_shared_l2_sf,
-                         shared_w2, shared_w2_scale)
-            # the next task now (its ring slots are free: every read of this task's steps is done)
-            nxt = claim(smem, ctid, ws, o_shared_sync)
-            issue_prologue(smem, ctid, nxt, nw1, ntasks, s1, s2, nch1, nch2, shared_w1, shared_w1_scale, shared_w2,
-                           shared_w2_scale)
-            if task < nw1:
-                b, tile, sp, t0, nt = w1_coords(task, s1, ntok)
                 if split_reduce(S1, smem, ctid, acc, s1, sp,
                                 ws + o_shared_partials + Int64(shared_partial_slot(False, b, tile, 0, BM, H, I)) * 4,
                                 ws + o_shared_split_count + Int64(b * (NT1 + NT2) + tile) * 4) != 0:
@@ -439,13 +409,21 @@ def _trace_parts(cfg):
                                  lambda n, col: ws + o_shared_l2_x + Int64(t0 + n) * I + Int64(col),
                                  lambda n, grp: ws + o_shared_l2_sf + Int64(t0 + n) * NIG + Int64(grp),
                                  BM, alpha, clamp)
-                    # publish: every thread's stores, then one count for this W1 tile of block b
+                    # publish: every thread's stores, then this W1 tile's bit in block b's mask
                     bar_sync(1, CT)
                     if ctid == 0:
                         fence_acq_rel_gpu()
                         red_release_or_b32(ws + o_shared_sync + SYNC_B + Int64(b) * 4, Int32(1) << tile)
             else:
+                # ================= shared W2: intermediate x W2s -> BF16 -> combine lane k =================
                 b, tile, sp, t0, nt = w2_coords(task, nw1, s2, ntok)
+                # the weights do not depend on W1: the ring's first steps stream while the task waits
+                weight_ring("w2", smem, ctid, tile, shared_w2, shared_w2_scale).prologue(*k_range("w2", sp * nch2, nch2))
+                # the W1 tiles that wrote this task's intermediate columns have published them
+                wait_mask_u32_rt(ws + o_shared_sync + SYNC_B + Int64(b) * 4, w1_tiles_of(sp * nch2, nch2), err,
+                                 CODE_SHARED_W1, timeout_ns)
+                mainloop("w2", smem, ctid, acc, tile, t0, nt, sp * nch2, nch2, ws, o_shared_l2_x, o_shared_l2_sf,
+                         shared_w2, shared_w2_scale)
                 if split_reduce(S2, smem, ctid, acc, s2, sp,
                                 ws + o_shared_partials + Int64(shared_partial_slot(True, b, tile, 0, BM, H, I)) * 4,
                                 ws + o_shared_split_count + Int64(b * (NT1 + NT2) + NT1 + tile) * 4) != 0:
@@ -453,7 +431,7 @@ def _trace_parts(cfg):
                     w2_epilogue(acc, None, smem, ACT_OFF, AMAX_OFF, nt, ctid,
                                 lambda n: ws + o_combine + combine_element(Int64(K_SLOT), CAP, H, Int64(t0 + n),
                                                                            Int64(tile * ROWS_PER_CTA)) * 2, BM)
-            task = nxt
+            task = claim(smem, ctid, ws, o_shared_sync)
 
         # no task left: count this CTA out; the last one resets the ticket, the exit count and the block masks
         if ctid == 0:
