@@ -94,7 +94,7 @@ DTYPE_BYTES = {"u8": 1, "i32": 4, "u32": 4, "f32": 4, "u64": 8, "bf16": 2}
 MAX_EXPERTS = 2048  # paper Appendix A: static signal sizing
 MAX_COMBINE_SLOTS = 32  # k + 1 shared <= 32: one warp lane per combine slot
 SELFTEST_WORDS = 64
-#: role4's shared_sync words before the per-token-block W1-done tile masks (ticket, exit count)
+#: role4's shared_sync words before the per-token-block W1-done counts (ticket, exit count)
 SHARED_SYNC_TICKET = 0
 SHARED_SYNC_EXIT = 1
 SHARED_SYNC_BLOCKS = 2
@@ -310,7 +310,7 @@ class WorkspaceLayout:
                 ("shared_l2_sf", "u8", (T, I // SM90_INTERMEDIATE_SCALE_GROUP), False,
                  "role4 intermediate scales, UE8M0 per 128 along I"),
                 ("shared_sync", "u32", (SHARED_SYNC_BLOCKS + nsb,), True,
-                 "role4: task ticket, exit count, per-token-block W1-done tile masks (role4 resets them itself)"),
+                 "role4: task ticket, exit count, per-token-block W1-done counts (role4 resets them itself)"),
                 # appended (session 4, role4 split-K): nothing above moves
                 ("shared_split_count", "u32", (shared_split_blocks(spec), 2 * I // 256 + H // 256), True,
                  "role4 split-K arrivals per (token block, W1 tile | W2 tile); the last arrival zeroes its word"),

@@ -280,11 +280,6 @@ def red_release_add_u32(addr, val, *, loc=None, ip=None):
 
 
 @dsl_user_op
-def red_release_or_b32(addr, bits, *, loc=None, ip=None):
-    _asm("red.release.gpu.global.or.b32 [$0], $1;", "l,r", [_v(addr, Int64), _v(bits)], 0)
-
-
-@dsl_user_op
 def red_release_or_b64(addr, bits, *, loc=None, ip=None):
     _asm("red.release.gpu.global.or.b64 [$0], $1;", "l,l", [_v(addr, Int64), _v(bits, Int64)], 0)
 

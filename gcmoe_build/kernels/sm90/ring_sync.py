@@ -53,23 +53,6 @@ def wait_geq_u32_rt(addr, target, err, code: int, timeout_ns, *, loc=None, ip=No
 
 
 @dsl_user_op
-def wait_mask_u32_rt(addr, need, err, code: int, timeout_ns, *, loc=None, ip=None):
-    """Spin until every bit of ``need`` (Int32) is set in the u32 at ``addr`` (acquire, gpu scope); on timeout record
-    (code, need, seen) and trap."""
-    _asm(
-        "{\n.reg .pred p;\n.reg .u32 v, m;\n.reg .u64 t0, t1;\n"
-        "ld.acquire.gpu.global.u32 v, [$0];\nand.b32 m, v, $1;\nsetp.eq.u32 p, m, $1;\n@p bra.uni GCMOE_R_DONE;\n"
-        "mov.u64 t0, %globaltimer;\n"
-        "GCMOE_R_LOOP:\nnanosleep.u32 64;\n"
-        "ld.acquire.gpu.global.u32 v, [$0];\nand.b32 m, v, $1;\nsetp.eq.u32 p, m, $1;\n@p bra.uni GCMOE_R_DONE;\n"
-        "mov.u64 t1, %globaltimer;\nsub.u64 t1, t1, t0;\n"
-        "setp.lt.u64 p, t1, $3;\n@p bra.uni GCMOE_R_LOOP;\n"
-        + _record(code, "$2", "$1", "v") +
-        "GCMOE_R_DONE:\n}",
-        "l,r,l,l", [_v(addr, Int64), _v(need), _v(err, Int64), _v(timeout_ns, Int64)], 0)
-
-
-@dsl_user_op
 def wait_mask_u64_rt(addr, need, err, code: int, timeout_ns, *, loc=None, ip=None):
     """Spin until every bit of ``need`` (Int64) is set in the u64 at ``addr`` (acquire, gpu scope);
     on timeout record (code, low 32 bits of need, low 32 bits seen) and trap."""

@@ -22,10 +22,9 @@ W2 of the shared expert in one task stream, numerics exactly those of ``gcmoe_ru
 * **W1 epilogue** (role2's, without routing weight or expert factor): BF16 round, clamp, SwiGLU, amax over
   the task's 128 I-columns (``role2_gemm.L2_SCALE_GROUP``), UE8M0 scale, E4M3 -> ``shared_l2_x[t][I]``,
   ``shared_l2_sf[t][I/128]``; then
-  ``red.release.gpu.or shared_sync[2 + block] |= 1 << tile`` (the block's W1 tile mask; 2I/256 <= 32 tiles).
-* **W1 -> W2 dependency.** A W2 task of token block ``b`` waits (``ld.acquire``, bounded: trap code 14) until
-  the mask has the bits of the W1 tiles that produced its K range (a split's 128-column groups of I; unsplit: all
-  ``NT1``), so a W2 split starts when its own W1 tiles are done, not the block's slowest (session 16).
+  ``red.release.gpu.add shared_sync[2 + block] += 1``.
+* **W1 -> W2 dependency.** A W2 task of token block ``b`` waits (``ld.acquire``, bounded: trap code 14)
+  until ``shared_sync[2 + b] == NT1``, all W1 tiles of its block.
 * **Tasks.** Per replay ``nblk = ceil(ntok / BM)``; the W1 tasks (block-major), then the W2 tasks. CTAs claim
   tasks from an atomic ticket (``shared_sync[0]``), so a W2 task is only ever claimed after all W1 tasks were
   claimed by CTAs already running: progress needs no co-residency of role4's own CTAs.
@@ -40,7 +39,7 @@ W2 of the shared expert in one task stream, numerics exactly those of ``gcmoe_ru
   ``k`` of the LOCAL combine buffer, ``combine[k][t][H]``, so role3 reduces the shared partial like any
   routed slot (no special case).
 * **Self-reset.** Each CTA adds to ``shared_sync[1]`` when it has no task left; the last one zeroes the
-  ticket, the exit count and the block masks (each split count was zeroed by its tile's last arrival), so the
+  ticket, the exit count and the block counts (each split count was zeroed by its tile's last arrival), so the
   next replay finds them at zero (role4 of replay N+1
   starts after replay N's graph completed). Nothing else resets them; the workspace starts zeroed.
 
@@ -70,7 +69,7 @@ WEIGHT_PARAMS = ("shared_w1", "shared_w1_scale", "shared_w2", "shared_w2_scale")
 SCALAR_PARAMS_U64 = ("err", "timeout_ns")
 SCALAR_PARAMS_S32 = ("ntok",)
 
-REQUIRED_PTX = ("wgmma.mma_async.sync.aligned", "ld.acquire.gpu.global.u32", "red.release.gpu.global.or.b32",
+REQUIRED_PTX = ("wgmma.mma_async.sync.aligned", "ld.acquire.gpu.global.u32", "red.release.gpu.global.add.u32",
                 "atom.acq_rel.gpu.global.add.u32", "st.global.v4.u32", "trap")
 
 
@@ -122,9 +121,6 @@ class Role4Config:
             raise ValueError(f"role4: top_k={self.topk}: k + 1 must be <= 32 (combine slots)")
         if self.inter % 256:
             raise ValueError(f"role4: intermediate={self.inter} must be a multiple of 256 (W2 K chunks)")
-        if 2 * self.inter // 256 > 32:
-            raise ValueError(f"role4: intermediate={self.inter} gives {2 * self.inter // 256} W1 tiles > 32 (the u32 "
-                             "W1 tile mask per token block in shared_sync)")
         self.alpha = float(p.get("act_alpha", 1.0))
         self.clamp = float(p.get("act_clamp", 10.0))
         # role2's checked GEMM shapes give the MMA lag (256-thread register weight stream); the K chunk staged in
@@ -222,8 +218,9 @@ def _trace_parts(cfg):
     from gcmoe_runtime.workspace.layout import (SHARED_SYNC_BLOCKS, SHARED_SYNC_EXIT, SHARED_SYNC_TICKET,
                                                 shared_partial_slot)
 
-    from .ptx_mem import bar_sync, fence_acq_rel_gpu, ld_global_cg_f32, red_release_or_b32, st_global_f32
-    from .ring_sync import atom_add_acqrel_gpu_u32, ld_shared_b32, st_shared_b32, wait_mask_u32_rt
+    from .ptx_mem import (bar_sync, fence_acq_rel_gpu, ld_global_cg_f32,
+                          red_release_add_u32, st_global_f32)
+    from .ring_sync import atom_add_acqrel_gpu_u32, ld_shared_b32, st_shared_b32, wait_geq_u32_rt
     from .role2_gemm import (L2_SCALE_GROUP, ROWS_PER_CTA, TokenScales, _consumer_lane, _stage_chunk, _w1_epilogue,
                              load_act_scale, w2_epilogue)
     from .role4_mma import CODE_TILE_BYTES, SCALE_TILE_BYTES, WeightRing, k128_mma_fp8, st_relaxed_gpu_u32
@@ -340,27 +337,6 @@ def _trace_parts(cfg):
                         acc[i] = acc[i] + ld_global_cg_f32(src + Int64(i * 256 + ctid) * 4)
         return last
 
-    def w1_tiles_of(c0, nch):
-        """The W1 tile-mask bits a W2 task over the K chunks ``[c0, c0 + nch)`` of I needs: one W1 tile (256
-        gate/up rows) wrote each 128 intermediate columns."""
-        per = cfg.w2s.kc // 128  # W1 tiles per W2 K chunk
-        return Int32(((Int64(1) << Int64(nch * per)) - Int64(1)) << Int64(c0 * per))
-
-    def w1_coords(task, s1, ntok):
-        """W1 task -> (token block, 256-row tile, split, first token, tokens): block-major, split fastest."""
-        bt = task // s1
-        b = bt // NT1
-        t0 = b * BM
-        return b, bt - b * NT1, task - bt * s1, t0, cutlass.min(ntok - t0, BM)
-
-    def w2_coords(task, nw1, s2, ntok):
-        """W2 task (after the ``nw1`` W1 tasks) -> the same."""
-        j = task - nw1
-        bt = j // s2
-        b = bt // NT2
-        t0 = b * BM
-        return b, bt - b * NT2, j - bt * s2, t0, cutlass.min(ntok - t0, BM)
-
     @cute.jit
     def claim(smem: Int32, ctid: Int32, ws: Int64, o_sync: Int64) -> Int32:
         """Next task index of this CTA (atomic ticket, broadcast through shared memory)."""
@@ -397,7 +373,13 @@ def _trace_parts(cfg):
         while task < ntasks:
             if task < nw1:
                 # ================= shared W1: x x W1s -> SwiGLU -> FP8 shared_l2_x =================
-                b, tile, sp, t0, nt = w1_coords(task, s1, ntok)
+                # task = (block, tile, split), split fastest: a tile's splits are claimed together
+                bt = task // s1
+                sp = task - bt * s1
+                b = bt // NT1
+                tile = bt - b * NT1
+                t0 = b * BM
+                nt = cutlass.min(ntok - t0, BM)
                 weight_ring("w1", smem, ctid, tile, shared_w1, shared_w1_scale).prologue(*k_range("w1", sp * nch1, nch1))
                 mainloop("w1", smem, ctid, acc, tile, t0, nt, sp * nch1, nch1, ws, o_x, o_x_sf, shared_w1,
                          shared_w1_scale)
@@ -409,19 +391,25 @@ def _trace_parts(cfg):
                                  lambda n, col: ws + o_shared_l2_x + Int64(t0 + n) * I + Int64(col),
                                  lambda n, grp: ws + o_shared_l2_sf + Int64(t0 + n) * NIG + Int64(grp),
                                  BM, alpha, clamp)
-                    # publish: every thread's stores, then this W1 tile's bit in block b's mask
+                    # publish: every thread's stores, then one count for this W1 tile of block b
                     bar_sync(1, CT)
                     if ctid == 0:
                         fence_acq_rel_gpu()
-                        red_release_or_b32(ws + o_shared_sync + SYNC_B + Int64(b) * 4, Int32(1) << tile)
+                        red_release_add_u32(ws + o_shared_sync + SYNC_B + Int64(b) * 4, Int32(1))
             else:
                 # ================= shared W2: intermediate x W2s -> BF16 -> combine lane k =================
-                b, tile, sp, t0, nt = w2_coords(task, nw1, s2, ntok)
+                j = task - nw1
+                bt = j // s2
+                sp = j - bt * s2
+                b = bt // NT2
+                tile = bt - b * NT2
+                t0 = b * BM
+                nt = cutlass.min(ntok - t0, BM)
                 # the weights do not depend on W1: the ring's first steps stream while the task waits
                 weight_ring("w2", smem, ctid, tile, shared_w2, shared_w2_scale).prologue(*k_range("w2", sp * nch2, nch2))
-                # the W1 tiles that wrote this task's intermediate columns have published them
-                wait_mask_u32_rt(ws + o_shared_sync + SYNC_B + Int64(b) * 4, w1_tiles_of(sp * nch2, nch2), err,
-                                 CODE_SHARED_W1, timeout_ns)
+                # every W1 tile of this token block has published its intermediate columns
+                wait_geq_u32_rt(ws + o_shared_sync + SYNC_B + Int64(b) * 4, Int32(NT1), err, CODE_SHARED_W1,
+                                timeout_ns)
                 mainloop("w2", smem, ctid, acc, tile, t0, nt, sp * nch2, nch2, ws, o_shared_l2_x, o_shared_l2_sf,
                          shared_w2, shared_w2_scale)
                 if split_reduce(S2, smem, ctid, acc, s2, sp,
@@ -433,7 +421,7 @@ def _trace_parts(cfg):
                                                                            Int64(tile * ROWS_PER_CTA)) * 2, BM)
             task = claim(smem, ctid, ws, o_shared_sync)
 
-        # no task left: count this CTA out; the last one resets the ticket, the exit count and the block masks
+        # no task left: count this CTA out; the last one resets the ticket, the exit count and the block counts
         if ctid == 0:
             fence_acq_rel_gpu()
             old = atom_add_acqrel_gpu_u32(ws + o_shared_sync + SYNC_X, Int32(1))
