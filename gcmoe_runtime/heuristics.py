@@ -367,9 +367,13 @@ def choose_shared_bm(tokens: int, candidates: Sequence[int] = SM90_BM_CANDIDATES
 #: SM90 role4 split-K: W1 / W2 tasks per token block the split aims for (about the compute SMs of an H200 partition;
 #: without a split a block has only 2I/256 W1 and H/256 W2 tasks, 16-24 for the production shapes).
 SHARED_SPLIT_TASKS = 128
-#: Token rows (blocks x BM) whose split-K partials the workspace holds; a call with more tokens runs unsplit (it has
-#: several token blocks, so enough tasks, and its partials would cost more scratch traffic than they save).
+#: Token rows (blocks x BM) whose split-K partials the workspace holds at the full split; a call with more rows splits
+#: less (:func:`shared_split_for_rows`: rows x split stays within SHARED_SPLIT_ROWS x the full split), so a few large
+#: token blocks still fill the compute SMs without more scratch.
 SHARED_SPLIT_ROWS = 64
+#: token blocks the split-K arrival counters hold (``shared_split_count`` rows: SHARED_SPLIT_ROWS at BM 8); a call with
+#: more blocks runs unsplit
+SHARED_SPLIT_MAX_BLOCKS = SHARED_SPLIT_ROWS // min(SM90_BM_CANDIDATES)
 
 
 def _shared_split(k128: int, tiles: int) -> int:
@@ -380,6 +384,21 @@ def _shared_split(k128: int, tiles: int) -> int:
         if k128 % d == 0 and (k128 // d) % 2 == 0 and tiles * d <= SHARED_SPLIT_TASKS:
             best = d
     return best
+
+
+def shared_split_options(full: int, chunks: int) -> list[int]:
+    """The splits a role4 GEMM can run, ascending: the divisors of its full split ``full`` that also divide its
+    ``chunks`` K chunks (a split task covers whole chunks)."""
+    return [d for d in range(1, full + 1) if full % d == 0 and chunks % d == 0]
+
+
+def shared_split_for_rows(full: int, chunks: int, rows: int, blocks: int) -> int:
+    """The split of a role4 GEMM for a call of ``blocks`` token blocks holding ``rows`` rows (blocks x BM): the largest
+    of :func:`shared_split_options` with ``rows x split <= SHARED_SPLIT_ROWS x full`` (the partials region's size),
+    1 above ``SHARED_SPLIT_MAX_BLOCKS`` blocks. The kernel computes the same with selects over the options."""
+    if blocks > SHARED_SPLIT_MAX_BLOCKS:
+        return 1
+    return max(d for d in shared_split_options(full, chunks) if rows * d <= SHARED_SPLIT_ROWS * full or d == 1)
 
 
 def shared_split_k(hidden: int, intermediate: int) -> tuple[int, int]:

@@ -46,10 +46,11 @@ shared experts (role4, SM90; present only when ``spec.shared_experts``, appended
   shared_l2_sf  [capacity, I/128] u8    its UE8M0 scales per 128 along I (numerics reference step 4)
   shared_sync   [2 + ceil(capacity / min BM)] u32   word 0 task ticket, word 1 exit count, then one W1-done
                 count per token block; role4's last CTA zeroes them before it exits (persistent otherwise)
-  shared_split_count [SHARED_SPLIT_ROWS / min BM, 2I/256 + H/256] u32   split-K arrivals per (token block, tile);
+  shared_split_count [SHARED_SPLIT_MAX_BLOCKS, 2I/256 + H/256] u32   split-K arrivals per (token block, tile);
                 the last of a tile's splits zeroes its word (persistent otherwise)
   shared_partials [SHARED_SPLIT_ROWS * 256 * (2I/256 * s1 + H/256 * s2)] f32   split-K FP32 partials
-                (``shared_partial_slot``; s1, s2 = ``heuristics.shared_split_k``)
+                (``shared_partial_slot``; s1, s2 = ``heuristics.shared_split_k``, the full splits; a call with more
+                rows runs fewer: ``heuristics.shared_split_for_rows``)
 
 role2's activation tensor maps (appended after dispatch_grid, layout version 5; Hopper)
   act_maps      [8 x 128] u8            one cuTensorMap per (BM, ring_x | l2_x) (``act_map_slot``), written once
@@ -70,7 +71,8 @@ from typing import Any
 
 from gcmoe_runtime.abi import PEER_MAX_RANKS
 from gcmoe_runtime.artifacts.record import canonical_json, sha256_hex
-from gcmoe_runtime.heuristics import SHARED_SPLIT_ROWS, ring_capacity, shared_split_k  # models live there, once
+from gcmoe_runtime.heuristics import (SHARED_SPLIT_MAX_BLOCKS, SHARED_SPLIT_ROWS, ring_capacity,  # models live there
+                                      shared_split_k)
 from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 
 #: 2: Hopper l2_sf is UE8M0 per 32 (u8 [rb, bm_max, I/32]); 3: role4 split-K regions appended; 4: Hopper l2_sf and
@@ -110,21 +112,25 @@ SELFTEST_PAYLOAD_WORDS = 32
 
 
 def shared_split_blocks(spec: "LayoutSpec") -> int:
-    """Token blocks whose role4 tiles run split (``SHARED_SPLIT_ROWS`` rows at the smallest BM)."""
-    return max(1, SHARED_SPLIT_ROWS // min(spec.bm_candidates))
+    """Token blocks whose role4 tiles may run split (``heuristics.SHARED_SPLIT_MAX_BLOCKS``; at least the blocks of
+    ``SHARED_SPLIT_ROWS`` rows at the smallest BM)."""
+    return max(1, SHARED_SPLIT_MAX_BLOCKS, SHARED_SPLIT_ROWS // min(spec.bm_candidates))
 
 
-def shared_partial_slot(w2: bool, block: int, tile: int, split: int, bm: int, hidden: int, intermediate: int) -> int:
-    """First float of role4's split-K partial of (token block, row tile, split) in ``shared_partials``: W1 slots
-    ``[SHARED_SPLIT_ROWS/BM][2I/256][s1]``, then W2 slots ``[SHARED_SPLIT_ROWS/BM][H/256][s2]``, each ``BM x 256``
-    floats (thread-major: float ``i`` of consumer thread ``c`` at ``256 i + c``). The kernel evaluates this same
-    function on its DSL integers."""
-    s1, s2 = shared_split_k(hidden, intermediate)
+def shared_partial_slot(w2: bool, block: int, tile: int, split: int, bm: int, hidden: int, intermediate: int,
+                        splits: int) -> int:
+    """First float of role4's split-K partial of (token block, row tile, split) in ``shared_partials`` for a call that
+    runs ``splits`` splits of this GEMM (``heuristics.shared_split_for_rows``): W1 slots ``[blocks][2I/256][splits]``
+    from the region's start, W2 slots ``[blocks][H/256][splits]`` from ``SHARED_SPLIT_ROWS x 256 x 2I/256 x s1``, each
+    ``BM x 256`` floats (thread-major: float ``i`` of consumer thread ``c`` at ``256 i + c``); blocks x BM x splits
+    stays within SHARED_SPLIT_ROWS x the full split, so every slot fits. The kernel evaluates this same function on
+    its DSL integers."""
+    s1, _ = shared_split_k(hidden, intermediate)
     nt1, nt2 = 2 * intermediate // 256, hidden // 256
     slot = bm * 256
     if not w2:
-        return ((block * nt1 + tile) * s1 + split) * slot
-    return SHARED_SPLIT_ROWS * 256 * nt1 * s1 + ((block * nt2 + tile) * s2 + split) * slot
+        return ((block * nt1 + tile) * splits + split) * slot
+    return SHARED_SPLIT_ROWS * 256 * nt1 * s1 + ((block * nt2 + tile) * splits + split) * slot
 
 
 def shared_partial_floats(hidden: int, intermediate: int) -> int:

@@ -34,7 +34,9 @@ W2 of the shared expert in one task stream, numerics exactly those of ``gcmoe_ru
   FP32 partial (``BM x 256``) to ``shared_partials`` (``layout.shared_partial_slot``) and counts itself in
   ``shared_split_count[block][tile]``; the last arrival sums every split's partial in split order (the same bits
   whichever CTA is last), zeroes the count and runs the epilogue below. Calls with more than
-  ``SHARED_SPLIT_ROWS`` token rows run unsplit (several blocks give enough tasks; the scratch holds 64 rows).
+  ``SHARED_SPLIT_ROWS`` token rows split less (``heuristics.shared_split_for_rows``: rows x split within the
+  partials region; session 16: GLM-5.2 W1 4 / 2 and W2 2 / 1 splits at 2 / 4 blocks of BM 64, DSV-4.1-Flash unsplit
+  there: its chunk counts 5 / 3 have no smaller split); past ``SHARED_SPLIT_MAX_BLOCKS`` blocks, unsplit.
 * **W2 epilogue.** BF16 partials staged through shared memory, then 16-byte ``st.global.v4`` into lane
   ``k`` of the LOCAL combine buffer, ``combine[k][t][H]``, so role3 reduces the shared partial like any
   routed slot (no special case).
@@ -49,7 +51,8 @@ graph edge).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
-from gcmoe_runtime.heuristics import SHARED_SPLIT_ROWS, shared_split_k
+from gcmoe_runtime.heuristics import (SHARED_SPLIT_MAX_BLOCKS, SHARED_SPLIT_ROWS, shared_split_for_rows,
+                                      shared_split_k, shared_split_options)
 
 from .role_common import int_param, peer_abi_plan
 
@@ -132,14 +135,17 @@ class Role4Config:
         self.w1s = Role2GemmConfig(mode="w1", k=self.hidden // self.s1, rows=2 * self.inter, bm=self.bm,
                                    alpha=self.alpha, clamp=self.clamp, pipelined=False)
         self.w2s = Role2GemmConfig(mode="w2", k=self.inter // self.s2, rows=self.hidden, bm=self.bm, pipelined=False)
-        #: token blocks that run split (the workspace holds SHARED_SPLIT_ROWS rows of partials)
-        self.split_blocks = max(1, SHARED_SPLIT_ROWS // self.bm)
+        #: K chunks of the whole K (W1, W2): a split task covers whole chunks
+        self.ch1, self.ch2 = self.hidden // self.w1s.kc, self.inter // self.w2s.kc
 
     def splits(self, ntok):
-        """Host mirror of the kernel's per-call split rule: ``(s1, s2)`` while the token blocks fit the partials
-        region (``split_blocks``), else ``(1, 1)``."""
+        """Host mirror of the kernel's per-call split rule (``heuristics.shared_split_for_rows``): ``(s1, s2)``,
+        the full splits up to ``SHARED_SPLIT_ROWS`` rows, fewer above (the partials region's size), 1 past
+        ``SHARED_SPLIT_MAX_BLOCKS`` blocks."""
         nblk = -(-ntok // self.bm)
-        return (self.s1, self.s2) if nblk <= self.split_blocks else (1, 1)
+        rows = nblk * self.bm
+        return (shared_split_for_rows(self.s1, self.ch1, rows, nblk),
+                shared_split_for_rows(self.s2, self.ch2, rows, nblk))
 
     @property
     def nt1(self):
@@ -204,7 +210,7 @@ def build(variant):
         launch=LaunchFacts(block=(THREADS, 1, 1), cluster=(1, 1, 1), dynamic_smem=cfg.smem_bytes, grid="compute_sms"),
         extra={"role": ROLE, "bm": cfg.bm, "threads": THREADS, "kc_w1": cfg.w1s.kc, "kc_w2": cfg.w2s.kc,
                "nt1": cfg.nt1, "nt2": cfg.nt2, "split_w1": cfg.s1, "split_w2": cfg.s2,
-               "split_blocks": cfg.split_blocks, "recipe_shared": list(cfg.recipe),
+               "split_max_blocks": SHARED_SPLIT_MAX_BLOCKS, "recipe_shared": list(cfg.recipe),
                "offset_params": list(OFFSET_PARAMS)},
     )
 
@@ -229,8 +235,8 @@ def _trace_parts(cfg):
     CT = THREADS
     ND = BM // 2
     NT1, NT2 = cfg.nt1, cfg.nt2
-    S1, S2, NB_SPLIT = cfg.s1, cfg.s2, cfg.split_blocks
-    CH1, CH2 = H // cfg.w1s.kc, I // cfg.w2s.kc  # K chunks of the whole K
+    S1, S2 = cfg.s1, cfg.s2
+    CH1, CH2 = cfg.ch1, cfg.ch2  # K chunks of the whole K
     SLOT = BM * 256  # floats of one split partial
     NKB = H // 128  # FP32 activation scales per token (x_sf row)
     NIG = I // L2_SCALE_GROUP  # UE8M0 intermediate scales per token
@@ -337,6 +343,16 @@ def _trace_parts(cfg):
                         acc[i] = acc[i] + ld_global_cg_f32(src + Int64(i * 256 + ctid) * 4)
         return last
 
+    def split_for(full, chunks, nblk):
+        """``heuristics.shared_split_for_rows`` on the kernel's integers: over the options ascending, keep each whose
+        partials fit (rows x split <= SHARED_SPLIT_ROWS x full) while the blocks fit the arrival counters."""
+        ok = Int32(nblk <= SHARED_SPLIT_MAX_BLOCKS)
+        split = Int32(1)
+        for d in shared_split_options(full, chunks)[1:]:  # plain Python: unrolled at trace time
+            take = ok * Int32(nblk * (BM * d) <= SHARED_SPLIT_ROWS * full)
+            split = split + take * (Int32(d) - split)
+        return split
+
     @cute.jit
     def claim(smem: Int32, ctid: Int32, ws: Int64, o_sync: Int64) -> Int32:
         """Next task index of this CTA (atomic ticket, broadcast through shared memory)."""
@@ -360,12 +376,11 @@ def _trace_parts(cfg):
         ws = PeerDesc(peer).base()
         wg, warp, g, t, _ = _consumer_lane(ctid)
         nblk = (ntok + (BM - 1)) // BM
-        # split-K while the partials fit the workspace (NB_SPLIT token blocks), else one task per tile
-        fits = Int32(nblk <= NB_SPLIT)
-        s1 = 1 + fits * (S1 - 1)
-        s2 = 1 + fits * (S2 - 1)
-        nch1 = CH1 + fits * (CH1 // S1 - CH1)  # K chunks per task
-        nch2 = CH2 + fits * (CH2 // S2 - CH2)
+        # split-K: the largest split whose partials fit the workspace (shared_split_for_rows, as selects)
+        s1 = split_for(S1, CH1, nblk)
+        s2 = split_for(S2, CH2, nblk)
+        nch1 = CH1 // s1  # K chunks per task
+        nch2 = CH2 // s2
         nw1 = nblk * NT1 * s1
         ntasks = nw1 + nblk * NT2 * s2
         acc = cute.make_rmem_tensor((2 * ND,), Float32)
@@ -384,7 +399,7 @@ def _trace_parts(cfg):
                 mainloop("w1", smem, ctid, acc, tile, t0, nt, sp * nch1, nch1, ws, o_x, o_x_sf, shared_w1,
                          shared_w1_scale)
                 if split_reduce(S1, smem, ctid, acc, s1, sp,
-                                ws + o_shared_partials + Int64(shared_partial_slot(False, b, tile, 0, BM, H, I)) * 4,
+                                ws + o_shared_partials + Int64(shared_partial_slot(False, b, tile, 0, BM, H, I, s1)) * 4,
                                 ws + o_shared_split_count + Int64(b * (NT1 + NT2) + tile) * 4) != 0:
                     # role2's W1 epilogue without expert factor or routing weight (shared expert)
                     _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF, None, nt, tile, wg, warp, g, t, None,
@@ -413,7 +428,7 @@ def _trace_parts(cfg):
                 mainloop("w2", smem, ctid, acc, tile, t0, nt, sp * nch2, nch2, ws, o_shared_l2_x, o_shared_l2_sf,
                          shared_w2, shared_w2_scale)
                 if split_reduce(S2, smem, ctid, acc, s2, sp,
-                                ws + o_shared_partials + Int64(shared_partial_slot(True, b, tile, 0, BM, H, I)) * 4,
+                                ws + o_shared_partials + Int64(shared_partial_slot(True, b, tile, 0, BM, H, I, s2)) * 4,
                                 ws + o_shared_split_count + Int64(b * (NT1 + NT2) + NT1 + tile) * 4) != 0:
                     # BF16 staged, 16-byte stores into lane k of the LOCAL combine buffer, combine[k][t0 + n]
                     w2_epilogue(acc, None, smem, ACT_OFF, AMAX_OFF, nt, ctid,

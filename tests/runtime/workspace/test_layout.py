@@ -167,10 +167,46 @@ def test_shared_split_partial_slots_tile_the_region_exactly(hidden, inter):
     assert lay.region("shared_split_count").shape == (SHARED_SPLIT_ROWS // 8, nt1 + nt2)
     assert lay.region("shared_split_count").persistent and not lay.region("shared_partials").persistent
     for bm in (8, 16, 32, 64):
-        starts = sorted(shared_partial_slot(w2, b, tile, sp, bm, hidden, inter)
+        starts = sorted(shared_partial_slot(w2, b, tile, sp, bm, hidden, inter, s)
                         for w2, nt, s in ((False, nt1, s1), (True, nt2, s2))
                         for b in range(SHARED_SPLIT_ROWS // bm) for tile in range(nt) for sp in range(s))
         assert starts == list(range(0, floats, bm * 256)), bm  # contiguous, disjoint, exactly the region
+
+
+@pytest.mark.parametrize("hidden,inter", [(512, 256), (6144, 2048), (5120, 2304)])
+def test_shared_split_for_more_rows_stays_in_the_region(hidden, inter):
+    """Session 16: a role4 call with more than SHARED_SPLIT_ROWS rows splits less (``shared_split_for_rows``): at every
+    block count and BM the slots it uses at its split lie in their GEMM's part of shared_partials, disjoint; its blocks
+    fit the arrival counters; a split always covers whole K chunks; GLM-5.2 keeps 128 / 96 tasks at 2 and 4 blocks
+    of BM 64 (W1 4 / 2, W2 2 / 1 splits)."""
+    from gcmoe_runtime.heuristics import (SHARED_SPLIT_MAX_BLOCKS, SHARED_SPLIT_ROWS, shared_split_for_rows,
+                                          shared_split_k, shared_split_options)
+    from gcmoe_runtime.workspace.layout import WorkspaceLayout, shared_partial_slot
+
+    lay = WorkspaceLayout.build(spec(hidden=hidden, intermediate=inter, shared_experts=True))
+    floats = lay.region("shared_partials").shape[0]
+    assert lay.region("shared_split_count").shape[0] == SHARED_SPLIT_MAX_BLOCKS
+    full = shared_split_k(hidden, inter)
+    nt = (2 * inter // 256, hidden // 256)
+    w1_floats = SHARED_SPLIT_ROWS * 256 * nt[0] * full[0]
+    for bm in (8, 16, 32, 64):
+        for nblk in range(1, 256 // bm + 1):
+            for g, w2 in enumerate((False, True)):
+                for chunks in (full[g], 2 * full[g], 3 * full[g]):
+                    d = shared_split_for_rows(full[g], chunks, nblk * bm, nblk)
+                    assert d in shared_split_options(full[g], chunks) and chunks % d == 0
+                    if nblk > SHARED_SPLIT_MAX_BLOCKS:
+                        assert d == 1
+                    if d == 1 and nblk * bm > SHARED_SPLIT_ROWS:
+                        continue  # unsplit: no partials
+                    starts = [shared_partial_slot(w2, b, t, sp, bm, hidden, inter, d)
+                              for b in range(nblk) for t in range(nt[g]) for sp in range(d)]
+                    lo, hi = (0, w1_floats) if not w2 else (w1_floats, floats)
+                    assert len(set(starts)) == len(starts)
+                    assert all(lo <= x and x + bm * 256 <= hi for x in starts), (bm, nblk, w2, d)
+    if (hidden, inter) == (6144, 2048):
+        assert [shared_split_for_rows(8, 8, r, r // 64) for r in (64, 128, 256)] == [8, 4, 2]
+        assert [shared_split_for_rows(4, 4, r, r // 64) for r in (64, 128, 256)] == [4, 2, 1]
 
 
 def test_whole_pool_ring_never_reuses_a_block():

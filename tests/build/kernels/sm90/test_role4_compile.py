@@ -182,8 +182,10 @@ def test_task_order_and_bad_params():
     # split-K: every (W1|W2, block, tile, split) exactly once, W1 before W2, a tile's splits consecutive; the
     # split runs while the blocks fit the 64-row partials region
     glm = Role4Config({**base, "hidden": 6144, "intermediate": 2048, "bm": 8})
-    assert (glm.s1, glm.s2, glm.split_blocks) == (8, 4, 8)
-    assert glm.splits(64) == (8, 4) and glm.splits(65) == (1, 1)
+    assert (glm.s1, glm.s2, glm.ch1, glm.ch2) == (8, 4, 8, 4)
+    assert glm.splits(64) == (8, 4) and glm.splits(65) == (1, 1)  # 9 blocks of BM 8: past the arrival counters
+    glm64 = Role4Config({**base, "hidden": 6144, "intermediate": 2048, "bm": 64})
+    assert [glm64.splits(t) for t in (64, 128, 256)] == [(8, 4), (4, 2), (2, 1)]  # fewer splits for more rows
     for ntok in (1, 8, 37, 64, 65, 256):
         nblk = -(-ntok // glm.bm)
         s1, s2 = glm.splits(ntok)
