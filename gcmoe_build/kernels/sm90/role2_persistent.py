@@ -93,9 +93,10 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     if SLOTS:
         check_slot_reuse(NK128 * NP, NS, f"role2 {cfg.mode} persistent")
 
-    def stream_step(li, p: int, kb):
-        """The weight-stage stream index of K128 ``kb`` of pass ``p`` of the CTA's ``li``-th task."""
-        gs = li * (NK128 * NP) + kb
+    def pass_base(li, p: int):
+        """The weight-stage stream index of K128 step 0 of pass ``p`` of the CTA's ``li``-th task (producer and
+        consumers count the same stream)."""
+        gs = li * (NK128 * NP)
         return gs + p * NK128 if p else gs
 
     def acquire_task(task, bgen, bexp, l1_full, err):
@@ -186,7 +187,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     slab0 = Int64(expert) * NSLAB + Int64(ntile) * 4
                     for p in cutlass.range_constexpr(NP):  # slab_passes = 2: slabs p and 2 + p, one per warpgroup
                         for kb in cutlass.range(NK128, unroll=1):
-                            _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, stream_step(li, p, kb),
+                            _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, pass_base(li, p) + kb,
                                           lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), w, ws,
                                           slab0 + p if p else slab0, NK128, kb, policy, 2 * NSL, NP)
                     li = li + 1
@@ -229,15 +230,14 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                                  lambda n, col: out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col),
                                  lambda n, grp: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // L2_SCALE_GROUP)
                                                  + Int64(grp)), BM, alpha, clamp, part, STASH_OFF)
+
                 def wait_w1_tiles(kc):  # W2: the W1 tiles that produced columns [kc*KC, (kc+1)*KC)
                     wait_mask_u64_or_trap(l2_mask + Int64(blk) * 8, w1_tile_bits(kc, KC), err, TRAP_L2_MASK, TMO)
 
                 for p in cutlass.range_constexpr(NP):  # slab_passes = 2: the warpgroup's slab p over the whole K
                     for i in cutlass.range_constexpr(NSL * ND):
                         acc[i] = Float32(0.0)
-                    gs0 = li * (NK128 * NP)
-                    if const_expr(p):
-                        gs0 = gs0 + p * NK128
+                    gs0 = pass_base(li, p)
 
                     def chunk_mma(kc, act_buf, asc_buf, prefetch):
                         for k2 in cutlass.range(KC // 256, unroll=1):

@@ -283,7 +283,7 @@ def _trace_parts(cfg):
                  w: Int64, wsc: Int64):
         """K loop of one 256-row task over the token block ``[t0, t0 + nt)`` and the K chunks ``[c0, c0 + nch)``
         (a split's K range, or all of K): activations + scales staged per K chunk into shared memory (padded
-        tokens zeroed), FP8 weight fragments from the thread's weight ring (the caller issued its prologue), each
+        tokens zeroed), FP8 weight fragments from the warp's weight ring (the caller issued its prologue), each
         step's slot refilled ``SLOTS`` steps ahead once its MMAs are issued, ``k128_mma_fp8`` per K128."""
         mc = cfg.w1 if const_expr(mode == "w1") else cfg.w2
         K, KC = mc.k, (cfg.w1s if const_expr(mode == "w1") else cfg.w2s).kc
