@@ -49,8 +49,8 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
          + [(sh, bm, "_pp2ksag1") for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32)]  # one slab group at a
          # time: the two-CTA build that fits BM 32 (session 15)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (32, 64) for v in ("_pp2ksap", "_pp2ksapc")]
-         # each warpgroup's slabs one
-         # after the other over K (pass 0's epilogue values in the stash): BM 64 at two CTAs (session 16)
+         # each warpgroup's slabs one after the other over K (pass 0's epilogue values in the stash): BM 64 at two
+         # CTAs (session 16; _pp2ksapc with 64 KB of activation chunks)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 64)  # four K128 steps per MMA
             for v in ("_pd4",) + (("_p2d4",) if bm <= 16 else ())])  # call (built where the K chunk allows it)
 #: ("_p_read" / "_p2_read", the racy release, are built for diag_two_cta.py, which shows the race, not tested here:
