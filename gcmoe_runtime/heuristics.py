@@ -392,13 +392,19 @@ def shared_split_options(full: int, chunks: int) -> list[int]:
     return [d for d in range(1, full + 1) if full % d == 0 and chunks % d == 0]
 
 
+def shared_split_fits(rows, split: int, full: int):
+    """Whether ``rows`` token rows run at ``split`` fit the partials region sized for SHARED_SPLIT_ROWS rows at the
+    ``full`` split. Works on Python ints and on the kernel's integers (role4 evaluates it in its split selects)."""
+    return rows * split <= SHARED_SPLIT_ROWS * full
+
+
 def shared_split_for_rows(full: int, chunks: int, rows: int, blocks: int) -> int:
     """The split of a role4 GEMM for a call of ``blocks`` token blocks holding ``rows`` rows (blocks x BM): the largest
-    of :func:`shared_split_options` with ``rows x split <= SHARED_SPLIT_ROWS x full`` (the partials region's size),
-    1 above ``SHARED_SPLIT_MAX_BLOCKS`` blocks. The kernel computes the same with selects over the options."""
+    of :func:`shared_split_options` that :func:`shared_split_fits`, 1 above ``SHARED_SPLIT_MAX_BLOCKS`` blocks. The
+    kernel computes the same with selects over the options."""
     if blocks > SHARED_SPLIT_MAX_BLOCKS:
         return 1
-    return max(d for d in shared_split_options(full, chunks) if rows * d <= SHARED_SPLIT_ROWS * full or d == 1)
+    return max(d for d in shared_split_options(full, chunks) if d == 1 or shared_split_fits(rows, d, full))
 
 
 def shared_split_k(hidden: int, intermediate: int) -> tuple[int, int]:

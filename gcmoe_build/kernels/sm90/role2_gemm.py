@@ -81,7 +81,9 @@ SIGNAL_BAR_THREADS = CONSUMER_THREADS + 32
 SIGNAL_WARP_TIDS = (32, 64)
 SUPPORTED_BM = (8, 16, 32, 64)
 SMEM_LIMIT = 227 * 1024  # sm_90 opt-in dynamic shared memory per block
-STAGE_BYTES = 16384 + 1024  # one K128 step: packed codes of 256 rows + their UE8M0 scales
+#: one 64-row slab's share of a K128 weight stage: its packed codes (4 KB) + UE8M0 scales (256 B)
+SLAB_STAGE_BYTES = 4096 + 256
+STAGE_BYTES = 4 * SLAB_STAGE_BYTES  # one K128 step of a CTA's four slabs: packed codes of 256 rows + their scales
 MAX_STAGES = 8
 FOLD_SCALE = float(2 ** FOLD_LOG2)  # decoded operands are fp4 x 2**(r - 5): the partials carry 2**-5
 #: the W1 epilogue's UE8M0 scale group along I = W2's activation scale group (numerics reference step 4, Hopper):
@@ -317,7 +319,7 @@ class Role2GemmConfig:
     def stage_bytes(self) -> int:
         """One weight stage: the code tiles (4 KB) and UE8M0 scale tiles (256 B) of one K128 step of the slabs of
         a pass (:data:`STAGE_BYTES` for all four)."""
-        return STAGE_BYTES * self.slabs_per_pass // 2
+        return 2 * self.slabs_per_pass * SLAB_STAGE_BYTES
 
     @property
     def stash_bytes(self) -> int:
@@ -654,7 +656,7 @@ def _issue_k128_stage(smem, bar_off: int, stage_off: int, s, w, ws, slab0, nk, k
     ``slab0``: the first 64-row slab (expert * slabs + tile * 4 [+ pass]), ``nk``: K128 steps per slab, ``kb``: this
     step. All four slabs of the task (the default), or with ``Role2GemmConfig.slab_passes = 2`` the pass's two."""
     full = smem + bar_off + 8 * s
-    nbytes = nsl * (4096 + 256)
+    nbytes = nsl * SLAB_STAGE_BYTES
     mbar_arrive_expect_tx(full, nbytes)
     dst = smem + stage_off + s * nbytes
     for j in range(nsl):  # plain Python: unrolled at trace time

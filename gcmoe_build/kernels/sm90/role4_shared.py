@@ -51,7 +51,7 @@ graph edge).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
-from gcmoe_runtime.heuristics import (SHARED_SPLIT_MAX_BLOCKS, SHARED_SPLIT_ROWS, shared_split_for_rows,
+from gcmoe_runtime.heuristics import (SHARED_SPLIT_MAX_BLOCKS, shared_split_fits, shared_split_for_rows,
                                       shared_split_k, shared_split_options)
 
 from .role_common import int_param, peer_abi_plan
@@ -345,11 +345,11 @@ def _trace_parts(cfg):
 
     def split_for(full, chunks, nblk):
         """``heuristics.shared_split_for_rows`` on the kernel's integers: over the options ascending, keep each whose
-        partials fit (rows x split <= SHARED_SPLIT_ROWS x full) while the blocks fit the arrival counters."""
+        partials fit (``heuristics.shared_split_fits``) while the blocks fit the arrival counters."""
         ok = Int32(nblk <= SHARED_SPLIT_MAX_BLOCKS)
         split = Int32(1)
         for d in shared_split_options(full, chunks)[1:]:  # plain Python: unrolled at trace time
-            take = ok * Int32(nblk * (BM * d) <= SHARED_SPLIT_ROWS * full)
+            take = ok * Int32(shared_split_fits(nblk * BM, d, full))
             split = split + take * (Int32(d) - split)
         return split
 
