@@ -150,6 +150,11 @@ class Role2GemmConfig:
     #: for the stages, so the kernel times the consumers' mainloop (decode, QGMMA, promote) on whatever the stage
     #: buffers hold, plus the activation staging and the epilogue; its outputs are meaningless
     dev_compute_only: bool = False
+    #: dev harness measurement only (never in a bundle): each wgmma's A registers are the stage's raw code words (no
+    #: fold table, no FP4 decode), so the kernel times everything but the decode's CUDA-core work (its LOP3 / PRMT /
+    #: IMAD chains and their register traffic) on the real weight stream; its outputs are meaningless. What a decode
+    #: moved off the MMA warps (a decode warpgroup writing E4M3 tiles to shared memory) could gain at most.
+    dev_no_decode: bool = False
     #: K128 steps per :func:`_mma_k128_steps` call (the K loop's body): the tensor cores drain once per call, so 4
     #: halves the drains of 2 (dev kernel, pipelined only; the chunk must hold a whole number of calls)
     mma_steps_per_call: int = 2
@@ -216,6 +221,9 @@ class Role2GemmConfig:
             raise ValueError(f"role2 stage_release={self.stage_release!r}: must be one of {STAGE_RELEASES}")
         if self.dev_compute_only and not self.pipelined:
             raise ValueError("role2 dev_compute_only: only the pipelined (producer-fed) kernel has stages to skip")
+        if self.dev_no_decode and not (self.pipelined and self.fold_scales):
+            raise ValueError("role2 dev_no_decode: a timing probe of the pipelined kernel's folded decode, so "
+                             "pipelined=True, fold_scales=True")
         if self.mma_steps_per_call not in (2, 4) or (self.mma_steps_per_call == 4 and not self.pipelined):
             raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: 2, or 4 for the pipelined kernel")
         if self.staged_fold_scale and not (self.fold_scales and self.act_buffers == 2):
@@ -466,7 +474,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
-                    block_k128: bool = False, nslab: int = 2):
+                    block_k128: bool = False, nslab: int = 2, decode: bool = True):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -494,7 +502,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     1x128x128 recipe, whose block code the host transform repeats to every row and K32 of its block): the four K32
     MMAs chain on one partial and one FMA per K128 applies the scale of K32 0, as for FP4. ``nslab`` (FP4 only): the
     warpgroup's slabs in this call, 1 with ``Role2GemmConfig.slab_passes = 2``: a step's words are then that slab's
-    8 code words and 2 scale words, one wgmma per K32, ``acc`` holds that slab's BM / 2 values."""
+    8 code words and 2 scale words, one wgmma per K32, ``acc`` holds that slab's BM / 2 values. ``decode=False``
+    (FP4, the timing probe ``Role2GemmConfig.dev_no_decode``): the raw code words are the A registers."""
     if not overlap and len(steps) > 1:
         for step in steps:
             _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled,
@@ -506,6 +515,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
 
     def slab_regs(step, q, sl):  # the 4 A registers of slab ``sl``, K32 ``q``: its codes through the folded table
         words = step.words
+        if const_expr(not decode):
+            return [words[sl * 8 + 2 * q + (r & 1)] for r in range(4)]
         sw = words[8 * nslab + sl * 2 + q // 2]
         luts = [fold_lut(byte_of(sw, (q % 2) * 2 + hh)) if fold else r0 for hh in range(2)]
         a = []
