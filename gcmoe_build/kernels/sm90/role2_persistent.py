@@ -39,10 +39,12 @@ import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
 from .ptx_mem import (bar_sync, evict_first_policy, fence_tensormap_acquire, launch_coords, ld_global_f32,
-                      ld_global_s32, mbar_init, mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
+                      ld_global_s32, mbar_arrive, mbar_init, mbar_wait_or_trap, red_release_add_u32,
+                      red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
-from .role2_gemm import (ActTma, CONSUMER_THREADS, act_tma_phase_flips, L2_SCALE_GROUP, PRODUCER_THREADS,
-                         SIGNAL_BAR, SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS,
+from .role2_gemm import (ActTma, CONSUMER_THREADS, act_tma_phase_flips, DECODE_TIDS, DECODED_SLOT_BYTES,
+                         L2_SCALE_GROUP, PRODUCER_THREADS, SIGNAL_BAR, SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS,
+                         decode_k128_stage, decoded_a_regs, decoded_k128_step, raw_a_regs,
                          Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers,
                          _mma_k128_steps, _produce_k128, _token_major_scale_addr, _w1_epilogue, for_each_chunk,
                          row_table_dst, stage_k128_step, all_w1_tile_bits, w1_tile_bits, w2_epilogue,
@@ -87,6 +89,12 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     DYN, REC = cfg.dynamic_tasks, cfg.task_records
     SLOTS = DYN or REC  # the producer hands each task to the consumers through the task slots
     TASK_OFF = BAR_OFF + 2 * 8 * NS  # the task slots follow the stage barriers
+    DEC, NDEC = cfg.decode_warps, cfg.decoded_slots
+    # decode_warps: the E4M3 slots (1024-aligned) and their full / empty barriers after the task slots
+    DEC_OFF = 1024 * ((TASK_OFF + cfg.queue_bytes + 1023) // 1024)
+    DBAR_OFF = DEC_OFF + NDEC * DECODED_SLOT_BYTES
+    if DEC:
+        assert DBAR_OFF + 16 * NDEC <= cfg.smem_bytes, (DBAR_OFF, cfg.smem_bytes)
     EARLY = cfg.w2_early_release and not W1  # W2: released in the epilogue, before its stores
     SIG = cfg.signal_warp  # the releases run on the signal warp, handed over at SIGNAL_BAR
     TASK_BITS = 0 if W1 else all_w1_tile_bits(K)  # W2: every W1 mask bit of the block's I
@@ -171,7 +179,11 @@ def build_role2_persistent(cfg: Role2GemmConfig):
             if const_expr(cfg.act_tma):
                 for b in cutlass.range_constexpr(cfg.act_buffers):
                     mbar_init(smem + ACT_BAR_OFF + 8 * b, 1)
-            _init_stage_barriers(smem, BAR_OFF, NS)
+            _init_stage_barriers(smem, BAR_OFF, NS, DECODE_TIDS[1] - DECODE_TIDS[0] if DEC else CONSUMER_THREADS)
+            if const_expr(DEC):
+                for d in cutlass.range_constexpr(NDEC):
+                    mbar_init(smem + DBAR_OFF + 8 * d, DECODE_TIDS[1] - DECODE_TIDS[0])
+                    mbar_init(smem + DBAR_OFF + 8 * (NDEC + d), CT)
             if const_expr(SLOTS):
                 init_task_slots(smem + TASK_OFF)
         bar_sync(0, P0 + CT)
@@ -202,6 +214,28 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)
                         if tid == SIGNAL_WARP_TIDS[0]:
                             release_task(task, l2_mask, l1_empty)
+                        li = li + 1
+                        task = static_task(cta, li, ntasks, ncta)
+            if const_expr(DEC):
+                if tid >= DECODE_TIDS[0] and tid < DECODE_TIDS[1]:
+                    # the decode warps: every weight stage of the CTA's task sequence (static split), in stream order
+                    dt = tid - DECODE_TIDS[0]
+                    li = Int32(0)
+                    task = static_task(cta, li, ntasks, ncta)
+                    while task >= 0:
+                        for kb in cutlass.range(NK128, unroll=1):
+                            gs = li * NK128 + kb
+                            st = gs % NS
+                            d = gs % NDEC
+                            mbar_wait_or_trap(smem + BAR_OFF + 8 * st, (gs // NS) & 1, TMO)
+                            if gs >= NDEC:
+                                mbar_wait_or_trap(smem + DBAR_OFF + 8 * (NDEC + d), ((gs // NDEC) - 1) & 1, TMO)
+                            decode_k128_stage(smem + STAGE_OFF + st * cfg.stage_bytes,
+                                              smem + DEC_OFF + d * DECODED_SLOT_BYTES, dt)
+                            # every shared load of the stage fed a store above: the stage may be refilled; the
+                            # arrive's release orders the slot's stores before the MMA warps' acquiring wait
+                            mbar_arrive(smem + BAR_OFF + 8 * (NS + st))
+                            mbar_arrive(smem + DBAR_OFF + 8 * d)
                         li = li + 1
                         task = static_task(cta, li, ntasks, ncta)
         else:
@@ -244,15 +278,22 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                             steps = []
                             for h in cutlass.range_constexpr(2):
                                 kl128 = k2 * 2 + h
-                                steps.append(stage_k128_step(
-                                    cfg, smem, BAR_OFF, STAGE_OFF, NS, gs0 + kc * (KC // 128) + kl128,
-                                    lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), (wg, tw, warp, g),
-                                    TokenScales(asc_buf, kl128, t, BM, GS), kl128))
+                                if const_expr(DEC):
+                                    steps.append(decoded_k128_step(
+                                        smem, DEC_OFF, DBAR_OFF, NDEC, gs0 + kc * (KC // 128) + kl128, qwait,
+                                        TokenScales(asc_buf, kl128, t, BM, GS), kl128))
+                                else:
+                                    steps.append(stage_k128_step(
+                                        cfg, smem, BAR_OFF, STAGE_OFF, NS, gs0 + kc * (KC // 128) + kl128,
+                                        lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), (wg, tw, warp, g),
+                                        TokenScales(asc_buf, kl128, t, BM, GS), kl128))
                             if const_expr(prefetch is not None):
                                 steps[-1].issued = lambda k2=k2: prefetch(k2)
                             _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales,
                                             prescaled=cfg.staged_fold_scale, sw128=cfg.act_tma,
-                                            slab_groups=cfg.slab_groups, nslab=NSL, decode=not cfg.dev_no_decode)
+                                            slab_groups=cfg.slab_groups, nslab=NSL,
+                                            a_src=(decoded_a_regs(wg, tw) if DEC else
+                                                   raw_a_regs if cfg.dev_no_decode else None))
 
                     if const_expr(cfg.act_tma):
                         # each pass moves the chunk buffers' parities by act_tma_phase_flips: two passes per task
