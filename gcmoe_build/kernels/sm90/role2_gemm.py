@@ -97,13 +97,13 @@ PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg split: 128*40 + 256*232 <= 
 #: producer warpgroup had 24 until session 13; the signal warp's code beside the producer's made ptxas spill more
 #: there, and 32 is what the pool leaves at 104 for the consumers
 PRODUCER_REGS_2, CONSUMER_REGS_2 = 32, 104
-#: Role2GemmConfig.decode_warps: the producer warpgroup's decode warps hold a chunk's 8 code words, 4 table registers
-#: and 4 outputs; the MMA warps no longer hold words or decode temporaries (128*56 + 256*224 = 384 * 168)
-DECODE_PRODUCER_REGS, DECODE_CONSUMER_REGS = 56, 224
+#: Role2GemmConfig.decode_warps: 512 threads (128 registers each at launch) = producer 40, decode warpgroup 72 (its
+#: four chunks' code words, tables and outputs in flight), MMA warps 200 (no words or decode temporaries)
+DECODE_PRODUCER_REGS, DECODE_REGS, DECODE_CONSUMER_REGS = 40, 72, 200
+#: the decode warpgroup (Role2GemmConfig.decode_warps)
+DECODE_THREADS = 128
 #: one decoded K128 step of a CTA's four slabs: 4 slabs x 4 K32 x 128 lanes x 16 B of E4M3 A fragments
 DECODED_SLOT_BYTES = 4 * 4 * (CONSUMER_THREADS // 2) * 16
-#: the decode warps: warps 2-3 of the producer warpgroup (thread ids)
-DECODE_TIDS = (64, 128)
 #: shared memory one CTA may use when two share an SM (228 KB per SM, 1 KB reserved per CTA)
 SMEM_LIMIT_2 = 113 * 1024
 STAGE_RELEASES = ("read", "fence", "decoded", "decoded_k32_2")
@@ -162,11 +162,13 @@ class Role2GemmConfig:
     #: IMAD chains and their register traffic) on the real weight stream; its outputs are meaningless. What a decode
     #: moved off the MMA warps (a decode warpgroup writing E4M3 tiles to shared memory) could gain at most.
     dev_no_decode: bool = False
-    #: persistent pipelined kernels, one CTA per SM (a dev experiment, session 17): warps 2-3 of the producer
-    #: warpgroup (idle otherwise) decode each weight stage into E4M3 A fragments in :attr:`decoded_slots` shared-memory
-    #: slots (32 KB per K128 step, in each consumer lane's order), so the MMA warps load ready A registers with one
-    #: ``ld.shared.v4`` per slab and K32 instead of decoding: the decode's dependency chains leave the warps that wait
-    #: for the tensor cores (the no-decode probe: BM 64 46 -> 65 %, BM 32 W2 61 -> 71 % of the read bandwidth)
+    #: persistent pipelined kernels, one CTA per SM (a dev experiment, session 17): a decode warpgroup (threads
+    #: 128-255; the consumers move to 256-511) decodes each weight stage into E4M3 A fragments in
+    #: :attr:`decoded_slots` shared-memory slots (32 KB per K128 step, in each consumer lane's order), so the MMA warps
+    #: load ready A registers with one ``ld.shared.v4`` per slab and K32 instead of decoding: the decode's dependency
+    #: chains leave the warps that wait for the tensor cores (the no-decode probe: BM 64 46 -> 65 %, BM 32 W2 61 -> 71 %
+    #: of the read bandwidth). Call B's first form, two decode warps (the producer warpgroup's idle warps 2-3), decoded
+    #: at ~0.23 instructions per cycle each: half the rate the stream needs (every BM at 30-40 %)
     decode_warps: bool = False
     #: E4M3 slots between the decode warps and the MMA warps (:attr:`decode_warps`)
     decoded_slots: int = 2
@@ -299,7 +301,12 @@ class Role2GemmConfig:
 
     @property
     def threads(self) -> int:
-        return CONSUMER_THREADS + (PRODUCER_THREADS if self.pipelined else 0)
+        return CONSUMER_THREADS + (PRODUCER_THREADS if self.pipelined else 0) + self.decode_threads
+
+    @property
+    def decode_threads(self) -> int:
+        """The decode warpgroup's threads (:attr:`decode_warps`), between the producer and the consumers."""
+        return DECODE_THREADS if self.decode_warps else 0
 
     @property
     def act_budget(self) -> int:
@@ -396,7 +403,8 @@ class Role2GemmConfig:
         prod, cons = (PRODUCER_REGS, CONSUMER_REGS) if self.ctas_per_sm == 1 else (PRODUCER_REGS_2, CONSUMER_REGS_2)
         if self.decode_warps:
             prod, cons = DECODE_PRODUCER_REGS, DECODE_CONSUMER_REGS
-        if PRODUCER_THREADS * prod + CONSUMER_THREADS * cons > (PRODUCER_THREADS + CONSUMER_THREADS) * self.launch_regs:
+        if (PRODUCER_THREADS * prod + CONSUMER_THREADS * cons + self.decode_threads * DECODE_REGS
+                > self.threads * self.launch_regs):
             raise ValueError(f"role2 setmaxnreg {prod}/{cons} exceeds the launch allocation of {self.launch_regs} "
                              f"registers per thread at {self.ctas_per_sm} CTA(s) per SM")
         return prod, cons
@@ -709,10 +717,11 @@ def _decode_chunk(stage, slot, slab, tw):
 
 
 def decode_k128_stage(stage, slot, dt):
-    """Decode warp thread ``dt`` (of 64): its 8 of the stage's 512 (slab, lane) chunks (:func:`_decode_chunk`);
-    lanes of a warp take consecutive consumer lanes, so each 16-byte store of a warp is contiguous."""
-    for c in range(8):
-        _decode_chunk(stage, slot, c // 2, (c % 2) * 64 + dt)
+    """Decode warpgroup thread ``dt``: consumer lane ``dt``'s chunk of each of the stage's four slabs
+    (:func:`_decode_chunk`); a warp's lanes are consecutive consumer lanes, so each of its 16-byte stores is
+    contiguous."""
+    for sl in range(4):
+        _decode_chunk(stage, slot, sl, dt)
 
 
 def decoded_a_regs(wg, tw):
@@ -774,7 +783,7 @@ def _read_k128_stage(stage, wg, tw, warp, g, nslab: int = 2):
 
 def _init_stage_barriers(smem, bar_off: int, ns: int, readers: int = CONSUMER_THREADS):
     """One thread: the ``ns`` full barriers of the weight stages (one arrival: the producer's expect_tx) and the
-    ``ns`` empty barriers (every reader thread arrives: the consumers, or ``Role2GemmConfig.decode_warps``' 64),
+    ``ns`` empty barriers (every reader thread arrives: the consumers, or ``Role2GemmConfig.decode_warps``' 128),
     then the fence that makes them visible to the async proxy (the bulk copies complete on them). Plain Python: the
     loop unrolls at trace time."""
     for s in range(ns):

@@ -39,10 +39,10 @@ import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
 from .ptx_mem import (bar_sync, evict_first_policy, fence_tensormap_acquire, launch_coords, ld_global_f32,
-                      ld_global_s32, mbar_arrive, mbar_init, mbar_wait_or_trap, red_release_add_u32,
+                      exit_thread, ld_global_s32, mbar_arrive, mbar_init, mbar_wait_or_trap, red_release_add_u32,
                       red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
-from .role2_gemm import (ActTma, CONSUMER_THREADS, act_tma_phase_flips, DECODE_TIDS, DECODED_SLOT_BYTES,
+from .role2_gemm import (ActTma, CONSUMER_THREADS, act_tma_phase_flips, DECODE_REGS, DECODED_SLOT_BYTES,
                          L2_SCALE_GROUP, PRODUCER_THREADS, SIGNAL_BAR, SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS,
                          decode_k128_stage, decoded_a_regs, decoded_k128_step, raw_a_regs,
                          Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers,
@@ -73,6 +73,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     NT = cfg.row_tiles
     W1 = cfg.mode == "w1"
     P0, CT, NS = PRODUCER_THREADS, CONSUMER_THREADS, cfg.stages
+    DT = cfg.decode_threads  # the decode warpgroup (decode_warps) sits between the producer and the consumers
+    C0 = P0 + DT  # the first consumer thread
     I_COLS = cfg.rows // 2
     GS = cfg.act_scale_group
     NGS, NKG = KC // GS, K // GS
@@ -179,14 +181,14 @@ def build_role2_persistent(cfg: Role2GemmConfig):
             if const_expr(cfg.act_tma):
                 for b in cutlass.range_constexpr(cfg.act_buffers):
                     mbar_init(smem + ACT_BAR_OFF + 8 * b, 1)
-            _init_stage_barriers(smem, BAR_OFF, NS, DECODE_TIDS[1] - DECODE_TIDS[0] if DEC else CONSUMER_THREADS)
+            _init_stage_barriers(smem, BAR_OFF, NS, DT if DEC else CONSUMER_THREADS)
             if const_expr(DEC):
                 for d in cutlass.range_constexpr(NDEC):
-                    mbar_init(smem + DBAR_OFF + 8 * d, DECODE_TIDS[1] - DECODE_TIDS[0])
+                    mbar_init(smem + DBAR_OFF + 8 * d, DT)
                     mbar_init(smem + DBAR_OFF + 8 * (NDEC + d), CT)
             if const_expr(SLOTS):
                 init_task_slots(smem + TASK_OFF)
-        bar_sync(0, P0 + CT)
+        bar_sync(0, C0 + CT)
 
         if tid < P0:
             setmaxnreg(cfg.setmaxnreg[0], False)
@@ -216,15 +218,17 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                             release_task(task, l2_mask, l1_empty)
                         li = li + 1
                         task = static_task(cta, li, ntasks, ncta)
+        else:
             if const_expr(DEC):
-                if tid >= DECODE_TIDS[0] and tid < DECODE_TIDS[1]:
-                    # the decode warps: every weight stage of the CTA's task sequence (static split), in stream order
-                    dt = tid - DECODE_TIDS[0]
-                    li = Int32(0)
-                    task = static_task(cta, li, ntasks, ncta)
-                    while task >= 0:
+                if tid < C0:
+                    # the decode warpgroup (decode_warps): every weight stage of the CTA's task sequence (static split)
+                    setmaxnreg(DECODE_REGS, False)
+                    dt = tid - P0
+                    dli = Int32(0)
+                    dtask = static_task(cta, dli, ntasks, ncta)
+                    while dtask >= 0:
                         for kb in cutlass.range(NK128, unroll=1):
-                            gs = li * NK128 + kb
+                            gs = dli * NK128 + kb
                             st = gs % NS
                             d = gs % NDEC
                             mbar_wait_or_trap(smem + BAR_OFF + 8 * st, (gs // NS) & 1, TMO)
@@ -236,11 +240,11 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                             # arrive's release orders the slot's stores before the MMA warps' acquiring wait
                             mbar_arrive(smem + BAR_OFF + 8 * (NS + st))
                             mbar_arrive(smem + DBAR_OFF + 8 * d)
-                        li = li + 1
-                        task = static_task(cta, li, ntasks, ncta)
-        else:
+                        dli = dli + 1
+                        dtask = static_task(cta, dli, ntasks, ncta)
+                    exit_thread()  # the consumers' code below is not this warpgroup's
             setmaxnreg(cfg.setmaxnreg[1], True)
-            ctid = tid - P0
+            ctid = tid - C0
             wg, warp, g, t, tw = _consumer_lane(ctid)
             acc = cute.make_rmem_tensor((NSL * ND,), Float32)
             if const_expr(cfg.act_tma):
