@@ -133,13 +133,6 @@ def mbar_init_fence(*, loc=None, ip=None):
 
 
 @dsl_user_op
-def exit_thread(*, loc=None, ip=None):
-    """End this thread here (PTX ``exit``): a warpgroup whose role is done skips the code of the roles that follow
-    it in the kernel (role2's decode warpgroup, ``Role2GemmConfig.decode_warps``)."""
-    _asm("exit;", "", [], 0)
-
-
-@dsl_user_op
 def mbar_arrive(saddr, *, loc=None, ip=None):
     _asm("mbarrier.arrive.shared::cta.b64 _, [$0];", "r", [_v(saddr)], 0)
 

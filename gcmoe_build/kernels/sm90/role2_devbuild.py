@@ -102,11 +102,6 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_pp2ksapx": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, slab_passes=2,
                                       dev_no_decode=True),
-                    # ... and the shipped one-CTA form with the decode on warps 2-3 of the producer warpgroup into
-                    # shared-memory E4M3 slots (session 17: Role2GemmConfig.decode_warps; with mma_lag = 1 BM 64
-                    # spills 230-390 instructions at 224 registers, so lag 0 as shipped)
-                    "_ppksad": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
-                                    signal_warp=True, act_tma=True, decode_warps=True),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),
@@ -227,7 +222,7 @@ def main(argv=None):
                        "task_records": cfg.task_records, "w2_early_release": cfg.w2_early_release,
                        "staged_fold_scale": cfg.staged_fold_scale, "signal_warp": cfg.signal_warp,
                        "act_tma": cfg.act_tma, "slab_groups": cfg.slab_groups, "slab_passes": cfg.slab_passes,
-                       "dev_no_decode": cfg.dev_no_decode, "decode_warps": cfg.decode_warps,
+                       "dev_no_decode": cfg.dev_no_decode,
                        "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
                        "mma_steps_per_call": cfg.mma_steps_per_call,

@@ -97,13 +97,6 @@ PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg split: 128*40 + 256*232 <= 
 #: producer warpgroup had 24 until session 13; the signal warp's code beside the producer's made ptxas spill more
 #: there, and 32 is what the pool leaves at 104 for the consumers
 PRODUCER_REGS_2, CONSUMER_REGS_2 = 32, 104
-#: Role2GemmConfig.decode_warps: 512 threads (128 registers each at launch) = producer 40, decode warpgroup 72 (its
-#: four chunks' code words, tables and outputs in flight), MMA warps 200 (no words or decode temporaries)
-DECODE_PRODUCER_REGS, DECODE_REGS, DECODE_CONSUMER_REGS = 40, 72, 200
-#: the decode warpgroup (Role2GemmConfig.decode_warps)
-DECODE_THREADS = 128
-#: one decoded K128 step of a CTA's four slabs: 4 slabs x 4 K32 x 128 lanes x 16 B of E4M3 A fragments
-DECODED_SLOT_BYTES = 4 * 4 * (CONSUMER_THREADS // 2) * 16
 #: shared memory one CTA may use when two share an SM (228 KB per SM, 1 KB reserved per CTA)
 SMEM_LIMIT_2 = 113 * 1024
 STAGE_RELEASES = ("read", "fence", "decoded", "decoded_k32_2")
@@ -162,16 +155,6 @@ class Role2GemmConfig:
     #: IMAD chains and their register traffic) on the real weight stream; its outputs are meaningless. What a decode
     #: moved off the MMA warps (a decode warpgroup writing E4M3 tiles to shared memory) could gain at most.
     dev_no_decode: bool = False
-    #: persistent pipelined kernels, one CTA per SM (a dev experiment, session 17): a decode warpgroup (threads
-    #: 128-255; the consumers move to 256-511) decodes each weight stage into E4M3 A fragments in
-    #: :attr:`decoded_slots` shared-memory slots (32 KB per K128 step, in each consumer lane's order), so the MMA warps
-    #: load ready A registers with one ``ld.shared.v4`` per slab and K32 instead of decoding: the decode's dependency
-    #: chains leave the warps that wait for the tensor cores (the no-decode probe: BM 64 46 -> 65 %, BM 32 W2 61 -> 71 %
-    #: of the read bandwidth). Call B's first form, two decode warps (the producer warpgroup's idle warps 2-3), decoded
-    #: at ~0.23 instructions per cycle each: half the rate the stream needs (every BM at 30-40 %)
-    decode_warps: bool = False
-    #: E4M3 slots between the decode warps and the MMA warps (:attr:`decode_warps`)
-    decoded_slots: int = 2
     #: K128 steps per :func:`_mma_k128_steps` call (the K loop's body): the tensor cores drain once per call, so 4
     #: halves the drains of 2 (dev kernel, pipelined only; the chunk must hold a whole number of calls)
     mma_steps_per_call: int = 2
@@ -241,16 +224,6 @@ class Role2GemmConfig:
         if self.dev_no_decode and not (self.pipelined and self.fold_scales):
             raise ValueError("role2 dev_no_decode: a timing probe of the pipelined kernel's folded decode, so "
                              "pipelined=True, fold_scales=True")
-        if self.decode_warps and not (self.pipelined and self.fold_scales and self.ctas_per_sm == 1
-                                      and self.act_buffers == 2 and self.slab_passes == 1 and not self.slab_groups
-                                      and not self.dynamic_tasks and not self.dev_compute_only
-                                      and not self.dev_no_decode and self.stage_release == "decoded"):
-            raise ValueError("role2 decode_warps: the producer warpgroup's warps 2-3 follow the static task split and "
-                             "decode the folded FP4 stages of a one-CTA pipelined kernel, so pipelined=True, "
-                             "fold_scales=True, ctas_per_sm=1, act_buffers=2, slab_passes=1, slab_groups=0, "
-                             "dynamic_tasks=False, stage_release='decoded', no dev probe")
-        if self.decode_warps and not 2 <= self.decoded_slots <= 4:
-            raise ValueError(f"role2 decoded_slots={self.decoded_slots}: must be in 2..4")
         if self.mma_steps_per_call not in (2, 4) or (self.mma_steps_per_call == 4 and not self.pipelined):
             raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: 2, or 4 for the pipelined kernel")
         if self.staged_fold_scale and not (self.fold_scales and self.act_buffers == 2):
@@ -301,12 +274,7 @@ class Role2GemmConfig:
 
     @property
     def threads(self) -> int:
-        return CONSUMER_THREADS + (PRODUCER_THREADS if self.pipelined else 0) + self.decode_threads
-
-    @property
-    def decode_threads(self) -> int:
-        """The decode warpgroup's threads (:attr:`decode_warps`), between the producer and the consumers."""
-        return DECODE_THREADS if self.decode_warps else 0
+        return CONSUMER_THREADS + (PRODUCER_THREADS if self.pipelined else 0)
 
     @property
     def act_budget(self) -> int:
@@ -368,12 +336,6 @@ class Role2GemmConfig:
         return CONSUMER_THREADS * self.bm if self.slab_passes == 2 else 0
 
     @property
-    def decoded_bytes(self) -> int:
-        """The decode warps' E4M3 slots and their full / empty mbarriers (:attr:`decode_warps`), after the task
-        slots (with up to 1 KB to align the slots)."""
-        return 1024 + self.decoded_slots * (DECODED_SLOT_BYTES + 16) if self.decode_warps else 0
-
-    @property
     def act_bar_bytes(self) -> int:
         """The act_tma chunk buffers' mbarriers (one per buffer), after the amax partials."""
         return 8 * self.act_buffers if self.act_tma else 0
@@ -401,10 +363,7 @@ class Role2GemmConfig:
         """(producer, consumer) registers per thread after ``setmaxnreg`` (pipelined variant); their sum over the
         CTA's threads never exceeds its launch allocation (checked)."""
         prod, cons = (PRODUCER_REGS, CONSUMER_REGS) if self.ctas_per_sm == 1 else (PRODUCER_REGS_2, CONSUMER_REGS_2)
-        if self.decode_warps:
-            prod, cons = DECODE_PRODUCER_REGS, DECODE_CONSUMER_REGS
-        if (PRODUCER_THREADS * prod + CONSUMER_THREADS * cons + self.decode_threads * DECODE_REGS
-                > self.threads * self.launch_regs):
+        if PRODUCER_THREADS * prod + CONSUMER_THREADS * cons > (PRODUCER_THREADS + CONSUMER_THREADS) * self.launch_regs:
             raise ValueError(f"role2 setmaxnreg {prod}/{cons} exceeds the launch allocation of {self.launch_regs} "
                              f"registers per thread at {self.ctas_per_sm} CTA(s) per SM")
         return prod, cons
@@ -414,7 +373,7 @@ class Role2GemmConfig:
         if not self.pipelined:
             return 0
         free = (self.smem_limit - 1024 - self.misc_bytes - 2 * 8 * MAX_STAGES
-                - self.queue_bytes - self.decoded_bytes)
+                - self.queue_bytes)
         return max(2, min(MAX_STAGES, free // self.stage_bytes))
 
     @property
@@ -427,7 +386,7 @@ class Role2GemmConfig:
         if not self.pipelined:
             return self.misc_bytes
         return (1024 * ((self.misc_bytes + 1023) // 1024) + self.stages * self.stage_bytes + 2 * 8 * self.stages
-                + self.queue_bytes + self.decoded_bytes)
+                + self.queue_bytes)
 
     @property
     def row_tiles(self) -> int:
@@ -515,7 +474,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
-                    block_k128: bool = False, nslab: int = 2, a_src=None):
+                    block_k128: bool = False, nslab: int = 2, decode: bool = True):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -543,10 +502,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     1x128x128 recipe, whose block code the host transform repeats to every row and K32 of its block): the four K32
     MMAs chain on one partial and one FMA per K128 applies the scale of K32 0, as for FP4. ``nslab`` (FP4 only): the
     warpgroup's slabs in this call, 1 with ``Role2GemmConfig.slab_passes = 2``: a step's words are then that slab's
-    8 code words and 2 scale words, one wgmma per K32, ``acc`` holds that slab's BM / 2 values. ``a_src(step, q, sl)``
-    (FP4, folded): slab ``sl``'s 4 A registers of K32 ``q`` from elsewhere instead of the decode — already decoded
-    (``Role2GemmConfig.decode_warps``: :func:`decoded_a_regs`) or the raw code words (the timing probe
-    ``dev_no_decode``: :func:`raw_a_regs`)."""
+    8 code words and 2 scale words, one wgmma per K32, ``acc`` holds that slab's BM / 2 values. ``decode=False``
+    (FP4, the timing probe ``Role2GemmConfig.dev_no_decode``): the raw code words are the A registers."""
     if not overlap and len(steps) > 1:
         for step in steps:
             _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled,
@@ -557,9 +514,9 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     r0 = (Int32(FOLD_LUT_WORDS[0]), Int32(FOLD_LUT_WORDS[1]))
 
     def slab_regs(step, q, sl):  # the 4 A registers of slab ``sl``, K32 ``q``: its codes through the folded table
-        if a_src is not None:
-            return a_src(step, q, sl)
         words = step.words
+        if const_expr(not decode):
+            return [words[sl * 8 + 2 * q + (r & 1)] for r in range(4)]
         sw = words[8 * nslab + sl * 2 + q // 2]
         luts = [fold_lut(byte_of(sw, (q % 2) * 2 + hh)) if fold else r0 for hh in range(2)]
         a = []
@@ -694,56 +651,6 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                     step.release()
 
 
-def raw_a_regs(step, q, sl):
-    """``a_src`` of the timing probe ``Role2GemmConfig.dev_no_decode``: the stage's raw code words as A registers."""
-    return [step.words[sl * 8 + 2 * q + (r & 1)] for r in range(4)]
-
-
-def _decode_chunk(stage, slot, slab, tw):
-    """A decode warp: consumer lane ``tw``'s 32 code bytes of ``slab`` in a K128 stage -> its 4 K32 x 4 E4M3 A
-    registers in the decoded slot (``[slab][K32][lane][16 B]``: what :func:`decoded_a_regs` reads), through the same
-    folded table and decode as the MMA warps' own path (``_mma_k128_steps``' ``slab_regs``)."""
-    codes = [w for h in range(2) for w in ld_shared_v4(stage + slab * 4096 + tw * 32 + 16 * h)]
-    warp, g = tw // 32, (tw % 32) // 4
-    sws = ld_shared_v2(stage + 4 * 4096 + slab * 256 + (warp * 8 + g) * 8)
-    for q in range(4):  # plain Python: unrolled at trace time
-        luts = [fold_lut(byte_of(sws[q // 2], (q % 2) * 2 + hh)) for hh in range(2)]
-        a = []
-        for r in range(2):
-            lo, hi = decode_fp4x8_e4m3(codes[2 * q + r], luts[0], luts[1])
-            a.append(lo)
-            a.append(hi)
-        st_shared_v4(slot + ((slab * 4 + q) * (CONSUMER_THREADS // 2) + tw) * 16, *a)
-
-
-def decode_k128_stage(stage, slot, dt):
-    """Decode warpgroup thread ``dt``: consumer lane ``dt``'s chunk of each of the stage's four slabs
-    (:func:`_decode_chunk`); a warp's lanes are consecutive consumer lanes, so each of its 16-byte stores is
-    contiguous."""
-    for sl in range(4):
-        _decode_chunk(stage, slot, sl, dt)
-
-
-def decoded_a_regs(wg, tw):
-    """``a_src`` of ``Role2GemmConfig.decode_warps``: warpgroup ``wg``'s slab ``sl``, K32 ``q`` from the decoded slot
-    (``step.words[0]``: its address), one 16-byte shared load."""
-    return lambda step, q, sl: ld_shared_v4(step.words[0] + (((wg * 2 + sl) * 4 + q) * (CONSUMER_THREADS // 2) + tw)
-                                            * 16)
-
-
-def decoded_k128_step(smem, slot_off: int, dbar_off: int, nd: int, gs, wait_full, ascl, kl128) -> "K128Step":
-    """The :class:`K128Step` of stream step ``gs`` fed by the decode warps (``Role2GemmConfig.decode_warps``): its
-    ``words`` are ``[slot address]`` once slot ``gs % nd``'s full barrier flips; released (every MMA warp's shared
-    loads done) on the slot's empty barrier."""
-    d = gs % nd
-
-    def fetch():
-        wait_full(smem + dbar_off + 8 * d, (gs // nd) & 1)
-        return [smem + slot_off + d * DECODED_SLOT_BYTES]
-
-    return K128Step(fetch, ascl, kl128, lambda: mbar_arrive(smem + dbar_off + 8 * (nd + d)), 3)
-
-
 def _consumer_lane(ctid):
     """A consumer thread's coordinates from its index ``ctid`` in ``[0, 256)``: (warpgroup, warp in the
     warpgroup, ``g`` = lane // 4, ``t`` = lane % 4, thread in the warpgroup)."""
@@ -781,14 +688,13 @@ def _read_k128_stage(stage, wg, tw, warp, g, nslab: int = 2):
     return words
 
 
-def _init_stage_barriers(smem, bar_off: int, ns: int, readers: int = CONSUMER_THREADS):
+def _init_stage_barriers(smem, bar_off: int, ns: int):
     """One thread: the ``ns`` full barriers of the weight stages (one arrival: the producer's expect_tx) and the
-    ``ns`` empty barriers (every reader thread arrives: the consumers, or ``Role2GemmConfig.decode_warps``' 128),
-    then the fence that makes them visible to the async proxy (the bulk copies complete on them). Plain Python: the
-    loop unrolls at trace time."""
+    ``ns`` empty barriers (every consumer thread arrives), then the fence that makes them visible to the async
+    proxy (the bulk copies complete on them). Plain Python: the loop unrolls at trace time."""
     for s in range(ns):
         mbar_init(smem + bar_off + 8 * s, 1)
-        mbar_init(smem + bar_off + 8 * (ns + s), readers)
+        mbar_init(smem + bar_off + 8 * (ns + s), CONSUMER_THREADS)
     mbar_init_fence()
 
 

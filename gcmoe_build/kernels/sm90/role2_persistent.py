@@ -39,12 +39,10 @@ import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
 from .ptx_mem import (bar_sync, evict_first_policy, fence_tensormap_acquire, launch_coords, ld_global_f32,
-                      exit_thread, ld_global_s32, mbar_arrive, mbar_init, mbar_wait_or_trap, red_release_add_u32,
-                      red_release_or_b64,
+                      ld_global_s32, mbar_init, mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
-from .role2_gemm import (ActTma, CONSUMER_THREADS, act_tma_phase_flips, DECODE_REGS, DECODED_SLOT_BYTES,
-                         L2_SCALE_GROUP, PRODUCER_THREADS, SIGNAL_BAR, SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS,
-                         decode_k128_stage, decoded_a_regs, decoded_k128_step, raw_a_regs,
+from .role2_gemm import (ActTma, CONSUMER_THREADS, act_tma_phase_flips, L2_SCALE_GROUP, PRODUCER_THREADS,
+                         SIGNAL_BAR, SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS,
                          Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers,
                          _mma_k128_steps, _produce_k128, _token_major_scale_addr, _w1_epilogue, for_each_chunk,
                          row_table_dst, stage_k128_step, all_w1_tile_bits, w1_tile_bits, w2_epilogue,
@@ -73,8 +71,6 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     NT = cfg.row_tiles
     W1 = cfg.mode == "w1"
     P0, CT, NS = PRODUCER_THREADS, CONSUMER_THREADS, cfg.stages
-    DT = cfg.decode_threads  # the decode warpgroup (decode_warps) sits between the producer and the consumers
-    C0 = P0 + DT  # the first consumer thread
     I_COLS = cfg.rows // 2
     GS = cfg.act_scale_group
     NGS, NKG = KC // GS, K // GS
@@ -91,12 +87,6 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     DYN, REC = cfg.dynamic_tasks, cfg.task_records
     SLOTS = DYN or REC  # the producer hands each task to the consumers through the task slots
     TASK_OFF = BAR_OFF + 2 * 8 * NS  # the task slots follow the stage barriers
-    DEC, NDEC = cfg.decode_warps, cfg.decoded_slots
-    # decode_warps: the E4M3 slots (1024-aligned) and their full / empty barriers after the task slots
-    DEC_OFF = 1024 * ((TASK_OFF + cfg.queue_bytes + 1023) // 1024)
-    DBAR_OFF = DEC_OFF + NDEC * DECODED_SLOT_BYTES
-    if DEC:
-        assert DBAR_OFF + 16 * NDEC <= cfg.smem_bytes, (DBAR_OFF, cfg.smem_bytes)
     EARLY = cfg.w2_early_release and not W1  # W2: released in the epilogue, before its stores
     SIG = cfg.signal_warp  # the releases run on the signal warp, handed over at SIGNAL_BAR
     TASK_BITS = 0 if W1 else all_w1_tile_bits(K)  # W2: every W1 mask bit of the block's I
@@ -181,14 +171,10 @@ def build_role2_persistent(cfg: Role2GemmConfig):
             if const_expr(cfg.act_tma):
                 for b in cutlass.range_constexpr(cfg.act_buffers):
                     mbar_init(smem + ACT_BAR_OFF + 8 * b, 1)
-            _init_stage_barriers(smem, BAR_OFF, NS, DT if DEC else CONSUMER_THREADS)
-            if const_expr(DEC):
-                for d in cutlass.range_constexpr(NDEC):
-                    mbar_init(smem + DBAR_OFF + 8 * d, DT)
-                    mbar_init(smem + DBAR_OFF + 8 * (NDEC + d), CT)
+            _init_stage_barriers(smem, BAR_OFF, NS)
             if const_expr(SLOTS):
                 init_task_slots(smem + TASK_OFF)
-        bar_sync(0, C0 + CT)
+        bar_sync(0, P0 + CT)
 
         if tid < P0:
             setmaxnreg(cfg.setmaxnreg[0], False)
@@ -219,32 +205,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         li = li + 1
                         task = static_task(cta, li, ntasks, ncta)
         else:
-            if const_expr(DEC):
-                if tid < C0:
-                    # the decode warpgroup (decode_warps): every weight stage of the CTA's task sequence (static split)
-                    setmaxnreg(DECODE_REGS, False)
-                    dt = tid - P0
-                    dli = Int32(0)
-                    dtask = static_task(cta, dli, ntasks, ncta)
-                    while dtask >= 0:
-                        for kb in cutlass.range(NK128, unroll=1):
-                            gs = dli * NK128 + kb
-                            st = gs % NS
-                            d = gs % NDEC
-                            mbar_wait_or_trap(smem + BAR_OFF + 8 * st, (gs // NS) & 1, TMO)
-                            if gs >= NDEC:
-                                mbar_wait_or_trap(smem + DBAR_OFF + 8 * (NDEC + d), ((gs // NDEC) - 1) & 1, TMO)
-                            decode_k128_stage(smem + STAGE_OFF + st * cfg.stage_bytes,
-                                              smem + DEC_OFF + d * DECODED_SLOT_BYTES, dt)
-                            # every shared load of the stage fed a store above: the stage may be refilled; the
-                            # arrive's release orders the slot's stores before the MMA warps' acquiring wait
-                            mbar_arrive(smem + BAR_OFF + 8 * (NS + st))
-                            mbar_arrive(smem + DBAR_OFF + 8 * d)
-                        dli = dli + 1
-                        dtask = static_task(cta, dli, ntasks, ncta)
-                    exit_thread()  # the consumers' code below is not this warpgroup's
             setmaxnreg(cfg.setmaxnreg[1], True)
-            ctid = tid - C0
+            ctid = tid - P0
             wg, warp, g, t, tw = _consumer_lane(ctid)
             acc = cute.make_rmem_tensor((NSL * ND,), Float32)
             if const_expr(cfg.act_tma):
@@ -282,22 +244,15 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                             steps = []
                             for h in cutlass.range_constexpr(2):
                                 kl128 = k2 * 2 + h
-                                if const_expr(DEC):
-                                    steps.append(decoded_k128_step(
-                                        smem, DEC_OFF, DBAR_OFF, NDEC, gs0 + kc * (KC // 128) + kl128, qwait,
-                                        TokenScales(asc_buf, kl128, t, BM, GS), kl128))
-                                else:
-                                    steps.append(stage_k128_step(
-                                        cfg, smem, BAR_OFF, STAGE_OFF, NS, gs0 + kc * (KC // 128) + kl128,
-                                        lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), (wg, tw, warp, g),
-                                        TokenScales(asc_buf, kl128, t, BM, GS), kl128))
+                                steps.append(stage_k128_step(
+                                    cfg, smem, BAR_OFF, STAGE_OFF, NS, gs0 + kc * (KC // 128) + kl128,
+                                    lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), (wg, tw, warp, g),
+                                    TokenScales(asc_buf, kl128, t, BM, GS), kl128))
                             if const_expr(prefetch is not None):
                                 steps[-1].issued = lambda k2=k2: prefetch(k2)
                             _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales,
                                             prescaled=cfg.staged_fold_scale, sw128=cfg.act_tma,
-                                            slab_groups=cfg.slab_groups, nslab=NSL,
-                                            a_src=(decoded_a_regs(wg, tw) if DEC else
-                                                   raw_a_regs if cfg.dev_no_decode else None))
+                                            slab_groups=cfg.slab_groups, nslab=NSL, decode=not cfg.dev_no_decode)
 
                     if const_expr(cfg.act_tma):
                         # each pass moves the chunk buffers' parities by act_tma_phase_flips: two passes per task
