@@ -87,8 +87,25 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("--out", type=Path, default=None)
     rp.add_argument("--subject", default=None)
 
+    tl = sub.add_parser("timeline", help="per-role kernel timeline of one layer replay (world 1, CUDA profiler)")
+    tl.add_argument("--model", action="append", required=True, help="as for sweep")
+    tl.add_argument("--tokens", type=_tokens, default=(1, 8, 64, 256))
+    tl.add_argument("--shared", action="store_true")
+    tl.add_argument("--replays", type=int, default=20, help="recorded back-to-back replays per point")
+    tl.add_argument("--seed", type=int, default=0)
+    tl.add_argument("--out", type=Path, required=True)
+
     sub.add_parser("list", help="list registered implementations")
     a = ap.parse_args(argv)
+
+    if a.cmd == "timeline":
+        from .shapes import resolve_model
+        from .timeline import markdown, run
+
+        res = run([resolve_model(m) for m in a.model], list(a.tokens), a.shared, a.replays, a.out,
+                  "python -m gcmoe_runtime.bench " + shlex.join(sys.argv[1:] if argv is None else argv), a.seed)
+        print(markdown(res))
+        return 0
 
     if a.cmd == "list":
         from .impl import make, registered

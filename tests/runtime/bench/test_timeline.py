@@ -1,0 +1,59 @@
+"""The layer timeline's bookkeeping (gcmoe_runtime.bench.timeline): replays from kernel records, medians, report."""
+import pytest
+
+from gcmoe_runtime.bench.timeline import markdown, plot, replay_timelines, role_of, summarize
+
+
+def _records(period=100.0, n=3, jitter=0.0):
+    """n replays: role1 and role4 start together, role2 after role4, role3 last; an L2-flush kernel in between."""
+    ev = []
+    for i in range(n):
+        t = 1000.0 + i * period + (jitter if i == 1 else 0.0)
+        ev += [("gcmoe_sm90_role1_dispatch_abc", t, t + 30), ("gcmoe_sm90_role4_shared_def", t + 1, t + 35),
+               ("gcmoe_sm90_role2_ring_0123", t + 35, t + 80), ("gcmoe_sm90_role3_finalize_9", t + 80, t + 90),
+               ("void at::native::vectorized_elementwise_kernel<zero>", t + 95, t + 96)]
+    return ev[::-1]  # any order
+
+
+def test_role_of_names_only_gcmoe_role_kernels():
+    assert role_of("gcmoe_sm90_role2_ring_w1w2_bm8_abc") == "role2"
+    assert role_of("gcmoe_sm90_role4_shared_x") == "role4"
+    assert role_of("void at::native::kernel") is None
+    assert role_of("gcmoe_sm90_role5_x") is None
+
+
+def test_replays_are_relative_to_their_first_kernel():
+    tl = replay_timelines(_records())
+    assert len(tl) == 3
+    for i, r in enumerate(tl):
+        assert r["t0"] == 1000.0 + 100.0 * i
+        assert r["role1"] == (0.0, 30.0) and r["role4"] == (1.0, 35.0)
+        assert r["role2"] == (35.0, 80.0) and r["role3"] == (80.0, 90.0)
+
+
+def test_summary_medians_span_and_period():
+    s = summarize(replay_timelines(_records(jitter=7.0)))
+    assert s["replays"] == 3
+    assert s["roles"]["role2"] == {"start_us": 35.0, "end_us": 80.0, "dur_us": 45.0}
+    assert s["span_us"] == 90.0
+    assert s["period_us"] == pytest.approx(100.0, abs=7.0)  # periods 107 and 93: median of two = their mean
+    assert list(s["roles"]) == ["role1", "role4", "role2", "role3"]
+
+
+def test_an_incomplete_last_replay_is_dropped_and_bad_records_refused():
+    ev = _records(n=2) + [("gcmoe_sm90_role1_dispatch_abc", 5000.0, 5030.0)]
+    assert len(replay_timelines(ev)) == 2
+    with pytest.raises(ValueError, match="end"):
+        replay_timelines([("gcmoe_sm90_role1_dispatch", 10.0, 5.0)])
+    with pytest.raises(ValueError, match="no complete replay"):
+        summarize(replay_timelines([("other_kernel", 0.0, 1.0)]))
+
+
+def test_report_and_plot(tmp_path):
+    res = {"gpu": "H200", "date": "2026-12-01", "command": "x", "replays": 3, "shared": True,
+           "models": [{"model": "glm-5.2", "points": [{"tokens": 8, "summary": summarize(replay_timelines(_records()))}]}]}
+    md = markdown(res)
+    assert "| 8 | 0.0-30.0 (30.0) | 1.0-35.0 (34.0) | 35.0-80.0 (45.0) | 80.0-90.0 (10.0) | 90.0 | 100.0 |" in md
+    pytest.importorskip("matplotlib")
+    plot(res, tmp_path / "t.png")
+    assert (tmp_path / "t.png").stat().st_size > 1000
