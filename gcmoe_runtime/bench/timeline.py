@@ -143,7 +143,7 @@ def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, 
     import torch
 
     from .impl import RankContext, make
-    from .protocol import L2Flusher, PAPER
+    from .protocol import L2Flusher, PAPER, capture_graph
     from .routing import Layout, build_point
 
     device = torch.device("cuda:0")
@@ -164,13 +164,13 @@ def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, 
         entry: dict[str, Any] = {"model": shape.name, "loaded": impl.describe(), "points": []}
         for T in tokens:
             prep = impl.prepare(build_point(shape, T, layout, 0, seed))
-            if prep.replay is None:
-                raise SystemExit("gc-moe implementation without its own graph replay")
-            events = trace_point(prep.replay, flush, replays)
+            graph = None if prep.replay is not None else capture_graph(prep.step)  # as the sweep does
+            events = trace_point(prep.replay or graph.replay, flush, replays)
             tl = replay_timelines(events)
             entry["points"].append({"tokens": T, "summary": summarize(tl),
                                     "kernels": sorted({n for n, _, _ in events})})
             prep.close()
+            del graph
             print(f"{shape.name} T={T}: span {entry['points'][-1]['summary']['span_us']:.1f} us", flush=True)
         impl.unload_model()
         result["models"].append(entry)
