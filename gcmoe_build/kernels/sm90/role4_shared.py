@@ -132,9 +132,12 @@ class Role4Config:
                                   clamp=self.clamp, pipelined=False)
         self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=False)
         self.s1, self.s2 = shared_split_k(self.hidden, self.inter)
+        # two chunk buffers (the K budget of each halved): a task's chunks after its first are copied while the
+        # previous one is multiplied (mainloop)
         self.w1s = Role2GemmConfig(mode="w1", k=self.hidden // self.s1, rows=2 * self.inter, bm=self.bm,
-                                   alpha=self.alpha, clamp=self.clamp, pipelined=False)
-        self.w2s = Role2GemmConfig(mode="w2", k=self.inter // self.s2, rows=self.hidden, bm=self.bm, pipelined=False)
+                                   alpha=self.alpha, clamp=self.clamp, pipelined=False, act_buffers=2)
+        self.w2s = Role2GemmConfig(mode="w2", k=self.inter // self.s2, rows=self.hidden, bm=self.bm, pipelined=False,
+                                   act_buffers=2)
         #: K chunks of the whole K (W1, W2): a split task covers whole chunks
         self.ch1, self.ch2 = self.hidden // self.w1s.kc, self.inter // self.w2s.kc
 
@@ -224,11 +227,12 @@ def _trace_parts(cfg):
     from gcmoe_runtime.workspace.layout import (SHARED_SYNC_BLOCKS, SHARED_SYNC_EXIT, SHARED_SYNC_TICKET,
                                                 shared_partial_slot)
 
-    from .ptx_mem import (bar_sync, fence_acq_rel_gpu, ld_global_cg_f32,
-                          red_release_add_u32, st_global_f32)
+    from .ptx_mem import (bar_sync, cp_async_commit, cp_async_wait_group, fence_acq_rel_gpu,
+                          fence_proxy_async_shared, ld_global_cg_f32, red_release_add_u32, st_global_f32)
     from .ring_sync import atom_add_acqrel_gpu_u32, ld_shared_b32, st_shared_b32, wait_geq_u32_rt
-    from .role2_gemm import (L2_SCALE_GROUP, ROWS_PER_CTA, TokenScales, _consumer_lane, _stage_chunk, _w1_epilogue,
-                             load_act_scale, w2_epilogue)
+    from .role2_gemm import (L2_SCALE_GROUP, ROWS_PER_CTA, TokenScales, _consumer_lane, _copy_act_chunk_async,
+                             _load_chunk_scales, _stage_chunk, _store_chunk_scales, _w1_epilogue, load_act_scale,
+                             w2_epilogue)
     from .role4_mma import CODE_TILE_BYTES, SCALE_TILE_BYTES, WeightRing, k128_mma_fp8, st_relaxed_gpu_u32
 
     H, I, BM, CAP, K_SLOT = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity, cfg.topk
@@ -251,12 +255,12 @@ def _trace_parts(cfg):
         read the block's last valid row, so every load stays inside the caller's rows."""
         return Int64(t0 + cutlass.min(tok, nt - 1))
 
-    def act_scale(mode, table, row, grp):
-        """Activation scale of workspace row ``row``, scale group ``grp``, as FP32."""
-        if mode == "w1":  # x_sf: FP32 per 128 along H, token-major [T][H/128]
-            return load_act_scale(True, table + (row * NKB + Int64(grp)) * 4)
-        # shared_l2_sf: UE8M0 per L2_SCALE_GROUP along I
-        return load_act_scale(False, table + row * NIG + Int64(grp))
+    def act_scale_addr(mode, table, row, grp):
+        """Address of the activation scale of workspace row ``row``, scale group ``grp``: W1's x_sf is FP32 per 128
+        along H, token-major ``[T][H/128]``; W2's shared_l2_sf UE8M0 per L2_SCALE_GROUP along I."""
+        if mode == "w1":
+            return table + (row * NKB + Int64(grp)) * 4
+        return table + row * NIG + Int64(grp)
 
     def ring_bases(mode, ctid, tile, w, wsc):
         """This warp's first code and scale byte of K128 step 0 of its two slabs of 256-row tile ``tile`` (lane
@@ -282,11 +286,13 @@ def _trace_parts(cfg):
                  tile: Int32, t0: Int32, nt: Int32, c0: Int32, nch: Int32, ws: Int64, o_act: Int64, o_asc: Int64,
                  w: Int64, wsc: Int64):
         """K loop of one 256-row task over the token block ``[t0, t0 + nt)`` and the K chunks ``[c0, c0 + nch)``
-        (a split's K range, or all of K): activations + scales staged per K chunk into shared memory (padded
-        tokens zeroed), FP8 weight fragments from the warp's weight ring (the caller issued its prologue), each
-        step's slot refilled ``SLOTS`` steps ahead once its MMAs are issued, ``k128_mma_fp8`` per K128."""
+        (a split's K range, or all of K): activations + scales of each K chunk in one of two shared-memory buffers
+        (padded tokens zeroed; chunk 0 staged at the top, each next one copied while the current one is
+        multiplied), FP8 weight fragments from the warp's weight ring (the caller issued its prologue), each step's
+        slot refilled ``SLOTS`` steps ahead once its MMAs are issued, ``k128_mma_fp8`` per K128."""
         mc = cfg.w1 if const_expr(mode == "w1") else cfg.w2
-        K, KC = mc.k, (cfg.w1s if const_expr(mode == "w1") else cfg.w2s).kc
+        mc_s = cfg.w1s if const_expr(mode == "w1") else cfg.w2s
+        K, KC = mc.k, mc_s.kc
         GS = mc.act_scale_group
         NGS = KC // GS
         wg, warp, g, t, tw = _consumer_lane(ctid)
@@ -294,20 +300,38 @@ def _trace_parts(cfg):
             acc[i] = Float32(0.0)
         wb, sb = ring_bases(mode, ctid, tile, w, wsc)
         kb0, kend = k_range(mode, c0, nch)
+        AB, SB = mc_s.act_buffer_bytes, mc_s.asc_buffer_bytes
+        row_addr = lambda tok: ws + o_act + token_row(t0, nt, tok) * K  # noqa: E731
+        scale_addr = lambda c, tok, kk: act_scale_addr(mode, ws + o_asc, token_row(t0, nt, tok), c * NGS + kk)  # noqa: E731,E501
+        # chunk 0 staged here (its loads overlap the ring prologue's weights); chunk ci + 1's copies are issued at
+        # chunk ci's top into the other buffer as their own cp.async group (so the ring's wait_group(SLOTS - 1)
+        # over-waits by at most one step while it is pending), its scales loaded into registers
+        _stage_chunk(smem, ACT_OFF, ASC_OFF, row_addr,
+                     lambda tok, kk: load_act_scale(mode == "w1", scale_addr(c0, tok, kk)), ctid, c0, nt, BM, KC, NGS)
         for ci in cutlass.range(nch, unroll=1):
             kc = c0 + ci
-            _stage_chunk(smem, ACT_OFF, ASC_OFF, lambda tok: ws + o_act + token_row(t0, nt, tok) * K,
-                         lambda tok, kk: act_scale(mode, ws + o_asc, token_row(t0, nt, tok), kc * NGS + kk),
-                         ctid, kc, nt, BM, KC, NGS)
+            cur = ci & 1
+            if ci > 0:  # chunk ci landed (the K128 groups of chunk ci - 1 were committed after it), scales stored
+                cp_async_wait_group(KC // 128)
+                fence_proxy_async_shared()
+                bar_sync(1, CT)
+            has_next = ci + 1 < nch
+            if has_next:  # (a task of one chunk commits no group: the ring's accounting stays exact)
+                _copy_act_chunk_async(smem + ACT_OFF + (1 - cur) * AB, row_addr, ctid, kc + 1, nt, BM, KC)
+                cp_async_commit()
+            sv = _load_chunk_scales(lambda tok, kk: scale_addr(kc + Int32(has_next), tok, kk), mode == "w1", ctid,
+                                    nt, BM, NGS)
             for k2 in cutlass.range(KC // 256, unroll=1):
                 for h in cutlass.range_constexpr(2):
                     kl128 = k2 * 2 + h
                     kb = kc * (KC // 128) + kl128
                     ring = WeightRing(smem + RING_OFF, ctid // 32, ctid % 32, SLOTS, wb, sb)
                     words = ring.words(kb - kb0, g)
-                    ascl = TokenScales(smem + ASC_OFF, kl128, t, BM, GS)
-                    k128_mma_fp8(words, ascl, acc, smem + ACT_OFF, kl128, BM, mc.lag, cfg.block_k128)
+                    ascl = TokenScales(smem + ASC_OFF + cur * SB, kl128, t, BM, GS)
+                    k128_mma_fp8(words, ascl, acc, smem + ACT_OFF + cur * AB, kl128, BM, mc.lag, cfg.block_k128)
                     ring.refill(kb - kb0, kb + SLOTS, kend)  # its MMAs are issued: the slot's words were read
+            # (at the last chunk the scale prefetch repeated this chunk into the buffer not being read: harmless)
+            _store_chunk_scales(smem + ASC_OFF + (1 - cur) * SB, sv, mode == "w1", ctid, BM, NGS)
 
     @cute.jit
     def split_reduce(max_split: cutlass.Constexpr, smem: Int32, ctid: Int32, acc: cute.Tensor, nsplit: Int32,
