@@ -6,7 +6,9 @@ W2 of the shared expert in one task stream, numerics exactly those of ``gcmoe_ru
 
 * **Zero copy.** W1 reads the rank's own activations in place: ``x[t][H]`` (E4M3) and ``x_sf[t][H/128]``
   (FP32 per 128) of the workspace, every local token ``t < ntok`` (no dispatch). Padded tokens of the last
-  block are masked to zero on the way into shared memory.
+  block are masked to zero on the way into shared memory. A task's K chunks alternate between two buffers: the
+  first is staged at the task's top, each next one copied with ``cp.async`` while the previous is multiplied
+  (session 17: role4 in the P = 1 layer -12..-17 % at T = 128-256).
 * **MMA.** ``wgmma.mma_async m64nBMk32 .f32.e4m3.e4m3`` with operands swapped: A = the FP8 weight rows from
   registers (the transformed tiles, ``gcmoe_runtime.numerics.transforms_sm90_shared``, no decode), B = BM tokens
   from shared memory (role2's K-major no-swizzle staging and descriptors). Each K32 partial is FMA'd into the FP32
