@@ -208,7 +208,8 @@ def test_weight_ring_copies_coalesced_and_waits_per_step(role4_arts):
     not through global loads into registers: 16-byte ``cp.async.cg`` copies (2 slabs x 4 code copies + 1 scale copy per
     step, predicated), one commit group per step, ``wait_group`` ring_slots - 1 before each step's reads, then
     ``bar.warp.sync``; no ``ld.global.nc`` is left (the register stream). The ring fits next to the task areas with
-    ``MAX_RING_SLOTS`` slots at every BM of the shipped shapes."""
+    ``MAX_RING_SLOTS`` slots at every BM of the shipped shapes up to 32, and one fewer at BM 64 (session 17: the second
+    activation chunk buffer takes a slot's room there)."""
     from gcmoe_build.kernels.sm90.role2_gemm import SMEM_LIMIT
     from gcmoe_build.kernels.sm90.role4_mma import MAX_RING_SLOTS
     from gcmoe_build.kernels.sm90.role4_shared import Role4Config
@@ -225,7 +226,25 @@ def test_weight_ring_copies_coalesced_and_waits_per_step(role4_arts):
     for h, i in ((6144, 2048), (5120, 2304)):
         for bm in (8, 16, 32, 64):
             cfg = Role4Config({**base, "hidden": h, "intermediate": i, "bm": bm})
-            assert cfg.ring_slots == MAX_RING_SLOTS and cfg.smem_bytes <= SMEM_LIMIT, (h, bm)
+            assert cfg.ring_slots == MAX_RING_SLOTS - (bm == 64) and cfg.smem_bytes <= SMEM_LIMIT, (h, bm)
+
+
+def test_activation_chunks_double_buffered(role4_arts):
+    """Session 17: a task's K chunks alternate between two shared-memory buffers (both chunk configs with
+    ``act_buffers=2``, each buffer within half the K budget, the areas sized for both); each chunk after the first is
+    copied by 16-byte ``cp.async.cg`` (zero-filled for padded tokens) as its own commit group and waited for with
+    ``wait_group`` = the chunk's K128 steps (the ring groups committed after it), so the ring's steps stay in flight."""
+    from gcmoe_build.kernels.sm90.role2_gemm import task_smem_offsets
+    from gcmoe_build.kernels.sm90.role4_shared import Role4Config
+
+    for bm, art in role4_arts.items():
+        cfg = Role4Config(art.record.variant)
+        for mc in (cfg.w1s, cfg.w2s):
+            assert mc.act_buffers == 2 and mc.act_buffer_bytes * 2 <= 96 * 1024, bm
+            assert f"cp.async.wait_group {mc.kc // 128};" in art.ptx, (bm, mc.mode, mc.kc)
+        o = task_smem_offsets(cfg.w1s, cfg.w2s)
+        assert o["asc"] - o["act"] >= 2 * max(cfg.w1s.act_buffer_bytes, cfg.w2s.act_buffer_bytes)
+        assert re.search(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16, %r\d+;", art.ptx), bm
 
 
 def test_weight_ring_swizzle_is_conflict_free():
