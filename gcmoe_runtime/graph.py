@@ -48,18 +48,10 @@ class RoleNode:
 
 
 def finalize_sms(compute_sms: int, tokens: int | None) -> int:
-    """Paper Table 1: min(compute_sms, 64) at up to 128 tokens per rank, compute_sms above; with
-    ``heuristics.SM90_FINALIZE_TOKENS_PER_CTA`` = n > 0 (read at call time) also at most ceil(tokens / n) CTAs, at
-    least one: the CTAs without a token to combine only poll the readiness flag."""
-    from gcmoe_runtime import heuristics
-
+    """Paper Table 1: min(compute_sms, 64) at up to 128 tokens per rank, compute_sms above."""
     if tokens is not None and tokens > 128:
         return compute_sms
-    grid = min(compute_sms, 64)
-    per = heuristics.SM90_FINALIZE_TOKENS_PER_CTA
-    if per > 0 and tokens is not None:
-        grid = min(grid, max(1, -(-tokens // per)))
-    return grid
+    return min(compute_sms, 64)
 
 
 def ctas_per_sm(rule: str) -> int:

@@ -364,13 +364,6 @@ def choose_shared_bm(tokens: int, candidates: Sequence[int] = SM90_BM_CANDIDATES
     return _pick_bm(float(max(tokens, 1)), cands)[0]
 
 
-#: role3 (finalize) grid: at most one CTA per this many local tokens (each CTA's 8 combine warps take up to 4 chunks of a
-#: token each), within the paper's min(compute SMs, 64) up to 128 tokens (``graph.finalize_sms``); 0: the paper's rule
-#: alone. Why: at T = 1 the paper's 64 CTAs leave 508 of 512 combine warps with nothing to do but poll the readiness flag
-#: (session 17 call F: the polls are a third of role3's samples; role3 is 13-16 µs of a ~100 µs layer at T = 1-8).
-SM90_FINALIZE_TOKENS_PER_CTA = 2
-
-
 #: SM90 role4 split-K: W1 / W2 tasks per token block the split aims for (about the compute SMs of an H200 partition;
 #: without a split a block has only 2I/256 W1 and H/256 W2 tasks, 16-24 for the production shapes).
 SHARED_SPLIT_TASKS = 128

@@ -47,7 +47,7 @@ def test_roots_concurrent_role3_after_both_and_contexts(env):
     assert n["role1"][1]["ctx"] == int(gp.dispatch_ctx)
     assert n["role2"][1]["ctx"] == n["role3"][1]["ctx"] == int(gp.compute_ctx)
     assert n["role1"][1]["grid"] == (4, 1, 1) and n["role2"][1]["grid"] == (128, 1, 1)
-    assert n["role3"][1]["grid"] == (8, 1, 1)  # finalize_sms: min(compute, 64, ceil(T / 2)) at T <= 128
+    assert n["role3"][1]["grid"] == (64, 1, 1)  # finalize_sms = min(compute, 64) at T <= 128
     assert n["role2"][1]["smem"] == 1000 and n["role2"][1]["block"] == (384, 1, 1)
     assert d.node_attrs[n["role2"][0]][1] == (2, 1, 1)
     lg.destroy()
@@ -139,17 +139,3 @@ def test_attach_adds_child_after_capture_deps_and_moves_the_stream(env):
     with pytest.raises(G.GraphError, match="active capture"):
         lg.attach(cu.CUstream(5))
     lg.destroy()
-
-
-def test_finalize_grid_rule(monkeypatch):
-    """role3's grid: the paper's min(compute, 64) up to 128 tokens and compute above, capped at ceil(T / n) CTAs
-    (n = heuristics.SM90_FINALIZE_TOKENS_PER_CTA, read at call time; 0 restores the paper's rule)."""
-    from gcmoe_runtime import heuristics
-
-    assert heuristics.SM90_FINALIZE_TOKENS_PER_CTA == 2
-    assert [G.finalize_sms(128, t) for t in (0, 1, 2, 3, 8, 64, 127, 128, 129, 256)] == \
-        [1, 1, 1, 2, 4, 32, 64, 64, 128, 128]
-    assert G.finalize_sms(16, 64) == 16 and G.finalize_sms(128, None) == 64
-    monkeypatch.setattr(heuristics, "SM90_FINALIZE_TOKENS_PER_CTA", 0)
-    assert [G.finalize_sms(128, t) for t in (1, 8, 128, 129)] == [64, 64, 64, 128]
-
