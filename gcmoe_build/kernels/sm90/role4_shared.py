@@ -47,9 +47,10 @@ W2 of the shared expert in one task stream, numerics exactly those of ``gcmoe_ru
   next replay finds them at zero (role4 of replay N+1
   starts after replay N's graph completed). Nothing else resets them; the workspace starts zeroed.
 
-Not yet (say so, never fake): W1 intermediate stores are byte stores; the weights are copied by the consumer
-threads themselves (the ring; no producer warpgroup / bulk-copy pipeline); role2 does not wait on role4 (role3 does,
-graph edge).
+Not yet (say so, never fake): the weights are copied by the MMA warps themselves (each warp's ring; no producer
+warpgroup or tensor-map pipeline), with register-A wgmma at N = BM <= 64, so a token block re-reads every weight tile;
+role2 waits for role4 (graph edge), so above T = 8, where role1's dispatch no longer covers it, role4's whole duration
+is on the layer's critical path (session 17's timeline: 57-167 µs at T = 64-256).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
