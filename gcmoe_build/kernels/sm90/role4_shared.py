@@ -305,7 +305,8 @@ def _trace_parts(cfg):
         kb0, kend = k_range(mode, c0, nch)
         AB, SB = mc_s.act_buffer_bytes, mc_s.asc_buffer_bytes
         row_addr = lambda tok: ws + o_act + token_row(t0, nt, tok) * K  # noqa: E731
-        scale_addr = lambda c, tok, kk: act_scale_addr(mode, ws + o_asc, token_row(t0, nt, tok), c * NGS + kk)  # noqa: E731,E501
+        scale_addr = lambda c, tok, kk: act_scale_addr(  # noqa: E731
+            mode, ws + o_asc, token_row(t0, nt, tok), c * NGS + kk)
         # chunk 0 staged here (its loads overlap the ring prologue's weights); chunk ci + 1's copies are issued at
         # chunk ci's top into the other buffer as their own cp.async group (so the ring's wait_group(SLOTS - 1)
         # over-waits by at most one step while it is pending), its scales loaded into registers
