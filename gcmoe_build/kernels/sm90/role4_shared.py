@@ -231,7 +231,8 @@ def _trace_parts(cfg):
                                                 shared_partial_slot)
 
     from .ptx_mem import (bar_sync, cp_async_commit, cp_async_wait_group, fence_acq_rel_gpu,
-                          fence_proxy_async_shared, ld_global_cg_f32, red_release_add_u32, st_global_f32)
+                          fence_proxy_async_shared, ld_global_cg_f32, ld_global_cg_f32_if, red_release_add_u32,
+                          st_global_f32)
     from .ring_sync import atom_add_acqrel_gpu_u32, ld_shared_b32, st_shared_b32, wait_geq_u32_rt
     from .role2_gemm import (L2_SCALE_GROUP, ROWS_PER_CTA, TokenScales, _consumer_lane, _copy_act_chunk_async,
                              _load_chunk_scales, _stage_chunk, _store_chunk_scales, _w1_epilogue, load_act_scale,
@@ -245,6 +246,8 @@ def _trace_parts(cfg):
     S1, S2 = cfg.s1, cfg.s2
     CH1, CH2 = cfg.ch1, cfg.ch2  # K chunks of the whole K
     SLOT = BM * 256  # floats of one split partial
+    #: split partials the last arrival loads at once (64 floats per thread in flight: all 8 splits at BM 8, 1 at BM 64)
+    RED_GROUP = max(1, min(max(S1, S2), 64 // (2 * ND)))
     NKB = H // 128  # FP32 activation scales per token (x_sf row)
     NIG = I // L2_SCALE_GROUP  # UE8M0 intermediate scales per token
     so = cfg.smem_offsets()
@@ -365,10 +368,25 @@ def _trace_parts(cfg):
                     st_relaxed_gpu_u32(count, Int32(0))
                 for i in cutlass.range_constexpr(2 * ND):
                     acc[i] = Float32(0.0)
-                for sp in cutlass.range(nsplit, unroll=1):
-                    src = slot0 + Int64(sp) * SLOT * 4
-                    for i in cutlass.range_constexpr(2 * ND):
-                        acc[i] = acc[i] + ld_global_cg_f32(src + Int64(i * 256 + ctid) * 4)
+                if const_expr(RED_GROUP == 1):
+                    for sp in cutlass.range(nsplit, unroll=1):
+                        src = slot0 + Int64(sp) * SLOT * 4
+                        for i in cutlass.range_constexpr(2 * ND):
+                            acc[i] = acc[i] + ld_global_cg_f32(src + Int64(i * 256 + ctid) * 4)
+                else:
+                    # RED_GROUP splits' loads in flight at once (each split's L2 round trip was paid in turn: at BM 8
+                    # the W1 hand-over read 8 partials one after the other); still added in split order, the loads
+                    # past the last split read nothing and add +0.0 (the same bits)
+                    for sp0 in cutlass.range(0, nsplit, RED_GROUP, unroll=1):
+                        vals = []
+                        for j in cutlass.range_constexpr(RED_GROUP):
+                            src = slot0 + Int64(sp0 + j) * SLOT * 4
+                            ok = Int32(sp0 + j < nsplit)
+                            vals.append([ld_global_cg_f32_if(src + Int64(i * 256 + ctid) * 4, ok)
+                                         for i in range(2 * ND)])
+                        for j in cutlass.range_constexpr(RED_GROUP):
+                            for i in cutlass.range_constexpr(2 * ND):
+                                acc[i] = acc[i] + vals[j][i]
         return last
 
     def split_for(full, chunks, nblk):
