@@ -106,9 +106,10 @@ def test_sixteen_byte_stores_into_lane_k(role4_arts):
         assert "st.global.u16" not in ptx and "st.global.b16" not in ptx
         assert ptx.count("st.global.u8") == 1
         # split-K (test-tiny: W1 in 2, W2 unsplit): FP32 partial stores of the BM accumulators of a W1 task, and
-        # the last arrival's L2-only loads of them
+        # the last arrival's L2-only loads of them (both splits' at once below BM 64: the hand-over's load groups)
         assert art.record.extra["kernel"]["split_w1"] == 2 and art.record.extra["kernel"]["split_w2"] == 1
-        assert ptx.count("st.global.f32") == bm and ptx.count("ld.global.cg.f32") == bm, bm
+        group = 2 if bm < 64 else 1
+        assert ptx.count("st.global.f32") == bm and ptx.count("ld.global.cg.f32") == bm * group, bm
     lay = WorkspaceLayout.build(LayoutSpec(arch="sm_90a", world_size=1, num_experts=16, topk=4, hidden=512,
                                            intermediate=256, capacity=256, bm_candidates=(8, 16, 32, 64),
                                            compute_sms=128, shared_experts=True))
@@ -260,3 +261,20 @@ def test_weight_ring_swizzle_is_conflict_free():
     for j in range(4):  # reads
         for lanes in range(0, 32, 8):
             assert len({_swizzle(4 * l + j) % 8 for l in range(lanes, lanes + 8)}) == 8
+
+
+def test_split_handover_loads_its_partials_in_groups(role4_arts):
+    """Session 17: the last arrival of a split tile loads RED_GROUP splits' FP32 partials at once (predicated,
+    L2-only ``ld.global.cg``; 64 floats per thread in flight) and adds them in split order; at BM 64 (one split at a
+    time) the plain loop stays."""
+    from gcmoe_build.kernels.sm90.role4_shared import Role4Config
+
+    for bm, art in role4_arts.items():
+        cfg = Role4Config(art.record.variant)
+        group = max(1, min(max(cfg.s1, cfg.s2), 64 // bm))
+        predicated = art.ptx.count("@p ld.global.cg.f32")
+        if group > 1:
+            assert predicated >= group * bm, (bm, group, predicated)  # 2 x BM/2 floats per split and thread
+        else:
+            assert predicated == 0 and "ld.global.cg.f32" in art.ptx, bm
+
