@@ -60,14 +60,6 @@ def ld_global_cg_f32(addr, *, loc=None, ip=None) -> Float32:
 
 
 @dsl_user_op
-def ld_global_cg_f32_if(addr, pred, *, loc=None, ip=None) -> Float32:
-    """:func:`ld_global_cg_f32` where ``pred`` (Int32) != 0, else +0.0 without reading (a group of loads issued together
-    whose tail may run past the data: adding +0.0 leaves a sum's bits as they are)."""
-    return Float32(_asm("{\n.reg .pred p;\nsetp.ne.s32 p, $2, 0;\nmov.f32 $0, 0f00000000;\n"
-                        "@p ld.global.cg.f32 $0, [$1];\n}", "=f,l,r", [_v(addr, Int64), _v(pred)], 1, T.f32())[0])
-
-
-@dsl_user_op
 def ld_global_s32(addr, *, loc=None, ip=None) -> Int32:
     return Int32(_asm("ld.global.s32 $0, [$1];", "=r,l", [_v(addr, Int64)], 1)[0])
 
@@ -207,11 +199,14 @@ def ld_global_u8(addr, *, loc=None, ip=None) -> Int32:
 
 
 @dsl_user_op
-def ld_global_f32_if(addr, pred, *, loc=None, ip=None) -> Float32:
-    """``addr``'s FP32 if ``pred`` (Int32) != 0, else 0.0 without reading: a prefetch whose first use is much later
-    (a select on a plain load's value would wait for the load where the select is placed)."""
+def ld_global_f32_if(addr, pred, l2_only: bool = False, *, loc=None, ip=None) -> Float32:
+    """``addr``'s FP32 if ``pred`` (Int32) != 0, else +0.0 without reading: a prefetch whose first use is much later
+    (a select on a plain load's value would wait for the load where the select is placed), or one of a group of loads
+    issued together whose tail may run past the data (adding +0.0 leaves a sum's bits as they are). ``l2_only``: cached
+    in L2 only (``.cg``, as :func:`ld_global_cg_f32`)."""
+    op = "ld.global.cg.f32" if l2_only else "ld.global.f32"
     return Float32(_asm("{\n.reg .pred p;\nsetp.ne.s32 p, $2, 0;\nmov.f32 $0, 0f00000000;\n"
-                        "@p ld.global.f32 $0, [$1];\n}", "=f,l,r", [_v(addr, Int64), _v(pred)], 1, T.f32())[0])
+                        f"@p {op} $0, [$1];\n}}", "=f,l,r", [_v(addr, Int64), _v(pred)], 1, T.f32())[0])
 
 
 @dsl_user_op

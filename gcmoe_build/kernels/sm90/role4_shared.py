@@ -231,7 +231,7 @@ def _trace_parts(cfg):
                                                 shared_partial_slot)
 
     from .ptx_mem import (bar_sync, cp_async_commit, cp_async_wait_group, fence_acq_rel_gpu,
-                          fence_proxy_async_shared, ld_global_cg_f32, ld_global_cg_f32_if, red_release_add_u32,
+                          fence_proxy_async_shared, ld_global_cg_f32, ld_global_f32_if, red_release_add_u32,
                           st_global_f32)
     from .ring_sync import atom_add_acqrel_gpu_u32, ld_shared_b32, st_shared_b32, wait_geq_u32_rt
     from .role2_gemm import (L2_SCALE_GROUP, ROWS_PER_CTA, TokenScales, _consumer_lane, _copy_act_chunk_async,
@@ -346,9 +346,9 @@ def _trace_parts(cfg):
         """Split-K: with ``nsplit > 1`` store this task's FP32 partial to its slot (``slot0 + split``), count it in
         and return 1 only in the task that arrives last, with ``acc`` = the sum of every split's partial in split
         order (the same bits whichever CTA is last); that task zeroes the count for the next replay. Returns 1 at
-        once for an unsplit task (no code at all when the shape never splits, ``max_split == 1``). Release: the CTA's stores, barrier, fence + acq_rel add by thread 0; acquire:
-        the last task's thread 0 add, fence, barrier, then L1-bypassing loads (cooperative-groups grid-sync
-        pattern)."""
+        once for an unsplit task (no code at all when the shape never splits, ``max_split == 1``). Release: the
+        CTA's stores, barrier, fence + acq_rel add by thread 0; acquire: the last task's thread 0 add, fence, barrier,
+        then L1-bypassing loads (cooperative-groups grid-sync pattern)."""
         last = Int32(1)
         if const_expr(max_split > 1) and nsplit > 1:
             mine = slot0 + Int64(split) * SLOT * 4
@@ -382,7 +382,7 @@ def _trace_parts(cfg):
                         for j in cutlass.range_constexpr(RED_GROUP):
                             src = slot0 + Int64(sp0 + j) * SLOT * 4
                             ok = Int32(sp0 + j < nsplit)
-                            vals.append([ld_global_cg_f32_if(src + Int64(i * 256 + ctid) * 4, ok)
+                            vals.append([ld_global_f32_if(src + Int64(i * 256 + ctid) * 4, ok, l2_only=True)
                                          for i in range(2 * ND)])
                         for j in cutlass.range_constexpr(RED_GROUP):
                             for i in cutlass.range_constexpr(2 * ND):
