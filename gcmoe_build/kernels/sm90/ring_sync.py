@@ -71,18 +71,20 @@ def wait_mask_u64_rt(addr, need, err, code: int, timeout_ns, *, loc=None, ip=Non
 
 
 @dsl_user_op
-def wait_arrived_count(addr, contributors: int, err, code: int, timeout_ns, *, loc=None, ip=None) -> Int32:
-    """Spin (``ld.acquire.sys``: a peer wrote it over NVLink) until the packed receive counter at
+def wait_arrived_count(addr, contributors: int, err, code: int, timeout_ns, scope: str, *, loc=None,
+                       ip=None) -> Int32:
+    """Spin (``ld.acquire`` at the protocol's ``scope``, ``role_common.peer_scope``: "sys" where a peer wrote it
+    over NVLink) until the packed receive counter at
     ``addr`` — ``(contributors << 32) | tokens``, published by role1 once every source CTA has added —
     has exactly ``contributors`` in its high word; return the token count (low word). On timeout
     record (code, contributors, high word seen) and trap."""
     return Int32(_asm(
         "{\n.reg .pred p;\n.reg .u64 v, t0, t1;\n.reg .u32 hi;\n"
-        "ld.acquire.sys.global.u64 v, [$1];\nshr.u64 t1, v, 32;\ncvt.u32.u64 hi, t1;\n"
+        f"ld.acquire.{scope}.global.u64 v, [$1];\nshr.u64 t1, v, 32;\ncvt.u32.u64 hi, t1;\n"
         f"setp.eq.u32 p, hi, {int(contributors)};\n@p bra.uni GCMOE_R_DONE;\n"
         "mov.u64 t0, %globaltimer;\n"
         "GCMOE_R_LOOP:\nnanosleep.u32 128;\n"
-        "ld.acquire.sys.global.u64 v, [$1];\nshr.u64 t1, v, 32;\ncvt.u32.u64 hi, t1;\n"
+        f"ld.acquire.{scope}.global.u64 v, [$1];\nshr.u64 t1, v, 32;\ncvt.u32.u64 hi, t1;\n"
         f"setp.eq.u32 p, hi, {int(contributors)};\n@p bra.uni GCMOE_R_DONE;\n"
         "mov.u64 t1, %globaltimer;\nsub.u64 t1, t1, t0;\n"
         "setp.lt.u64 p, t1, $3;\n@p bra.uni GCMOE_R_LOOP;\n"

@@ -43,6 +43,9 @@ Steps (T = ``ntok`` local tokens; CTA c owns the contiguous token range c*ceil(T
 The ring's token-row stride is ``bm_stride`` (the layout's bm_max) and its scale-row stride
 ``sf_stride`` (the layout's sf_rows_max), both by-value parameters, so one workspace serves every
 BM. No trailing barrier: role3 consumes the counts, flips the parity and resets the signals.
+At P = 1 every system-scope operation of steps 4-6 (the grid barriers' fences, the tag-1 barrier, the
+loads of the counts and routing entries) is GPU scope: every party is on this GPU
+(``role_common.peer_scope``).
 
 Variant params: hidden, experts, top_k, ranks, capacity, bm, dispatch_sms (+ compute_sms,
 recipe_routed: not used by the code). H must be a multiple of 512 (16-byte scale rows for the
@@ -50,7 +53,7 @@ bulk copy).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
-from .role_common import int_param, peer_abi_plan
+from .role_common import int_param, peer_abi_plan, peer_scope
 
 ROLE = "role1"
 NAME_PREFIX = "gcmoe_sm90_role1_dispatch"
@@ -128,10 +131,11 @@ def _align(n, a):
     return (n + a - 1) // a * a
 
 
-def abi_plan():
+def abi_plan(ranks: int):
+    scope = peer_scope(ranks)
     return peer_abi_plan(OFFSET_PARAMS, SCALAR_PARAMS_U64, SCALAR_PARAMS_S32, (
-        "atom.shared.add.u32", "atom.relaxed.gpu.global.add.u64", "st.release.sys.global.u32",
-        "ld.acquire.sys.global.u32", "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes",
+        "atom.shared.add.u32", "atom.relaxed.gpu.global.add.u64", f"st.release.{scope}.global.u32",
+        f"ld.acquire.{scope}.global.u32", "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes",
         "cp.async.bulk.global.shared::cta.bulk_group", "red.release.gpu.global.add.u32", "trap"))
 
 
@@ -144,7 +148,7 @@ def build(variant):
     import_dsl(variant.arch)
     host, kernel, fake = _trace_parts(cfg)
     return KernelBuild(
-        host=host, kernel=kernel, args=fake, name_prefix=NAME_PREFIX, abi=abi_plan(),
+        host=host, kernel=kernel, args=fake, name_prefix=NAME_PREFIX, abi=abi_plan(cfg.ranks),
         launch=LaunchFacts(block=(THREADS, 1, 1), cluster=(1, 1, 1), dynamic_smem=cfg.smem_bytes,
                            grid="dispatch_sms"),
         extra={"role": ROLE, "bm": cfg.bm, "dispatch_sms": cfg.dispatch_sms, "threads": THREADS,
@@ -168,12 +172,13 @@ def _trace_parts(cfg):
     from .ptx_mem import mbar_arrive_expect_tx, mbar_init, mbar_init_fence
     from .role1_sync import (
         atom_add_gpu_u64, atom_add_shared_u32, bulk_commit, bulk_g2s, bulk_s2g, bulk_wait, fence_acq_rel_gpu,
-        fence_acq_rel_sys, fence_proxy_async, globaltimer, grid_sync, ld_s32, ld_shared_u32, ld_sys_u32,
-        ld_sys_u64, ld_u32, red_release_gpu_add_u32, shfl_up, st_release_sys_u32, st_shared_u32, st_u32,
-        st_u64, st_v4, syncwarp, trap_with_record, wait_geq_gpu_u32, wait_geq_sys_u32)
+        fence_acq_rel_peer, fence_proxy_async, globaltimer, grid_sync, ld_peer_u32, ld_peer_u64, ld_s32,
+        ld_shared_u32, ld_u32, red_release_gpu_add_u32, shfl_up, st_release_peer_u32, st_shared_u32, st_u32,
+        st_u64, st_v4, syncwarp, trap_with_record, wait_geq_gpu_u32, wait_geq_peer_u32)
     from .wgmma_rs import _asm, _v
 
     P, E, K, H, BM, CAP, D = cfg.ranks, cfg.experts, cfg.topk, cfg.hidden, cfg.bm, cfg.capacity, cfg.dispatch_sms
+    SCOPE = peer_scope(P)
     EL = cfg.experts_local
     NKB = H // 128
     SFB = cfg.sf_bytes
@@ -305,40 +310,41 @@ def _trace_parts(cfg):
                     st_u32(dst, (t << 5) | slot)
 
         # ---- step 4: grid barrier; CTA 0 publishes counts + prefix sums to every owner -----------
-        grid_sync(ws + o_dispatch_grid, D, NT, timeout_ns, err, CODE_GRID)
+        grid_sync(ws + o_dispatch_grid, D, NT, timeout_ns, err, CODE_GRID, SCOPE)
         if bid == 0:
             for e in cutlass.range(tid, E, NT):
-                v = ld_sys_u64(ws + o_send_count + Int64(e) * 8)
+                v = ld_peer_u64(ws + o_send_count + Int64(e) * 8, SCOPE)
                 st_shared_u32(smem + S_CNT + e * 4, Int32(v & Int64(0xFFFFFFFF)))
             cute.arch.barrier()
             if warp == 0:
                 warp_exclusive_scan(smem + S_CNT, E, lane)
             cute.arch.barrier()
             for e in cutlass.range(tid, E, NT):
-                v = ld_sys_u64(ws + o_send_count + Int64(e) * 8)
+                v = ld_peer_u64(ws + o_send_count + Int64(e) * 8, SCOPE)
                 owner = e // EL
                 el = e - owner * EL
                 cell = Int64((par * EL + el) * P + me)
                 dst = peer_ws(peer, owner)
                 st_u64(dst + o_recv_count + cell * 8, v)
                 st_u32(dst + o_recv_prefix + cell * 4, ld_shared_u32(smem + S_CNT + e * 4))
-            fence_acq_rel_sys()
+            fence_acq_rel_peer(SCOPE)
             cute.arch.barrier()
             # ---- step 5: tag-1 barrier (arrive: release my phase into every peer; wait: acquire) --
             if tid == 0:
                 ph = ld_u32(ws + o_tag1_barrier + P * 4) + Int32(1)
                 st_u32(ws + o_tag1_barrier + P * 4, ph)
                 for q in cutlass.range(P):
-                    st_release_sys_u32(peer_ws(peer, q) + o_tag1_barrier + Int64(me) * 4, ph)
+                    st_release_peer_u32(peer_ws(peer, q) + o_tag1_barrier + Int64(me) * 4, ph, SCOPE)
                 t0 = globaltimer()
                 for q in cutlass.range(P):
-                    wait_geq_sys_u32(ws + o_tag1_barrier + Int64(q) * 4, ph, t0, timeout_ns, err, CODE_TAG1)
-                fence_acq_rel_sys()
-        grid_sync(ws + o_dispatch_grid, D, NT, timeout_ns * 2, err, CODE_GRID)
+                    wait_geq_peer_u32(ws + o_tag1_barrier + Int64(q) * 4, ph, t0, timeout_ns, err, CODE_TAG1,
+                                      SCOPE)
+                fence_acq_rel_peer(SCOPE)
+        grid_sync(ws + o_dispatch_grid, D, NT, timeout_ns * 2, err, CODE_GRID, SCOPE)
 
         # ---- step 6a: prefix tables of the received counts (every CTA, in shared memory) ----------
         for i in cutlass.range(tid, NTAB, NT):
-            v = ld_sys_u64(ws + o_recv_count + (Int64(par * NTAB) + Int64(i)) * 8)
+            v = ld_peer_u64(ws + o_recv_count + (Int64(par * NTAB) + Int64(i)) * 8, SCOPE)
             st_shared_u32(smem + S_TAB + i * 4, Int32(v & Int64(0xFFFFFFFF)))
         cute.arch.barrier()
         if warp == 0:
@@ -360,7 +366,7 @@ def _trace_parts(cfg):
         if gw < total:
             if lane == 0:
                 lo, el, r, j, je, tot = locate(smem, gw)
-                ent = ld_sys_u32(ws + o_src_index + (Int64(lo * CAP) + Int64(j)) * 4)
+                ent = ld_peer_u32(ws + o_src_index + (Int64(lo * CAP) + Int64(j)) * 4, SCOPE)
                 src = peer_ws(peer, r)
                 stok = Int64(ent >> 5)
                 mbar_arrive_expect_tx(mbar0, H + SFB)
@@ -404,10 +410,11 @@ def _trace_parts(cfg):
                 v = ld_shared_u32(stg + H + kb * 4)
                 st_u32(ws + o_ring_sf + ((Int64(rb) * NKB + Int64(kb)) * Int64(sf_stride) + Int64(row)) * 4, v)
             if lane == 0:
-                ent = ld_sys_u32(ws + o_src_index + (Int64(lo * CAP) + Int64(j)) * 4)
+                ent = ld_peer_u32(ws + o_src_index + (Int64(lo * CAP) + Int64(j)) * 4, SCOPE)
                 stok = ent >> 5
                 slot = ent & 31
-                wbits = ld_sys_u32(peer_ws(peer, r) + o_topk_weights + (Int64(stok) * K + Int64(slot)) * 4)
+                wbits = ld_peer_u32(peer_ws(peer, r) + o_topk_weights + (Int64(stok) * K + Int64(slot)) * 4,
+                                    SCOPE)
                 st_v4(ws + o_ring_meta + trow * 16, wbits, r, stok, slot)
                 if row == 0:
                     st_v4(ws + o_ring_block + Int64(rb) * 16, el, nblk, pool, gen)
@@ -424,7 +431,7 @@ def _trace_parts(cfg):
             if gn < total:
                 if lane == 0:
                     lo2, el2, r2, j2, je2, tot2 = locate(smem, gn)
-                    ent2 = ld_sys_u32(ws + o_src_index + (Int64(lo2 * CAP) + Int64(j2)) * 4)
+                    ent2 = ld_peer_u32(ws + o_src_index + (Int64(lo2 * CAP) + Int64(j2)) * 4, SCOPE)
                     src2 = peer_ws(peer, r2)
                     stok2 = Int64(ent2 >> 5)
                     nxt = stage0 + (1 - s) * STAGE

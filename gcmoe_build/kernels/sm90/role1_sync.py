@@ -1,12 +1,12 @@
 """Memory-order primitives of the SM90 dispatch/finalize roles (role1, role3), as inline PTX.
 
 Owns the instructions whose scope and ordering *are* the cross-rank protocol (paper §4.3, §4.6),
-spelled out verbatim so the PTX shows them: system-scope release stores / acquire loads over
-NVLink (tag-1 barrier, combine readiness), GPU-scope packed atomics (send counter), relaxed
-system-scope loads of data peers wrote into our workspace, the persistent grid barrier, 1-D bulk
-copies between global and shared memory (the warp-private staging of the token pull), and the
-device-timeout path: write a trap record (``gcmoe_runtime.workspace.trap``) to host-mapped memory
-with system-scope stores, then ``trap``.
+spelled out verbatim so the PTX shows them: release stores / acquire loads at the protocol's scope
+(``role_common.peer_scope``: system scope over NVLink, GPU scope at P = 1) for the tag-1 barrier and
+the combine readiness, GPU-scope packed atomics (send counter), relaxed loads of data peers wrote
+into our workspace, the persistent grid barrier, 1-D bulk copies between global and shared memory
+(the warp-private staging of the token pull), and the device-timeout path: write a trap record
+(``gcmoe_runtime.workspace.trap``) to host-mapped memory with system-scope stores, then ``trap``.
 
 Addresses are integers (global: Int64 generic addresses; shared: Int32 CTA-window offsets).
 Import only after ``gcmoe_build.frontend.dsl.import_dsl``.
@@ -36,24 +36,20 @@ def ld_u32(addr, *, loc=None, ip=None) -> Int32:
 
 
 @dsl_user_op
-def ld_sys_u32(addr, *, loc=None, ip=None) -> Int32:
-    """Relaxed system-scope load: data a peer rank wrote into our workspace over NVLink."""
-    return Int32(_asm("ld.relaxed.sys.global.u32 $0, [$1];", "=r,l", [_v(addr, Int64)], 1)[0])
+def ld_peer_u32(addr, scope: str, *, loc=None, ip=None) -> Int32:
+    """Relaxed load at the protocol's scope (``role_common.peer_scope``): data a peer rank wrote into our
+    workspace (over NVLink when ``scope`` is "sys")."""
+    return Int32(_asm(f"ld.relaxed.{scope}.global.u32 $0, [$1];", "=r,l", [_v(addr, Int64)], 1)[0])
 
 
 @dsl_user_op
-def ld_sys_u64(addr, *, loc=None, ip=None) -> Int64:
-    return Int64(_asm("ld.relaxed.sys.global.u64 $0, [$1];", "=l,l", [_v(addr, Int64)], 1, T.i64())[0])
+def ld_peer_u64(addr, scope: str, *, loc=None, ip=None) -> Int64:
+    return Int64(_asm(f"ld.relaxed.{scope}.global.u64 $0, [$1];", "=l,l", [_v(addr, Int64)], 1, T.i64())[0])
 
 
 @dsl_user_op
-def ld_acquire_sys_u32(addr, *, loc=None, ip=None) -> Int32:
-    return Int32(_asm("ld.acquire.sys.global.u32 $0, [$1];", "=r,l", [_v(addr, Int64)], 1)[0])
-
-
-@dsl_user_op
-def ld_acquire_sys_u64(addr, *, loc=None, ip=None) -> Int64:
-    return Int64(_asm("ld.acquire.sys.global.u64 $0, [$1];", "=l,l", [_v(addr, Int64)], 1, T.i64())[0])
+def ld_acquire_peer_u32(addr, scope: str, *, loc=None, ip=None) -> Int32:
+    return Int32(_asm(f"ld.acquire.{scope}.global.u32 $0, [$1];", "=r,l", [_v(addr, Int64)], 1)[0])
 
 
 @dsl_user_op
@@ -78,13 +74,13 @@ def st_u64(addr, val, *, loc=None, ip=None):
 
 
 @dsl_user_op
-def st_release_sys_u32(addr, val, *, loc=None, ip=None):
-    _asm("st.release.sys.global.u32 [$0], $1;", "l,r", [_v(addr, Int64), _v(val)], 0)
+def st_release_peer_u32(addr, val, scope: str, *, loc=None, ip=None):
+    _asm(f"st.release.{scope}.global.u32 [$0], $1;", "l,r", [_v(addr, Int64), _v(val)], 0)
 
 
 @dsl_user_op
-def st_release_sys_u64(addr, val, *, loc=None, ip=None):
-    _asm("st.release.sys.global.u64 [$0], $1;", "l,l", [_v(addr, Int64), _v(val, Int64)], 0)
+def st_release_peer_u64(addr, val, scope: str, *, loc=None, ip=None):
+    _asm(f"st.release.{scope}.global.u64 [$0], $1;", "l,l", [_v(addr, Int64), _v(val, Int64)], 0)
 
 
 @dsl_user_op
@@ -114,8 +110,8 @@ def atom_add_acqrel_gpu_u64(addr, val, *, loc=None, ip=None) -> Int64:
 
 # ----------------------------------------------------------------------------------------- fences
 @dsl_user_op
-def fence_acq_rel_sys(*, loc=None, ip=None):
-    _asm("fence.acq_rel.sys;", "", [], 0)
+def fence_acq_rel_peer(scope: str, *, loc=None, ip=None):
+    _asm(f"fence.acq_rel.{scope};", "", [], 0)
 
 
 @dsl_user_op
@@ -212,14 +208,14 @@ def trap_with_record(err: Int64, code: cutlass.Constexpr, expected: Int32, obser
 
 
 @cute.jit
-def wait_geq_sys_u32(addr: Int64, target: Int32, t0: Int64, timeout_ns: Int64, err: Int64,
-                     code: cutlass.Constexpr):
-    """Acquire-spin (system scope) until the u32 at ``addr`` reaches ``target`` (wrap-safe)."""
-    seen = ld_acquire_sys_u32(addr)
+def wait_geq_peer_u32(addr: Int64, target: Int32, t0: Int64, timeout_ns: Int64, err: Int64,
+                      code: cutlass.Constexpr, scope: cutlass.Constexpr):
+    """Acquire-spin (at the protocol's ``scope``) until the u32 at ``addr`` reaches ``target`` (wrap-safe)."""
+    seen = ld_acquire_peer_u32(addr, scope)
     while seen - target < Int32(0):
         if globaltimer() - t0 > timeout_ns:
             trap_with_record(err, code, target, seen)
-        seen = ld_acquire_sys_u32(addr)
+        seen = ld_acquire_peer_u32(addr, scope)
 
 
 @cute.jit
@@ -235,13 +231,13 @@ def wait_geq_gpu_u32(addr: Int64, target: Int32, t0: Int64, timeout_ns: Int64, e
 
 @cute.jit
 def grid_sync(counter: Int64, nblocks: cutlass.Constexpr, nthreads: cutlass.Constexpr, timeout_ns: Int64,
-              err: Int64, code: cutlass.Constexpr):
+              err: Int64, code: cutlass.Constexpr, scope: cutlass.Constexpr):
     """Persistent grid barrier over ``nblocks`` co-resident CTAs: a u64 arrival counter that only
     grows (never reset, so replays need no host work); generation n completes at n * nblocks.
-    Every thread fences at system scope first, so peer writes issued before the barrier (routing
-    entries, counts) are ordered before everything after it."""
+    Every thread fences at the protocol's ``scope`` first, so peer writes issued before the barrier
+    (routing entries, counts) are ordered before everything after it."""
     tidx, _, _ = cute.arch.thread_idx()
-    fence_acq_rel_sys()
+    fence_acq_rel_peer(scope)
     cute.arch.barrier()
     if tidx == 0:
         old = atom_add_acqrel_gpu_u64(counter, Int64(1))
@@ -252,5 +248,5 @@ def grid_sync(counter: Int64, nblocks: cutlass.Constexpr, nthreads: cutlass.Cons
             if globaltimer() - t0 > timeout_ns:
                 trap_with_record(err, code, Int32(target), Int32(seen))
             seen = ld_acquire_gpu_u64(counter)
-        fence_acq_rel_sys()
+        fence_acq_rel_peer(scope)
     cute.arch.barrier()

@@ -103,7 +103,7 @@ role4's own node).
 
 from gcmoe_runtime.heuristics import SM90_PIPELINED_TWO_CTAS_MAX_BM, SM90_TWO_CTAS_MAX_BM, sm90_ctas_per_sm
 
-from .role_common import int_param, peer_abi_plan
+from .role_common import int_param, peer_abi_plan, peer_scope
 
 ROLE = "role2"
 NAME_PREFIX = "gcmoe_sm90_role2_ring"
@@ -126,8 +126,9 @@ WEIGHT_PARAMS = ("w1_tiles", "w1_scales", "w1_factor", "w2_tiles", "w2_scales", 
 SCALAR_PARAMS_U64 = ("err", "timeout_ns")
 SCALAR_PARAMS_S32 = ("ring_blocks", "bm_stride", "sf_stride")
 
+#: ``{scope}``: the receive counts' acquire at the protocol's scope (``role_common.peer_scope``)
 REQUIRED_PTX = ("wgmma.mma_async.sync.aligned", "ld.acquire.gpu.global.u32", "ld.acquire.gpu.global.u64",
-                "ld.acquire.sys.global.u64", "red.release.gpu.global.or.b64", "red.release.gpu.global.add.u32",
+                "ld.acquire.{scope}.global.u64", "red.release.gpu.global.or.b64", "red.release.gpu.global.add.u32",
                 "atom.release.gpu.global.add.u32", "st.global.v4.u32", "trap")
 
 
@@ -271,8 +272,10 @@ class Role2RingConfig:
         return self.smem_offsets()["total"]
 
 
-def abi_plan():
-    return peer_abi_plan(OFFSET_PARAMS, WEIGHT_PARAMS + SCALAR_PARAMS_U64, SCALAR_PARAMS_S32, REQUIRED_PTX)
+def abi_plan(ranks: int):
+    scope = peer_scope(ranks)
+    return peer_abi_plan(OFFSET_PARAMS, WEIGHT_PARAMS + SCALAR_PARAMS_U64, SCALAR_PARAMS_S32,
+                         tuple(op.format(scope=scope) for op in REQUIRED_PTX))
 
 
 def grid_rule(ctas_per_sm):
@@ -293,7 +296,7 @@ def build(variant):
     host, kernel, fake = _trace_parts(cfg)
     so = cfg.smem_offsets()
     return KernelBuild(
-        host=host, kernel=kernel, args=fake, name_prefix=NAME_PREFIX, abi=abi_plan(),
+        host=host, kernel=kernel, args=fake, name_prefix=NAME_PREFIX, abi=abi_plan(cfg.ranks),
         launch=LaunchFacts(block=(cfg.threads, 1, 1), cluster=(1, 1, 1), dynamic_smem=cfg.smem_bytes,
                            grid=grid_rule(cfg.ctas_per_sm)),
         extra={"role": ROLE, "bm": cfg.bm, "threads": cfg.threads, "ctas_per_sm": cfg.ctas_per_sm,
@@ -326,6 +329,7 @@ def _trace_parts(cfg):
 
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
     P, EL, D = cfg.ranks, cfg.experts_local, cfg.dispatch_sms
+    SCOPE = peer_scope(P)
     PIPE = cfg.pipelined
     SIG = cfg.w1.signal_warp  # 384-thread builds: the releases run on the producer warpgroup's signal warp
     THREADS = cfg.threads
@@ -524,7 +528,8 @@ def _trace_parts(cfg):
                 tot = Int32(0)
                 for r in cutlass.range_constexpr(P):
                     cell = Int64((par * EL + el) * P + r)
-                    tot = tot + wait_arrived_count(ws + o_recv_count + cell * 8, D, err, CODE_RECV, timeout_ns)
+                    tot = tot + wait_arrived_count(ws + o_recv_count + cell * 8, D, err, CODE_RECV, timeout_ns,
+                                                   SCOPE)
                 nb = nb + (tot + (BM - 1)) // BM
             for d in cutlass.range_constexpr(5):
                 nb = nb + shfl_bfly_s32(nb, 1 << d)

@@ -8,7 +8,9 @@ Bookkeeping half (warps 0-3 of CTA 0 only; the other CTAs' warps 0-3 exit at onc
 * combine readiness: ``combine_ready[my_rank] := phase`` on every peer (release, system scope,
   after a system fence; also on ranks with no routed tokens). ``phase`` is this replay's tag-1
   phase (``tag1_barrier[P]``, bumped by role1 once per replay on every rank), so readiness values
-  are generation-tagged and persistent: no reset;
+  are generation-tagged and persistent: no reset. Not at P = 1: there every writer of the combine
+  buffer (role2, role4) is an earlier node of this GPU's graph, so the edge into role3 already
+  orders their stores; the fence, release and polls are compiled out (session 18);
 * consume this generation's receive counts (``recv_count[parity]``): per local expert the high
   words (contributors) must sum to ``dispatch_sms * P`` (every source CTA adds to every expert) —
   otherwise trap with code 5; optionally store the expert's received token count in
@@ -19,7 +21,7 @@ Bookkeeping half (warps 0-3 of CTA 0 only; the other CTAs' warps 0-3 exit at onc
   into the other parity buffer.
 
 Combine half (warps 4-11 of every CTA): each warp first waits until every peer's readiness
-reaches ``phase`` (acquire, system scope, bounded: trap code 4), then takes work items
+reaches ``phase`` (acquire, system scope, bounded: trap code 4; P > 1 only), then takes work items
 ``(token t, chunk c)`` — 1, 2 or 4 chunks per token, the most that still keeps every combine warp
 busy with 16-byte lane alignment (``H / chunks`` a multiple of 256 BF16). A token's valid slots are
 its routed slots with ``0 <= topk_idx < E`` (a warp ballot) plus slot ``k`` when the layer has a
@@ -44,7 +46,7 @@ means slot k is reduced), compute_sms (unused by the code).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
-from .role_common import int_param, peer_abi_plan
+from .role_common import int_param, peer_abi_plan, peer_scope
 
 ROLE = "role3"
 NAME_PREFIX = "gcmoe_sm90_role3_finalize"
@@ -103,9 +105,10 @@ class Role3Config:
         return COMBINE_WARPS * self.nbuf * self.chunk_bytes
 
 
-def abi_plan():
-    return peer_abi_plan(OFFSET_PARAMS, SCALAR_PARAMS_U64, SCALAR_PARAMS_S32, (
-        "st.release.sys.global.u64", "ld.acquire.sys.global.u32", "vote.sync.ballot.b32",
+def abi_plan(ranks: int):
+    readiness = ("st.release.sys.global.u64", "ld.acquire.sys.global.u32") if ranks > 1 else ()
+    return peer_abi_plan(OFFSET_PARAMS, SCALAR_PARAMS_U64, SCALAR_PARAMS_S32, readiness + (
+        "vote.sync.ballot.b32",
         "cvt.rn.bf16x2.f32", "st.shared.v4.u32", "fence.proxy.async.shared::cta",
         "cp.async.bulk.global.shared::cta.bulk_group", "cp.async.bulk.commit_group", "cp.async.bulk.wait_group.read",
         "cp.async.bulk.wait_group 0", "trap"))
@@ -120,7 +123,7 @@ def build(variant):
     import_dsl(variant.arch)
     host, kernel, fake = _trace_parts(cfg)
     return KernelBuild(
-        host=host, kernel=kernel, args=fake, name_prefix=NAME_PREFIX, abi=abi_plan(),
+        host=host, kernel=kernel, args=fake, name_prefix=NAME_PREFIX, abi=abi_plan(cfg.ranks),
         launch=LaunchFacts(block=(THREADS, 1, 1), cluster=(1, 1, 1), dynamic_smem=cfg.smem_bytes,
                            grid="finalize_sms"),
         extra={"role": ROLE, "threads": THREADS, "slots": cfg.slots, "nbuf": cfg.nbuf,
@@ -138,13 +141,14 @@ def _trace_parts(cfg):
 
     from .ptx_mem import (bar_sync, bulk_s2g_n, bulk_wait_read, fence_proxy_async_shared, launch_coords,
                           st_shared_v4)
-    from .role1_sync import (ballot, bulk_commit, bulk_wait, fence_sc_sys, globaltimer, ld_s32, ld_sys_u64, ld_u32,
-                             st_release_sys_u64, st_u32, st_u64, syncwarp, trap_with_record, wait_geq_sys_u32)
+    from .role1_sync import (ballot, bulk_commit, bulk_wait, fence_sc_sys, globaltimer, ld_peer_u64, ld_s32, ld_u32,
+                             st_release_peer_u64, st_u32, st_u64, syncwarp, trap_with_record, wait_geq_peer_u32)
     from .wgmma_rs import _asm, _v
 
     P, E, K, H, CAP, D = cfg.ranks, cfg.experts, cfg.topk, cfg.hidden, cfg.capacity, cfg.dispatch_sms
     EL = E // P
     NSLOT = cfg.slots
+    SCOPE = peer_scope(P)
     SHARED = cfg.shared
     UNITS = H // 8  # 16-byte units of a BF16 row
     BOOK = 32 * BOOK_WARPS
@@ -193,17 +197,19 @@ def _trace_parts(cfg):
         if warp < BOOK_WARPS:
             if bid == 0:
                 # ---- bookkeeping half ---------------------------------------------------------------
-                if tid == 0:
-                    fence_sc_sys()  # role2's scattered partials (earlier kernels) before readiness
-                    for q in cutlass.range(P):
-                        st_release_sys_u64(peer_ws(peer, q) + o_combine_ready + Int64(me) * 8, Int64(phase))
+                if cutlass.const_expr(P > 1):  # at P = 1 the graph edge role2 -> role3 is the readiness
+                    if tid == 0:
+                        fence_sc_sys()  # role2's scattered partials (earlier kernels) before readiness
+                        for q in cutlass.range(P):
+                            st_release_peer_u64(peer_ws(peer, q) + o_combine_ready + Int64(me) * 8, Int64(phase),
+                                                SCOPE)
                 par = ld_u32(ws + o_recv_parity) & Int32(1)
                 for el in cutlass.range(tid, EL, BOOK):
                     arrivals = Int32(0)
                     tokens = Int64(0)
                     for r in cutlass.range_constexpr(P):
                         cell = Int64((par * EL + el) * P + r)
-                        v = ld_sys_u64(ws + o_recv_count + cell * 8)
+                        v = ld_peer_u64(ws + o_recv_count + cell * 8, SCOPE)
                         arrivals = arrivals + Int32(v >> 32)
                         tokens = tokens + (v & Int64(0xFFFFFFFF))
                         st_u64(ws + o_recv_count + cell * 8, Int64(0))
@@ -224,10 +230,11 @@ def _trace_parts(cfg):
                     st_u32(ws + o_recv_parity, par ^ Int32(1))
         else:
             # ---- combine half -----------------------------------------------------------------------
-            if lane < P:
-                wait_geq_sys_u32(ws + o_combine_ready + Int64(lane) * 8, phase, globaltimer(), timeout_ns, err,
-                                 CODE_COMBINE_READY)
-            syncwarp()
+            if cutlass.const_expr(P > 1):
+                if lane < P:
+                    wait_geq_peer_u32(ws + o_combine_ready + Int64(lane) * 8, phase, globaltimer(), timeout_ns, err,
+                                      CODE_COMBINE_READY, SCOPE)
+                syncwarp()
             cw = nblk * COMBINE_WARPS
             gw = bid * COMBINE_WARPS + (warp - BOOK_WARPS)
             nch = Int32(1)

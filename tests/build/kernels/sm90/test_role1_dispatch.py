@@ -1,7 +1,7 @@
 """CPU: role1 (SM90 dispatch) compiles through the full chain (compile_variant: DSL -> PTX -> by-value ABI
 rewrite -> locked ptxas -> cubin checks) for P = 1 and 2; its PTX shows the protocol's instructions (packed
-atomics, system-scope release/acquire of the tag-1 barrier, bulk copies of the pull, the ring release, trap),
-uses no local memory, and its schema/launch facts are what the runtime packs. Bad variant params get errors
+atomics, the tag-1 barrier's release/acquire at system scope for P = 2 and at GPU scope for P = 1, where nothing
+of the protocol is at system scope, bulk copies of the pull, the ring release, trap), uses no local memory, and its schema/launch facts are what the runtime packs. Bad variant params get errors
 naming the field."""
 from __future__ import annotations
 
@@ -23,11 +23,16 @@ def art(request):
 
 def test_protocol_instructions(art):
     ptx = art.ptx
-    for op in ("atom.shared.add.u32", "atom.relaxed.gpu.global.add.u64", "st.release.sys.global.u32",
-               "ld.acquire.sys.global.u32", "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes",
+    scope = "sys" if art.record.variant["ranks"] > 1 else "gpu"
+    for op in ("atom.shared.add.u32", "atom.relaxed.gpu.global.add.u64", f"st.release.{scope}.global.u32",
+               f"ld.acquire.{scope}.global.u32", f"fence.acq_rel.{scope};", f"ld.relaxed.{scope}.global.u32",
+               "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes",
                "cp.async.bulk.global.shared::cta.bulk_group", "cp.async.bulk.wait_group",
                "red.release.gpu.global.add.u32", "mbarrier.try_wait.parity", "%globaltimer", "trap;"):
         assert op in ptx, op
+    if scope == "gpu":  # P = 1: system scope is left only to the trap record's stores and fences
+        for op in ("st.release.sys", "ld.acquire.sys", "fence.acq_rel.sys", "ld.relaxed.sys"):
+            assert op not in ptx, op
     assert_only_printf_locals(ptx)
     assert art.cubin[:4] == b"\x7fELF"
 
@@ -71,6 +76,7 @@ def test_no_wait_while_holding_a_token(art):
     need that very token's block to free the one the warp waits for."""
     ptx = art.ptx
     assert ptx.count("red.release.gpu.global.add.u32") == 3
-    first_empty_wait = ptx.index("ld.acquire.gpu.global.u32")
+    pull = ptx.rindex("atom.acq_rel.gpu.global.add.u64")  # the last grid barrier: the pull follows it
+    first_empty_wait = ptx.index("ld.acquire.gpu.global.u32", pull)  # (P = 1's tag-1 wait is GPU scope, before)
     assert ptx.index("red.release.gpu.global.add.u32") < first_empty_wait
     assert ptx.index("cp.async.bulk.wait_group 0") < first_empty_wait

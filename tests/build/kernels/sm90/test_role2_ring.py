@@ -82,6 +82,16 @@ def _first(ptx, needle, start=0):
     return i
 
 
+def test_receive_counts_at_the_protocols_scope(role2_arts):
+    """P = 2 acquires the receive counts at system scope (peers stored them over NVLink), P = 1 at GPU scope
+    (``role_common.peer_scope``)."""
+    for (ranks, _, _), art in role2_arts.items():
+        recv = "ld.acquire.sys.global.u64 v, [" if ranks > 1 else "ld.acquire.gpu.global.u64 v, ["
+        assert art.ptx.count(recv) >= 2, (ranks, recv)  # the first look and the back-off loop's
+        assert ("ld.acquire.sys" in art.ptx) == (ranks > 1)
+    assert {ranks for ranks, _, _ in role2_arts} == {1, 2}
+
+
 @pytest.mark.parametrize("bm,threads", [(16, 256), (64, 384)])
 def test_ring_protocol_order(role2_arts, bm, threads):
     ptx = _ptx(role2_arts, bm, threads)

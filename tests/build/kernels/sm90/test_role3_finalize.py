@@ -1,5 +1,6 @@
 """CPU: role3 (SM90 finalize) compiles through the full chain for P = 1/2 with and without a shared slot; the
-PTX shows the readiness release/acquire at system scope, the ballot of valid slots, the predicated 16-byte
+PTX shows the readiness release/acquire at system scope for P = 2 and none at P = 1 (the graph edge role2 ->
+role3 is the readiness there; no system-scope operation but the trap record's), the ballot of valid slots, the predicated 16-byte
 partial loads (one per combine slot), BF16x2 packing and the trap; bad params are refused by name.
 
 The combine half's store path (issue 6 item 2): every role3 variant of the three shipped manifests compiles,
@@ -65,9 +66,18 @@ def _ptxas_info(ptx: str) -> dict:
 
 def test_protocol_instructions(art):
     ptx = art.ptx
-    for op in ("st.release.sys.global.u64", "ld.acquire.sys.global.u32", "vote.sync.ballot.b32",
-               "cvt.rn.bf16x2.f32", "bar.sync 1, 128", "trap;"):
+    for op in ("vote.sync.ballot.b32", "cvt.rn.bf16x2.f32", "bar.sync 1, 128", "trap;"):
         assert op in ptx, op
+    readiness = ("st.release.sys.global.u64", "ld.acquire.sys.global.u32", "ld.relaxed.sys.global.u64")
+    if art.record.variant["ranks"] > 1:
+        for op in readiness:
+            assert op in ptx, op
+        assert ptx.count("fence.sc.sys;") == 5  # the readiness fence + two trap records' two (arrival, readiness)
+    else:  # P = 1: no readiness handshake; the receive counts read at GPU scope
+        assert "ld.relaxed.gpu.global.u64" in ptx
+        for op in readiness:
+            assert op not in ptx, op
+        assert ptx.count("fence.sc.sys;") == 2  # the arrival check's trap record, nothing else
     slots = 4 + art.record.variant["shared_experts"]
     assert ptx.count("@p ld.global.v4.u32") == slots  # one predicated load per combine slot, slot order
     assert_only_printf_locals(ptx)
