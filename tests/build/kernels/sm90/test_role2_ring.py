@@ -374,3 +374,40 @@ def test_slab_groups_builds():
     assert cfg.smem_bytes <= 113 * 1024
     with pytest.raises(ValueError, match="ctas_per_sm=2 must be 1, or 2 with bm <= 32"):
         Role2RingConfig({**BASE, "bm": 64, "threads": 384, "ctas_per_sm": 2})
+
+
+def test_w2_weights_prefetched_into_l2_only_by_a_waiting_task(role2_arts):
+    """Session 18: the producer's W2 mask wait pulls the task's whole weight tile (codes, then scales) into L2 after
+    a failed first look and before its back-off loop, so a task that finds its W1 tiles done issues nothing."""
+    from gcmoe_build.manifest import load_manifest
+
+    nk2 = load_manifest(MANIFEST).model.intermediate // 128
+    for (ranks, bm, threads), art in role2_arts.items():
+        ptx = art.ptx
+        if threads != 384:
+            assert "cp.async.bulk.prefetch.L2" not in ptx
+            continue
+        first = ptx.index("cp.async.bulk.prefetch.L2.global")
+        look = ptx.rindex("ld.acquire.gpu.global.u64 v,", 0, first)
+        assert "@p bra.uni GCMOE_R_DONE;" in ptx[look:first]  # the first look's exit comes before the prefetch
+        loop = ptx.index("GCMOE_R_LOOP:", first)
+        pieces = ptx[first - 40:loop]
+        assert pieces.count("cp.async.bulk.prefetch.L2.global [a], 32768;") == 4 * nk2 * 4096 // 32768
+        assert pieces.count(f"cp.async.bulk.prefetch.L2.global [a], {4 * nk2 * 256};") == 1
+        assert ptx.count("cp.async.bulk.prefetch.L2.global") == pieces.count("cp.async.bulk.prefetch.L2.global")
+
+
+def test_l2_prefetch_pieces():
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.ring_sync import L2_PREFETCH_PIECE, _l2_prefetch_ptx
+
+    glm_w2 = 4 * (2048 // 128) * 4096  # GLM-5.2: four slabs of 16 K128 code tiles
+    ptx = _l2_prefetch_ptx("$4", glm_w2 + 16)
+    sizes = [int(x.split("], ")[1].rstrip(";")) for x in ptx.splitlines() if x.startswith("cp.async")]
+    assert sizes == [L2_PREFETCH_PIECE] * (glm_w2 // L2_PREFETCH_PIECE) + [16]
+    assert f"add.s64 a, $4, {glm_w2};" in ptx
+    for bad in (0, 8, -16):
+        with pytest.raises(ValueError, match="nbytes"):
+            _l2_prefetch_ptx("$4", bad)
