@@ -52,36 +52,13 @@ def wait_geq_u32_rt(addr, target, err, code: int, timeout_ns, *, loc=None, ip=No
         "l,r,l,l", [_v(addr, Int64), _v(target), _v(err, Int64), _v(timeout_ns, Int64)], 0)
 
 
-#: bytes of one ``cp.async.bulk.prefetch.L2`` in :func:`wait_mask_u64_rt`'s prefetch (a 16-byte multiple)
-L2_PREFETCH_PIECE = 32 * 1024
-
-
-def _l2_prefetch_ptx(base: str, nbytes: int) -> str:
-    """PTX: ``cp.async.bulk.prefetch.L2.global`` of ``nbytes`` from the u64 operand ``base`` in L2_PREFETCH_PIECE
-    pieces (a hint: no completion to wait for). Needs a u64 register ``a`` declared by the caller."""
-    if nbytes <= 0 or nbytes % 16:
-        raise ValueError(f"L2 prefetch: nbytes={nbytes} must be a positive multiple of 16")
-    out = [f"mov.u64 a, {base};\n"]
-    for off in range(0, nbytes, L2_PREFETCH_PIECE):
-        if off:
-            out.append(f"add.s64 a, {base}, {off};\n")
-        out.append(f"cp.async.bulk.prefetch.L2.global [a], {min(L2_PREFETCH_PIECE, nbytes - off)};\n")
-    return "".join(out)
-
-
 @dsl_user_op
-def wait_mask_u64_rt(addr, need, err, code: int, timeout_ns, prefetch=None, *, loc=None, ip=None):
+def wait_mask_u64_rt(addr, need, err, code: int, timeout_ns, *, loc=None, ip=None):
     """Spin until every bit of ``need`` (Int64) is set in the u64 at ``addr`` (acquire, gpu scope);
-    on timeout record (code, low 32 bits of need, low 32 bits seen) and trap. ``prefetch``: optional
-    ``((address, nbytes), ...)`` (Int64 addresses, int sizes) pulled into L2 when the first look finds
-    the bits incomplete, i.e. only by a task that is going to wait (role2's W2 tasks: their weights
-    stream from HBM while the W1 tasks they wait for still run, session 18)."""
-    prefetch = tuple(prefetch or ())
-    pf = "".join(_l2_prefetch_ptx(f"${4 + i}", n) for i, (_, n) in enumerate(prefetch))
+    on timeout record (code, low 32 bits of need, low 32 bits seen) and trap."""
     _asm(
-        "{\n.reg .pred p;\n.reg .u64 v, m, t0, t1, a;\n.reg .u32 e32, o32;\n"
+        "{\n.reg .pred p;\n.reg .u64 v, m, t0, t1;\n.reg .u32 e32, o32;\n"
         "ld.acquire.gpu.global.u64 v, [$0];\nand.b64 m, v, $1;\nsetp.eq.u64 p, m, $1;\n@p bra.uni GCMOE_R_DONE;\n"
-        + pf +
         "mov.u64 t0, %globaltimer;\n"
         "GCMOE_R_LOOP:\nnanosleep.u32 64;\n"
         "ld.acquire.gpu.global.u64 v, [$0];\nand.b64 m, v, $1;\nsetp.eq.u64 p, m, $1;\n@p bra.uni GCMOE_R_DONE;\n"
@@ -90,9 +67,7 @@ def wait_mask_u64_rt(addr, need, err, code: int, timeout_ns, prefetch=None, *, l
         "cvt.u32.u64 e32, $1;\ncvt.u32.u64 o32, v;\n"
         + _record(code, "$2", "e32", "o32") +
         "GCMOE_R_DONE:\n}",
-        "l,l,l,l" + ",l" * len(prefetch),
-        [_v(addr, Int64), _v(need, Int64), _v(err, Int64), _v(timeout_ns, Int64)]
-        + [_v(x, Int64) for x, _ in prefetch], 0)
+        "l,l,l,l", [_v(addr, Int64), _v(need, Int64), _v(err, Int64), _v(timeout_ns, Int64)], 0)
 
 
 @dsl_user_op

@@ -33,11 +33,6 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   global acquire but the ``gen > 0`` l2_empty one. Their dependent chain of acquire + L1 invalidation + loads at
   every task's top was 6-16 % of the persistent kernels' stall samples (ncu, session 11 call E); layer A/B
   -3.5..-5.5 % at T >= 2 (call G). The 256-thread builds (no producer) acquire in the consumers as before.
-  A W2 task whose W1 bits are not all set at the producer's first look first issues
-  ``cp.async.bulk.prefetch.L2`` of its whole weight tile (four slabs' codes and scales over all of K, contiguous
-  in the transformed layout) and then waits (``ring_sync.wait_mask_u64_rt``'s ``prefetch``): at small T most W2
-  tasks are claimed while every W1 task is still running (T = 1: all of them), and their bytes stream from HBM
-  under those W1 tasks instead of after them (session 18).
 * **W1** reads ``ring_x[rb][row][H]`` (row stride ``bm_stride``), FP32 scales ``ring_sf[rb][H/128]
   [sf_stride]`` (MN-major), the routing weight from ``ring_meta[rb][row].x``; epilogue: BF16 round,
   clamp, SwiGLU x routing weight, amax over the task's 128 I-columns (``role2_gemm.L2_SCALE_GROUP``), UE8M0 scale,
@@ -431,12 +426,7 @@ def _trace_parts(cfg):
         trap_if_ne(ld_relaxed_gpu_u32(hdr + 8), q, err, CODE_HEADER)
         trap_if_ne(ld_relaxed_gpu_u32(hdr + 12), gen, err, CODE_HEADER)
         if is1 == 0:
-            # a W2 task that will wait for its W1 tiles pulls its weights (4 slabs x all of K, codes and scales:
-            # contiguous) into L2 first, so they stream from HBM under those W1 tasks instead of after them
-            slab2 = Int64(el) * Int64(NSLAB2) + Int64(tile) * 4
-            wait_mask_u64_rt(ws + o_l2_full_mask + Int64(rb) * 8, Int64(I_BITS), err, CODE_L2_MASK, timeout_ns,
-                             prefetch=((w2_tiles + slab2 * NK2 * 4096, 4 * NK2 * 4096),
-                                       (w2_scales + slab2 * NK2 * 256, 4 * NK2 * 256)))
+            wait_mask_u64_rt(ws + o_l2_full_mask + Int64(rb) * 8, Int64(I_BITS), err, CODE_L2_MASK, timeout_ns)
         fbase = w2_factor + Int64(is1) * (w1_factor - w2_factor)
         publish_task(smem + SLOT_OFF, li, cta + li * ncta, el, ld_relaxed_gpu_u32(hdr + 4),
                      ld_global_f32(fbase + Int64(el) * 4), NSLOT)
