@@ -43,9 +43,11 @@ Steps (T = ``ntok`` local tokens; CTA c owns the contiguous token range c*ceil(T
 The ring's token-row stride is ``bm_stride`` (the layout's bm_max) and its scale-row stride
 ``sf_stride`` (the layout's sf_rows_max), both by-value parameters, so one workspace serves every
 BM. No trailing barrier: role3 consumes the counts, flips the parity and resets the signals.
-At P = 1 every system-scope operation of steps 4-6 (the grid barriers' fences, the tag-1 barrier, the
+At P = 1 every system-scope operation of steps 4-6 (the grid barrier's fences, the tag-1 barrier, the
 loads of the counts and routing entries) is GPU scope: every party is on this GPU
-(``role_common.peer_scope``).
+(``role_common.peer_scope``); and there is no second grid barrier: the receive counts are the rank's own
+``send_count`` words, final after the first barrier, so every CTA builds its tables from them at once while
+CTA 0 publishes the same words to ``recv_count`` / ``recv_prefix`` for role2 and role3 (session 18).
 
 Variant params: hidden, experts, top_k, ranks, capacity, bm, dispatch_sms (+ compute_sms,
 recipe_routed: not used by the code). H must be a multiple of 512 (16-byte scale rows for the
@@ -159,7 +161,7 @@ def build(variant):
 def _trace_parts(cfg):
     import cutlass
     import cutlass.cute as cute
-    from cutlass import Int32, Int64, Uint8
+    from cutlass import Int32, Int64, Uint8, const_expr
     from cutlass.cutlass_dsl import dsl_user_op
 
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
@@ -340,11 +342,15 @@ def _trace_parts(cfg):
                     wait_geq_peer_u32(ws + o_tag1_barrier + Int64(q) * 4, ph, t0, timeout_ns, err, CODE_TAG1,
                                       SCOPE)
                 fence_acq_rel_peer(SCOPE)
-        grid_sync(ws + o_dispatch_grid, D, NT, timeout_ns * 2, err, CODE_GRID, SCOPE)
+        if const_expr(P > 1):
+            grid_sync(ws + o_dispatch_grid, D, NT, timeout_ns * 2, err, CODE_GRID, SCOPE)
 
         # ---- step 6a: prefix tables of the received counts (every CTA, in shared memory) ----------
         for i in cutlass.range(tid, NTAB, NT):
-            v = ld_peer_u64(ws + o_recv_count + (Int64(par * NTAB) + Int64(i)) * 8, SCOPE)
+            if const_expr(P > 1):
+                v = ld_peer_u64(ws + o_recv_count + (Int64(par * NTAB) + Int64(i)) * 8, SCOPE)
+            else:  # P = 1: the receive counts are this rank's send counters, final since the first barrier
+                v = ld_peer_u64(ws + o_send_count + Int64(i) * 8, SCOPE)
             st_shared_u32(smem + S_TAB + i * 4, Int32(v & Int64(0xFFFFFFFF)))
         cute.arch.barrier()
         if warp == 0:

@@ -33,6 +33,8 @@ def test_protocol_instructions(art):
     if scope == "gpu":  # P = 1: system scope is left only to the trap record's stores and fences
         for op in ("st.release.sys", "ld.acquire.sys", "fence.acq_rel.sys", "ld.relaxed.sys"):
             assert op not in ptx, op
+    # grid barriers (one arrival atomic each): P = 1 builds its tables from send_count after the first one
+    assert ptx.count("atom.acq_rel.gpu.global.add.u64") == (1 if scope == "gpu" else 2)
     assert_only_printf_locals(ptx)
     assert art.cubin[:4] == b"\x7fELF"
 
@@ -76,7 +78,8 @@ def test_no_wait_while_holding_a_token(art):
     need that very token's block to free the one the warp waits for."""
     ptx = art.ptx
     assert ptx.count("red.release.gpu.global.add.u32") == 3
-    pull = ptx.rindex("atom.acq_rel.gpu.global.add.u64")  # the last grid barrier: the pull follows it
-    first_empty_wait = ptx.index("ld.acquire.gpu.global.u32", pull)  # (P = 1's tag-1 wait is GPU scope, before)
+    scope = "sys" if art.record.variant["ranks"] > 1 else "gpu"
+    tables = ptx.rindex(f"ld.relaxed.{scope}.global.u64")  # step 6a's count loads: the pull follows them
+    first_empty_wait = ptx.index("ld.acquire.gpu.global.u32", tables)  # (P = 1's tag-1 wait is GPU scope, before)
     assert ptx.index("red.release.gpu.global.add.u32") < first_empty_wait
     assert ptx.index("cp.async.bulk.wait_group 0") < first_empty_wait
