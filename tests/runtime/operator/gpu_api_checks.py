@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[3]
-BUNDLE = ROOT / "results/operator/test-tiny-sm90a.gcmoe"
+BUNDLE = ROOT / "results/operator/bundles/test-tiny-sm90a.gcmoe"  # the shipped bundle
 E, K, H, I, CAP = 16, 4, 512, 256, 256
 
 

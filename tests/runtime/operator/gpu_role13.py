@@ -40,7 +40,8 @@ SHAPES = {
 }
 SHAPE = os.environ.get("GCMOE_SHAPE", "test")
 _B, E, K, H, I, CAP, CASES = SHAPES[SHAPE]
-BUNDLE = Path(os.environ.get("GCMOE_OPERATOR_BUNDLE", ROOT / "results/operator" / _B))
+#: the shipped bundle by default (until session 18 this pointed at a session-4 role1 / role3 bundle beside it)
+BUNDLE = Path(os.environ.get("GCMOE_OPERATOR_BUNDLE", ROOT / "results/operator/bundles" / _B))
 BM = 16
 TIMEOUT_NS = 5_000_000_000
 
