@@ -176,7 +176,7 @@ def _trace_parts(cfg):
         atom_add_gpu_u64, atom_add_shared_u32, bulk_commit, bulk_g2s, bulk_s2g, bulk_wait, fence_acq_rel_gpu,
         fence_acq_rel_peer, fence_proxy_async, globaltimer, grid_sync, ld_peer_u32, ld_peer_u64, ld_s32,
         ld_shared_u32, ld_u32, red_release_gpu_add_u32, shfl_up, st_release_peer_u32, st_shared_u32, st_u32,
-        st_u64, st_v4, syncwarp, trap_with_record, wait_geq_gpu_u32, wait_geq_peer_u32)
+        st_u64, st_v4, syncwarp, trap_with_record, wait_geq_u32)
     from .wgmma_rs import _asm, _v
 
     P, E, K, H, BM, CAP, D = cfg.ranks, cfg.experts, cfg.topk, cfg.hidden, cfg.bm, cfg.capacity, cfg.dispatch_sms
@@ -339,8 +339,7 @@ def _trace_parts(cfg):
                     st_release_peer_u32(peer_ws(peer, q) + o_tag1_barrier + Int64(me) * 4, ph, SCOPE)
                 t0 = globaltimer()
                 for q in cutlass.range(P):
-                    wait_geq_peer_u32(ws + o_tag1_barrier + Int64(q) * 4, ph, t0, timeout_ns, err, CODE_TAG1,
-                                      SCOPE)
+                    wait_geq_u32(ws + o_tag1_barrier + Int64(q) * 4, ph, t0, timeout_ns, err, CODE_TAG1, SCOPE)
                 fence_acq_rel_peer(SCOPE)
         if const_expr(P > 1):
             grid_sync(ws + o_dispatch_grid, D, NT, timeout_ns * 2, err, CODE_GRID, SCOPE)
@@ -405,8 +404,8 @@ def _trace_parts(cfg):
                         bulk_wait(0)
                         fence_proxy_async()
                         red_release_gpu_add_u32(ws + o_l1_full_count + Int64(prev_rb) * 4, prev_inc)
-                    wait_geq_gpu_u32(ws + o_l1_empty_count + Int64(rb) * 4, gen, globaltimer(), timeout_ns, err,
-                                     CODE_RING_EMPTY)
+                    wait_geq_u32(ws + o_l1_empty_count + Int64(rb) * 4, gen, globaltimer(), timeout_ns, err,
+                                 CODE_RING_EMPTY, "gpu")
             if gen > Int32(0):
                 prev_inc = Int32(0)  # released above (lane 0 is the only lane that releases)
             syncwarp()

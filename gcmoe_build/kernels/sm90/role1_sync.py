@@ -21,7 +21,6 @@ from cutlass.cutlass_dsl import T, dsl_user_op
 from gcmoe_runtime.workspace.trap import TRAP_MAGIC
 
 from .ptx_mem import fence_acq_rel_gpu  # noqa: F401  (one definition per instruction; the names role1/role3 use)
-from .ptx_mem import ld_acquire_u32 as ld_acquire_gpu_u32
 from .ptx_mem import ld_global_s32 as ld_s32  # noqa: F401
 from .ptx_mem import red_release_add_u32 as red_release_gpu_add_u32  # noqa: F401  (the ring-block release)
 from .ptx_mem import st_global_v4 as st_v4  # noqa: F401
@@ -208,25 +207,15 @@ def trap_with_record(err: Int64, code: cutlass.Constexpr, expected: Int32, obser
 
 
 @cute.jit
-def wait_geq_peer_u32(addr: Int64, target: Int32, t0: Int64, timeout_ns: Int64, err: Int64,
-                      code: cutlass.Constexpr, scope: cutlass.Constexpr):
-    """Acquire-spin (at the protocol's ``scope``) until the u32 at ``addr`` reaches ``target`` (wrap-safe)."""
+def wait_geq_u32(addr: Int64, target: Int32, t0: Int64, timeout_ns: Int64, err: Int64, code: cutlass.Constexpr,
+                 scope: cutlass.Constexpr):
+    """Acquire-spin at ``scope`` until the u32 at ``addr`` reaches ``target`` (wrap-safe): the protocol's scope
+    (``role_common.peer_scope``) for words peers release, "gpu" for this GPU's own signals (the ring's empty counts)."""
     seen = ld_acquire_peer_u32(addr, scope)
     while seen - target < Int32(0):
         if globaltimer() - t0 > timeout_ns:
             trap_with_record(err, code, target, seen)
         seen = ld_acquire_peer_u32(addr, scope)
-
-
-@cute.jit
-def wait_geq_gpu_u32(addr: Int64, target: Int32, t0: Int64, timeout_ns: Int64, err: Int64,
-                     code: cutlass.Constexpr):
-    """Acquire-spin (GPU scope) until the u32 at ``addr`` reaches ``target`` (wrap-safe)."""
-    seen = ld_acquire_gpu_u32(addr)
-    while seen - target < Int32(0):
-        if globaltimer() - t0 > timeout_ns:
-            trap_with_record(err, code, target, seen)
-        seen = ld_acquire_gpu_u32(addr)
 
 
 @cute.jit

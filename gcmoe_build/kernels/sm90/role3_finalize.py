@@ -142,7 +142,7 @@ def _trace_parts(cfg):
     from .ptx_mem import (bar_sync, bulk_s2g_n, bulk_wait_read, fence_proxy_async_shared, launch_coords,
                           st_shared_v4)
     from .role1_sync import (ballot, bulk_commit, bulk_wait, fence_sc_sys, globaltimer, ld_peer_u64, ld_s32, ld_u32,
-                             st_release_peer_u64, st_u32, st_u64, syncwarp, trap_with_record, wait_geq_peer_u32)
+                             st_release_peer_u64, st_u32, st_u64, syncwarp, trap_with_record, wait_geq_u32)
     from .wgmma_rs import _asm, _v
 
     P, E, K, H, CAP, D = cfg.ranks, cfg.experts, cfg.topk, cfg.hidden, cfg.capacity, cfg.dispatch_sms
@@ -232,8 +232,8 @@ def _trace_parts(cfg):
             # ---- combine half -----------------------------------------------------------------------
             if cutlass.const_expr(P > 1):
                 if lane < P:
-                    wait_geq_peer_u32(ws + o_combine_ready + Int64(lane) * 8, phase, globaltimer(), timeout_ns, err,
-                                      CODE_COMBINE_READY, SCOPE)
+                    wait_geq_u32(ws + o_combine_ready + Int64(lane) * 8, phase, globaltimer(), timeout_ns, err,
+                                 CODE_COMBINE_READY, SCOPE)
                 syncwarp()
             cw = nblk * COMBINE_WARPS
             gw = bid * COMBINE_WARPS + (warp - BOOK_WARPS)
