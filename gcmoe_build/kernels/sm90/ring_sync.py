@@ -130,6 +130,16 @@ def atom_add_acqrel_gpu_u32(addr, val, *, loc=None, ip=None) -> Int32:
 
 
 @dsl_user_op
+def atom_add_relaxed_gpu_u32_if(addr, val, pred, *, loc=None, ip=None) -> Int32:
+    """``atom.relaxed.gpu.add.u32`` where ``pred`` (Int32) != 0, returning the old value (0 elsewhere, nothing
+    added). Relaxed: no fence and no L1 invalidation wait on the result, so a ticket claimed ahead stays in flight
+    until its first use; for counters that publish no data."""
+    return Int32(_asm("{\n.reg .pred p;\nsetp.ne.s32 p, $3, 0;\nmov.u32 $0, 0;\n"
+                      "@p atom.relaxed.gpu.global.add.u32 $0, [$1], $2;\n}", "=r,l,r,r",
+                      [_v(addr, Int64), _v(val), _v(pred)], 1)[0])
+
+
+@dsl_user_op
 def atom_add_release_gpu_u32(addr, val, *, loc=None, ip=None) -> Int32:
     """``atom.release.gpu.add.u32``: returns the old value; orders this CTA's earlier accesses (through the caller's
     barrier) before the add, with no acquire half (no L1 invalidation): a caller that goes on to act on the other

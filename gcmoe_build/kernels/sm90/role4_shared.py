@@ -7,8 +7,9 @@ W2 of the shared expert in one task stream, numerics exactly those of ``gcmoe_ru
 * **Zero copy.** W1 reads the rank's own activations in place: ``x[t][H]`` (E4M3) and ``x_sf[t][H/128]``
   (FP32 per 128) of the workspace, every local token ``t < ntok`` (no dispatch). Padded tokens of the last
   block are masked to zero on the way into shared memory. A task's K chunks alternate between two buffers: the
-  first is staged at the task's top, each next one copied with ``cp.async`` while the previous is multiplied
-  (session 17: role4 in the P = 1 layer -12..-17 % at T = 128-256).
+  first is copied at the task's top (W1: with ``cp.async``, issued before the task's weights, session 19), each
+  next one copied with ``cp.async`` while the previous is multiplied (session 17: role4 in the P = 1 layer
+  -12..-17 % at T = 128-256).
 * **MMA.** ``wgmma.mma_async m64nBMk32 .f32.e4m3.e4m3`` with operands swapped: A = the FP8 weight rows from
   registers (the transformed tiles, ``gcmoe_runtime.numerics.transforms_sm90_shared``, no decode), B = BM tokens
   from shared memory (role2's K-major no-swizzle staging and descriptors). Each K32 partial is FMA'd into the FP32
@@ -28,8 +29,10 @@ W2 of the shared expert in one task stream, numerics exactly those of ``gcmoe_ru
 * **W1 -> W2 dependency.** A W2 task of token block ``b`` waits (``ld.acquire``, bounded: trap code 14)
   until ``shared_sync[2 + b] == NT1``, all W1 tiles of its block.
 * **Tasks.** Per replay ``nblk = ceil(ntok / BM)``; the W1 tasks (block-major), then the W2 tasks. CTAs claim
-  tasks from an atomic ticket (``shared_sync[0]``), so a W2 task is only ever claimed after all W1 tasks were
-  claimed by CTAs already running: progress needs no co-residency of role4's own CTAs.
+  tasks from an atomic ticket (``shared_sync[0]``), each its next task at the top of the current one (the claim's
+  round trip hidden, session 19), so a W2 task is only ever claimed after all W1 tasks were claimed by CTAs
+  already running, each W1 task as a running CTA's current task or its next one behind a W1 task: progress needs
+  no co-residency of role4's own CTAs.
 * **Split-K.** A token block has only ``NT1 = 2I/256`` W1 and ``NT2 = H/256`` W2 row tiles (16-24 for the
   production shapes) for ~128 compute SMs, so each (block, tile) runs as ``s1`` / ``s2`` tasks over equal K ranges
   (``heuristics.shared_split_k``: GLM-5.2 8 / 4, DSV-4.1-Flash 5 / 3), split index fastest. A split task stores its
@@ -76,7 +79,7 @@ SCALAR_PARAMS_U64 = ("err", "timeout_ns")
 SCALAR_PARAMS_S32 = ("ntok",)
 
 REQUIRED_PTX = ("wgmma.mma_async.sync.aligned", "ld.acquire.gpu.global.u32", "red.release.gpu.global.add.u32",
-                "atom.acq_rel.gpu.global.add.u32", "st.global.v4.u32", "trap")
+                "atom.acq_rel.gpu.global.add.u32", "atom.relaxed.gpu.global.add.u32", "st.global.v4.u32", "trap")
 
 
 def task_coords(task, nblk, nt1, nt2, s1=1, s2=1):
@@ -233,7 +236,8 @@ def _trace_parts(cfg):
     from .ptx_mem import (bar_sync, cp_async_commit, cp_async_wait_group, fence_acq_rel_gpu,
                           fence_proxy_async_shared, ld_global_cg_f32, ld_global_f32_if, red_release_add_u32,
                           st_global_f32)
-    from .ring_sync import atom_add_acqrel_gpu_u32, ld_shared_b32, st_shared_b32, wait_geq_u32_rt
+    from .ring_sync import (atom_add_acqrel_gpu_u32, atom_add_relaxed_gpu_u32_if, ld_shared_b32, st_shared_b32,
+                            wait_geq_u32_rt)
     from .role2_gemm import (L2_SCALE_GROUP, ROWS_PER_CTA, TokenScales, _consumer_lane, _copy_act_chunk_async,
                              _load_chunk_scales, _stage_chunk, _store_chunk_scales, _w1_epilogue, load_act_scale,
                              w2_epilogue)
@@ -287,18 +291,45 @@ def _trace_parts(cfg):
         KC = (cfg.w1s if mode == "w1" else cfg.w2s).kc
         return c0 * (KC // 128), (c0 + nch) * (KC // 128)
 
+    def act_addrs(mode, t0, nt, ws, o_act, o_asc):
+        """``row_addr(tok)`` (token row ``tok``'s first activation byte) and ``scale_addr(c, tok, kk)`` (its scale of
+        group ``kk`` of K chunk ``c``) of the token block ``[t0, t0 + nt)``."""
+        mc, mc_s = (cfg.w1, cfg.w1s) if mode == "w1" else (cfg.w2, cfg.w2s)
+        NGS = mc_s.kc // mc.act_scale_group
+        return (lambda tok: ws + o_act + token_row(t0, nt, tok) * mc.k,
+                lambda c, tok, kk: act_scale_addr(mode, ws + o_asc, token_row(t0, nt, tok), c * NGS + kk))
+
     @cute.jit
-    def mainloop(mode: cutlass.Constexpr, smem: Int32, ctid: Int32, acc: cute.Tensor,
-                 tile: Int32, t0: Int32, nt: Int32, c0: Int32, nch: Int32, ws: Int64, o_act: Int64, o_asc: Int64,
-                 w: Int64, wsc: Int64):
+    def w1_task_top(smem: Int32, ctid: Int32, tile: Int32, t0: Int32, nt: Int32, c0: Int32, nch: Int32, ws: Int64,
+                    o_act: Int64, o_asc: Int64, w: Int64, wsc: Int64):
+        """A W1 task's first copies, activations before weights: K chunk ``c0``'s activations as one ``cp.async``
+        group into buffer 0 (padded tokens zero-filled) and its scales into registers, then the weight ring's
+        prologue, then the scales into shared memory. Issued after the ring's ``SLOTS`` K128 steps (~135 KB per
+        SM), the activation loads came back last and held the first MMA until every prologue step had landed, with
+        nothing streaming in between (session 19 call A: 20 % of role4's stall samples at T = 1 waited there).
+        ``mainloop(..., chunk0_issued=True)`` waits for the group."""
+        KC = cfg.w1s.kc
+        NGS = KC // cfg.w1.act_scale_group
+        row_addr, scale_addr = act_addrs("w1", t0, nt, ws, o_act, o_asc)
+        _copy_act_chunk_async(smem + ACT_OFF, row_addr, ctid, c0, nt, BM, KC)
+        cp_async_commit()
+        sv = _load_chunk_scales(lambda tok, kk: scale_addr(c0, tok, kk), True, ctid, nt, BM, NGS)
+        weight_ring("w1", smem, ctid, tile, w, wsc).prologue(*k_range("w1", c0, nch))
+        _store_chunk_scales(smem + ASC_OFF, sv, True, ctid, BM, NGS)
+
+    @cute.jit
+    def mainloop(mode: cutlass.Constexpr, chunk0_issued: cutlass.Constexpr, smem: Int32, ctid: Int32,
+                 acc: cute.Tensor, tile: Int32, t0: Int32, nt: Int32, c0: Int32, nch: Int32, ws: Int64, o_act: Int64,
+                 o_asc: Int64, w: Int64, wsc: Int64):
         """K loop of one 256-row task over the token block ``[t0, t0 + nt)`` and the K chunks ``[c0, c0 + nch)``
         (a split's K range, or all of K): activations + scales of each K chunk in one of two shared-memory buffers
-        (padded tokens zeroed; chunk 0 staged at the top, each next one copied while the current one is
-        multiplied), FP8 weight fragments from the warp's weight ring (the caller issued its prologue), each step's
-        slot refilled ``SLOTS`` steps ahead once its MMAs are issued, ``k128_mma_fp8`` per K128."""
+        (padded tokens zeroed; chunk 0 staged at the top, or issued by :func:`w1_task_top` with
+        ``chunk0_issued``, each next one copied while the current one is multiplied), FP8 weight fragments from
+        the warp's weight ring (the caller issued its prologue), each step's slot refilled ``SLOTS`` steps ahead
+        once its MMAs are issued, ``k128_mma_fp8`` per K128."""
         mc = cfg.w1 if const_expr(mode == "w1") else cfg.w2
         mc_s = cfg.w1s if const_expr(mode == "w1") else cfg.w2s
-        K, KC = mc.k, mc_s.kc
+        KC = mc_s.kc
         GS = mc.act_scale_group
         NGS = KC // GS
         wg, warp, g, t, tw = _consumer_lane(ctid)
@@ -307,14 +338,19 @@ def _trace_parts(cfg):
         wb, sb = ring_bases(mode, ctid, tile, w, wsc)
         kb0, kend = k_range(mode, c0, nch)
         AB, SB = mc_s.act_buffer_bytes, mc_s.asc_buffer_bytes
-        row_addr = lambda tok: ws + o_act + token_row(t0, nt, tok) * K  # noqa: E731
-        scale_addr = lambda c, tok, kk: act_scale_addr(  # noqa: E731
-            mode, ws + o_asc, token_row(t0, nt, tok), c * NGS + kk)
-        # chunk 0 staged here (its loads overlap the ring prologue's weights); chunk ci + 1's copies are issued at
+        row_addr, scale_addr = act_addrs(mode, t0, nt, ws, o_act, o_asc)
+        # chunk 0: issued by w1_task_top as the oldest cp.async group (the ring prologue's SLOTS groups came after
+        # it), or staged here (W2: its activations exist only after the wait); chunk ci + 1's copies are issued at
         # chunk ci's top into the other buffer as their own cp.async group (so the ring's wait_group(SLOTS - 1)
         # over-waits by at most one step while it is pending), its scales loaded into registers
-        _stage_chunk(smem, ACT_OFF, ASC_OFF, row_addr,
-                     lambda tok, kk: load_act_scale(mode == "w1", scale_addr(c0, tok, kk)), ctid, c0, nt, BM, KC, NGS)
+        if const_expr(chunk0_issued):
+            cp_async_wait_group(SLOTS)
+            fence_proxy_async_shared()
+            bar_sync(1, CT)
+        else:
+            _stage_chunk(smem, ACT_OFF, ASC_OFF, row_addr,
+                         lambda tok, kk: load_act_scale(mode == "w1", scale_addr(c0, tok, kk)), ctid, c0, nt, BM, KC,
+                         NGS)
         for ci in cutlass.range(nch, unroll=1):
             kc = c0 + ci
             cur = ci & 1
@@ -399,11 +435,19 @@ def _trace_parts(cfg):
             split = split + take * (Int32(d) - split)
         return split
 
+    def claim_issue(ctid, ws, o_sync):
+        """Thread 0's claim of a task ticket (relaxed atomic add; 0 in the other threads), left in flight: the loop
+        claims the next task at the top of the current one, so the claim's round trip (~1.3 µs behind the weight
+        streams, session 19 call A) is hidden. Progress is kept: tickets are claimed in order, so every W1 task a W2
+        task waits for is some running CTA's current task, or its next one behind a W1 task, which waits for
+        nothing."""
+        return atom_add_relaxed_gpu_u32_if(ws + o_sync + SYNC_T, Int32(1), Int32(ctid == 0))
+
     @cute.jit
-    def claim(smem: Int32, ctid: Int32, ws: Int64, o_sync: Int64) -> Int32:
-        """Next task index of this CTA (atomic ticket, broadcast through shared memory)."""
+    def claim_take(smem: Int32, ctid: Int32, ticket: Int32) -> Int32:
+        """The task of thread 0's :func:`claim_issue` ``ticket``, broadcast through shared memory."""
         if ctid == 0:
-            st_shared_b32(smem + INFO_OFF, atom_add_acqrel_gpu_u32(ws + o_sync + SYNC_T, Int32(1)))
+            st_shared_b32(smem + INFO_OFF, ticket)
         bar_sync(1, CT)
         task = ld_shared_b32(smem + INFO_OFF)
         bar_sync(1, CT)  # every thread has read it before thread 0 may claim again
@@ -430,8 +474,9 @@ def _trace_parts(cfg):
         nw1 = nblk * NT1 * s1
         ntasks = nw1 + nblk * NT2 * s2
         acc = cute.make_rmem_tensor((2 * ND,), Float32)
-        task = claim(smem, ctid, ws, o_shared_sync)
+        task = claim_take(smem, ctid, claim_issue(ctid, ws, o_shared_sync))
         while task < ntasks:
+            ticket = claim_issue(ctid, ws, o_shared_sync)  # the next task, claimed under this one
             if task < nw1:
                 # ================= shared W1: x x W1s -> SwiGLU -> FP8 shared_l2_x =================
                 # task = (block, tile, split), split fastest: a tile's splits are claimed together
@@ -441,8 +486,8 @@ def _trace_parts(cfg):
                 tile = bt - b * NT1
                 t0 = b * BM
                 nt = cutlass.min(ntok - t0, BM)
-                weight_ring("w1", smem, ctid, tile, shared_w1, shared_w1_scale).prologue(*k_range("w1", sp * nch1, nch1))
-                mainloop("w1", smem, ctid, acc, tile, t0, nt, sp * nch1, nch1, ws, o_x, o_x_sf, shared_w1,
+                w1_task_top(smem, ctid, tile, t0, nt, sp * nch1, nch1, ws, o_x, o_x_sf, shared_w1, shared_w1_scale)
+                mainloop("w1", True, smem, ctid, acc, tile, t0, nt, sp * nch1, nch1, ws, o_x, o_x_sf, shared_w1,
                          shared_w1_scale)
                 if split_reduce(S1, smem, ctid, acc, s1, sp,
                                 ws + o_shared_partials + Int64(shared_partial_slot(False, b, tile, 0, BM, H, I, s1)) * 4,
@@ -471,7 +516,7 @@ def _trace_parts(cfg):
                 # every W1 tile of this token block has published its intermediate columns
                 wait_geq_u32_rt(ws + o_shared_sync + SYNC_B + Int64(b) * 4, Int32(NT1), err, CODE_SHARED_W1,
                                 timeout_ns)
-                mainloop("w2", smem, ctid, acc, tile, t0, nt, sp * nch2, nch2, ws, o_shared_l2_x, o_shared_l2_sf,
+                mainloop("w2", False, smem, ctid, acc, tile, t0, nt, sp * nch2, nch2, ws, o_shared_l2_x, o_shared_l2_sf,
                          shared_w2, shared_w2_scale)
                 if split_reduce(S2, smem, ctid, acc, s2, sp,
                                 ws + o_shared_partials + Int64(shared_partial_slot(True, b, tile, 0, BM, H, I, s2)) * 4,
@@ -480,7 +525,7 @@ def _trace_parts(cfg):
                     w2_epilogue(acc, None, smem, ACT_OFF, AMAX_OFF, nt, ctid,
                                 lambda n: ws + o_combine + combine_element(Int64(K_SLOT), CAP, H, Int64(t0 + n),
                                                                            Int64(tile * ROWS_PER_CTA)) * 2, BM)
-            task = claim(smem, ctid, ws, o_shared_sync)
+            task = claim_take(smem, ctid, ticket)
 
         # no task left: count this CTA out; the last one resets the ticket, the exit count and the block counts
         if ctid == 0:

@@ -73,8 +73,9 @@ def test_register_a_e4m3_wgmma_with_bm_tokens(role4_arts):
 
 def test_bounded_waits_and_protocol(role4_arts):
     """W2 waits with ld.acquire + %globaltimer bound and a trap record (code 14); W1 publishes with
-    red.release.gpu.add after a gpu fence; tasks come from atom.acq_rel tickets; the last CTA resets with
-    relaxed stores."""
+    red.release.gpu.add after a gpu fence; tasks come from relaxed atomic tickets (the next one claimed at the top of
+    the current task: no acquire, so no L1 invalidation waits on it there); split arrivals and the exit count are
+    atom.acq_rel; the last CTA resets with relaxed stores."""
     from gcmoe_build.kernels.sm90.role4_shared import CODE_SHARED_W1
     from gcmoe_runtime.workspace.trap import TRAP_CODES
 
@@ -86,9 +87,26 @@ def test_bounded_waits_and_protocol(role4_arts):
         i_fence = ptx.find("fence.acq_rel.gpu")
         i_pub = ptx.find("red.release.gpu.global.add.u32")
         assert 0 <= i_fence < i_pub
-        assert ptx.count("atom.acq_rel.gpu.global.add.u32") >= 3  # ticket claims + exit count + split arrivals
+        assert ptx.count("atom.relaxed.gpu.global.add.u32") == 2  # the first claim, the next task's claim
+        assert ptx.count("atom.acq_rel.gpu.global.add.u32") == 2  # exit count + split arrivals
         assert "st.relaxed.gpu.global.u32" in ptx
         assert "mbarrier" not in ptx  # no mbarrier waits: the weight ring waits only for its own cp.async groups
+
+
+def test_w1_activations_copied_before_weights(role4_arts):
+    """A W1 task's first cp.async are its activation chunk's (zero-filling copies with a source size), committed
+    as their own group before the weight ring's predicated copies (session 19: behind the ring prologue the
+    activations came back last and held the first MMA); the K loop then waits for all but the ring's groups."""
+    from gcmoe_build.kernels.sm90.role4_shared import Role4Config
+
+    for bm, art in role4_arts.items():
+        ptx = art.ptx
+        first_act = re.search(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16, %r\d+;", ptx)
+        first_ring = re.search(r"@p cp\.async\.cg\.shared\.global", ptx)
+        assert first_act and first_ring and first_act.start() < first_ring.start(), bm
+        assert ptx.find("cp.async.commit_group", first_act.start()) < first_ring.start(), bm
+        slots = Role4Config(art.record.variant).ring_slots
+        assert f"cp.async.wait_group {slots};" in ptx, bm
 
 
 def test_sixteen_byte_stores_into_lane_k(role4_arts):
