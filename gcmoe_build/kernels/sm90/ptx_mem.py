@@ -337,6 +337,13 @@ def cp_async_16_zfill(sdst, gsrc, src_bytes, *, loc=None, ip=None):
 
 
 @dsl_user_op
+def cp_async_4_zfill(sdst, gsrc, src_bytes, *, loc=None, ip=None):
+    """Copy 4 bytes global -> shared without stopping the thread (``.ca``, the only mode below 16 bytes);
+    ``src_bytes`` (Int32, 0 or 4) as :func:`cp_async_16_zfill`: 0 writes zeros and reads nothing."""
+    _asm("cp.async.ca.shared.global [$0], [$1], 4, $2;", "r,l,r", [_v(sdst), _v(gsrc, Int64), _v(src_bytes)], 0)
+
+
+@dsl_user_op
 def cp_async_16_if(sdst, gsrc, pred, *, loc=None, ip=None):
     """Copy 16 bytes global -> shared without stopping the thread, L2 only (``.cg``), only where ``pred`` (Int32)
     is nonzero: otherwise nothing is read or written (no zero-fill write that a later copy could race)."""

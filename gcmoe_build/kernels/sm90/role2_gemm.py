@@ -57,7 +57,7 @@ from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2, FOLD_LUT_WORDS
 
 from .fp4_decode import byte_of, decode_fp4x8_e4m3, fold_lut
-from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_wait_all, evict_first_policy,
+from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_4_zfill, cp_async_wait_all, evict_first_policy,
                       fence_proxy_async_shared, ld_global_f32, ld_global_f32_if, ld_global_s32, ld_global_u8,
                       ld_global_u8_if, ld_global_v2_stream, ld_global_v4, ld_global_v4_stream, ld_shared_f32,
                       ld_shared_u64, ld_shared_v2, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx, mbar_init,
@@ -851,6 +851,16 @@ def _load_chunk_scales(scale_addr, w1: bool, ctid, ntok, bm: int, ngs: int):
         valid = Int32(tok < ntok)
         vals.append(ld_global_f32_if(addr, valid) if w1 else ld_global_u8_if(addr, valid))
     return vals
+
+
+def _copy_w1_chunk_scales_async(asc_buf, scale_addr, ctid, ntok, bm: int, ngs: int):
+    """Consumers: one chunk's FP32 W1 activation scales (``scale_addr(tok, kk)``) into the ``[ngs][bm]`` table at
+    ``asc_buf`` with 4-byte ``cp.async`` (padded tokens zero-filled, nothing read): part of the caller's group, so
+    they land with it. A plain load in their place may be scheduled by ptxas after copies issued later (session
+    19 call B: role4's scale loads came back behind its whole weight prologue)."""
+    for u in _thread_units(ctid, bm * ngs):
+        tok = u // ngs
+        cp_async_4_zfill(asc_buf + ((u % ngs) * bm + tok) * 4, scale_addr(tok, u % ngs), Int32(4) * Int32(tok < ntok))
 
 
 def _store_chunk_scales(asc_buf, vals, w1: bool, ctid, bm: int, ngs: int, fold_log2: int = 0):

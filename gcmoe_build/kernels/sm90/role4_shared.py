@@ -239,8 +239,8 @@ def _trace_parts(cfg):
     from .ring_sync import (atom_add_acqrel_gpu_u32, atom_add_relaxed_gpu_u32_if, ld_shared_b32, st_shared_b32,
                             wait_geq_u32_rt)
     from .role2_gemm import (L2_SCALE_GROUP, ROWS_PER_CTA, TokenScales, _consumer_lane, _copy_act_chunk_async,
-                             _load_chunk_scales, _stage_chunk, _store_chunk_scales, _w1_epilogue, load_act_scale,
-                             w2_epilogue)
+                             _copy_w1_chunk_scales_async, _load_chunk_scales, _stage_chunk, _store_chunk_scales,
+                             _w1_epilogue, load_act_scale, w2_epilogue)
     from .role4_mma import CODE_TILE_BYTES, SCALE_TILE_BYTES, WeightRing, k128_mma_fp8, st_relaxed_gpu_u32
 
     H, I, BM, CAP, K_SLOT = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity, cfg.topk
@@ -302,20 +302,20 @@ def _trace_parts(cfg):
     @cute.jit
     def w1_task_top(smem: Int32, ctid: Int32, tile: Int32, t0: Int32, nt: Int32, c0: Int32, nch: Int32, ws: Int64,
                     o_act: Int64, o_asc: Int64, w: Int64, wsc: Int64):
-        """A W1 task's first copies, activations before weights: K chunk ``c0``'s activations as one ``cp.async``
-        group into buffer 0 (padded tokens zero-filled) and its scales into registers, then the weight ring's
-        prologue, then the scales into shared memory. Issued after the ring's ``SLOTS`` K128 steps (~135 KB per
-        SM), the activation loads came back last and held the first MMA until every prologue step had landed, with
-        nothing streaming in between (session 19 call A: 20 % of role4's stall samples at T = 1 waited there).
-        ``mainloop(..., chunk0_issued=True)`` waits for the group."""
+        """A W1 task's first copies, activations before weights: K chunk ``c0``'s activations and their scales as
+        one ``cp.async`` group into buffer 0 (padded tokens zero-filled), then the weight ring's prologue. Issued
+        after the ring's ``SLOTS`` K128 steps (~135 KB per SM), the activation loads came back last and held the
+        first MMA until every prologue step had landed, with nothing streaming in between (session 19 call A: 20 %
+        of role4's stall samples at T = 1 waited there; call B: scales loaded into registers instead were placed
+        by ptxas after the prologue and waited the same). ``mainloop(..., chunk0_issued=True)`` waits for the
+        group."""
         KC = cfg.w1s.kc
         NGS = KC // cfg.w1.act_scale_group
         row_addr, scale_addr = act_addrs("w1", t0, nt, ws, o_act, o_asc)
         _copy_act_chunk_async(smem + ACT_OFF, row_addr, ctid, c0, nt, BM, KC)
+        _copy_w1_chunk_scales_async(smem + ASC_OFF, lambda tok, kk: scale_addr(c0, tok, kk), ctid, nt, BM, NGS)
         cp_async_commit()
-        sv = _load_chunk_scales(lambda tok, kk: scale_addr(c0, tok, kk), True, ctid, nt, BM, NGS)
         weight_ring("w1", smem, ctid, tile, w, wsc).prologue(*k_range("w1", c0, nch))
-        _store_chunk_scales(smem + ASC_OFF, sv, True, ctid, BM, NGS)
 
     @cute.jit
     def mainloop(mode: cutlass.Constexpr, chunk0_issued: cutlass.Constexpr, smem: Int32, ctid: Int32,

@@ -94,9 +94,10 @@ def test_bounded_waits_and_protocol(role4_arts):
 
 
 def test_w1_activations_copied_before_weights(role4_arts):
-    """A W1 task's first cp.async are its activation chunk's (zero-filling copies with a source size), committed
-    as their own group before the weight ring's predicated copies (session 19: behind the ring prologue the
-    activations came back last and held the first MMA); the K loop then waits for all but the ring's groups."""
+    """A W1 task's first cp.async are its activation chunk's and its scales' (zero-filling copies with a source
+    size: 16 bytes of codes, 4 bytes per FP32 scale), committed as their own group before the weight ring's
+    predicated copies (session 19: behind the ring prologue the activations came back last and held the first
+    MMA); the K loop then waits for all but the ring's groups."""
     from gcmoe_build.kernels.sm90.role4_shared import Role4Config
 
     for bm, art in role4_arts.items():
@@ -104,7 +105,9 @@ def test_w1_activations_copied_before_weights(role4_arts):
         first_act = re.search(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16, %r\d+;", ptx)
         first_ring = re.search(r"@p cp\.async\.cg\.shared\.global", ptx)
         assert first_act and first_ring and first_act.start() < first_ring.start(), bm
-        assert ptx.find("cp.async.commit_group", first_act.start()) < first_ring.start(), bm
+        commit = ptx.find("cp.async.commit_group", first_act.start())
+        assert commit < first_ring.start(), bm
+        assert first_act.start() < ptx.find("cp.async.ca.shared.global [%r", first_act.start()) < commit, bm
         slots = Role4Config(art.record.variant).ring_slots
         assert f"cp.async.wait_group {slots};" in ptx, bm
 
@@ -238,7 +241,8 @@ def test_weight_ring_copies_coalesced_and_waits_per_step(role4_arts):
         assert slots == MAX_RING_SLOTS
         assert "ld.global.nc" not in art.ptx
         assert art.ptx.count("cp.async.cg.shared.global") >= 9 * (slots + 1)
-        assert "cp.async.ca" not in art.ptx
+        # the only L1-allocating copies are the W1 activation scales' 4-byte ones (w1_task_top), never weights
+        assert set(re.findall(r"cp\.async\.ca\.shared\.global \[[^]]+\], \[[^]]+\], (\d+)", art.ptx)) == {"4"}
         assert f"cp.async.wait_group {slots - 1};" in art.ptx and "bar.warp.sync" in art.ptx
         assert art.ptx.count("cp.async.commit_group;") >= 2 * (slots + 1)  # W1's and W2's prologue + refill
     base = dict(top_k=8, capacity=256, shared_experts=1, recipe_shared="1x128x128")
