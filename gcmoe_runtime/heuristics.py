@@ -364,15 +364,13 @@ def choose_shared_bm(tokens: int, candidates: Sequence[int] = SM90_BM_CANDIDATES
     return _pick_bm(float(max(tokens, 1)), cands)[0]
 
 
-#: SM90 role4 split-K: W1 / W2 tasks per token block the split aims for, and the CTAs a call's split is balanced over
-#: (:func:`shared_split_for_rows`; about the compute SMs of an H200 partition; without a split a block has only 2I/256
-#: W1 and H/256 W2 tasks, 16-24 for the production shapes).
+#: SM90 role4 split-K: W1 / W2 tasks per token block the split aims for (about the compute SMs of an H200 partition;
+#: without a split a block has only 2I/256 W1 and H/256 W2 tasks, 16-24 for the production shapes).
 SHARED_SPLIT_TASKS = 128
-#: Token rows (blocks x BM) whose split-K partials the workspace holds at the full split: a call's rows x split stays
-#: within SHARED_SPLIT_ROWS x the full split (:func:`shared_split_fits`). 256 = the shipped manifests' capacity, so
-#: every call up to it can take its balanced split (session 19; at 64 rows DSV-4.1-Flash ran 36 / 72 unsplit W1
-#: tasks on 128 CTAs at T = 128 / 256). The partials region: 59 MiB (GLM-5.2), 39 MiB (DSV-4.1-Flash).
-SHARED_SPLIT_ROWS = 256
+#: Token rows (blocks x BM) whose split-K partials the workspace holds at the full split; a call with more rows splits
+#: less (:func:`shared_split_for_rows`: rows x split stays within SHARED_SPLIT_ROWS x the full split), so a few large
+#: token blocks still fill the compute SMs without more scratch.
+SHARED_SPLIT_ROWS = 64
 #: token blocks the split-K arrival counters hold (``shared_split_count`` rows: SHARED_SPLIT_ROWS at BM 8); a call with
 #: more blocks runs unsplit
 SHARED_SPLIT_MAX_BLOCKS = SHARED_SPLIT_ROWS // min(SM90_BM_CANDIDATES)
@@ -400,27 +398,13 @@ def shared_split_fits(rows, split: int, full: int):
     return rows * split <= SHARED_SPLIT_ROWS * full
 
 
-def shared_split_rounds(tasks):
-    """Rounds of ``SHARED_SPLIT_TASKS`` CTAs that ``tasks`` tasks take (Python or kernel integers)."""
-    return (tasks + (SHARED_SPLIT_TASKS - 1)) // SHARED_SPLIT_TASKS
-
-
-def shared_split_for_rows(full: int, chunks: int, rows: int, blocks: int, tiles: int) -> int:
-    """The split of a role4 GEMM of ``tiles`` 256-row tiles for a call of ``blocks`` token blocks holding ``rows`` rows
-    (blocks x BM): of :func:`shared_split_options` that :func:`shared_split_fits`, the one whose tasks take the least
-    time on ``SHARED_SPLIT_TASKS`` CTAs, rounds x task size ``shared_split_rounds(blocks x tiles x d) / d`` (the
-    smaller split on a tie: fewer partials to hand over); 1 above ``SHARED_SPLIT_MAX_BLOCKS`` blocks. Up to 128 tasks
-    this is the largest split (one round), as before session 19; above, a larger split only where it saves rounds
-    (DSV-4.1-Flash T = 256: 72 W1 tasks unsplit, 1 round of size 1 -> 360 tasks at split 5, 3 rounds of 1/5). The
+def shared_split_for_rows(full: int, chunks: int, rows: int, blocks: int) -> int:
+    """The split of a role4 GEMM for a call of ``blocks`` token blocks holding ``rows`` rows (blocks x BM): the largest
+    of :func:`shared_split_options` that :func:`shared_split_fits`, 1 above ``SHARED_SPLIT_MAX_BLOCKS`` blocks. The
     kernel computes the same with selects over the options."""
     if blocks > SHARED_SPLIT_MAX_BLOCKS:
         return 1
-    best = 1
-    for d in shared_split_options(full, chunks)[1:]:
-        if shared_split_fits(rows, d, full) and (shared_split_rounds(blocks * tiles * d) * best
-                                                 < shared_split_rounds(blocks * tiles * best) * d):
-            best = d
-    return best
+    return max(d for d in shared_split_options(full, chunks) if d == 1 or shared_split_fits(rows, d, full))
 
 
 def shared_split_k(hidden: int, intermediate: int) -> tuple[int, int]:

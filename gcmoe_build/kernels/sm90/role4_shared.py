@@ -38,11 +38,10 @@ W2 of the shared expert in one task stream, numerics exactly those of ``gcmoe_ru
   (``heuristics.shared_split_k``: GLM-5.2 8 / 4, DSV-4.1-Flash 5 / 3), split index fastest. A split task stores its
   FP32 partial (``BM x 256``) to ``shared_partials`` (``layout.shared_partial_slot``) and counts itself in
   ``shared_split_count[block][tile]``; the last arrival sums every split's partial in split order (the same bits
-  whichever CTA is last), zeroes the count and runs the epilogue below. Calls with several token blocks take
-  the split whose tasks need the fewest rounds x task size on ``SHARED_SPLIT_TASKS`` CTAs
-  (``heuristics.shared_split_for_rows``, within the partials region; session 19: GLM-5.2 at 2 / 4 blocks of BM 64
-  W1 4 / 2 and W2 2 / 4 splits, DSV-4.1-Flash 5 / 5 and 3 / 3, where it had run unsplit); past
-  ``SHARED_SPLIT_MAX_BLOCKS`` blocks, unsplit.
+  whichever CTA is last), zeroes the count and runs the epilogue below. Calls with more than
+  ``SHARED_SPLIT_ROWS`` token rows split less (``heuristics.shared_split_for_rows``: rows x split within the
+  partials region; session 16: GLM-5.2 W1 4 / 2 and W2 2 / 1 splits at 2 / 4 blocks of BM 64, DSV-4.1-Flash unsplit
+  there: its chunk counts 5 / 3 have no smaller split); past ``SHARED_SPLIT_MAX_BLOCKS`` blocks, unsplit.
 * **W2 epilogue.** BF16 partials staged through shared memory, then 16-byte ``st.global.v4`` into lane
   ``k`` of the LOCAL combine buffer, ``combine[k][t][H]``, so role3 reduces the shared partial like any
   routed slot (no special case).
@@ -59,7 +58,7 @@ is on the layer's critical path (session 17's timeline: 57-167 µs at T = 64-256
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
 from gcmoe_runtime.heuristics import (SHARED_SPLIT_MAX_BLOCKS, shared_split_fits, shared_split_for_rows,
-                                      shared_split_k, shared_split_options, shared_split_rounds)
+                                      shared_split_k, shared_split_options)
 
 from .role_common import int_param, peer_abi_plan
 
@@ -150,12 +149,12 @@ class Role4Config:
 
     def splits(self, ntok):
         """Host mirror of the kernel's per-call split rule (``heuristics.shared_split_for_rows``): ``(s1, s2)``,
-        each the split whose tasks take the fewest rounds x task size on ``SHARED_SPLIT_TASKS`` CTAs within the
-        partials region, 1 past ``SHARED_SPLIT_MAX_BLOCKS`` blocks."""
+        the full splits up to ``SHARED_SPLIT_ROWS`` rows, fewer above (the partials region's size), 1 past
+        ``SHARED_SPLIT_MAX_BLOCKS`` blocks."""
         nblk = -(-ntok // self.bm)
         rows = nblk * self.bm
-        return (shared_split_for_rows(self.s1, self.ch1, rows, nblk, self.nt1),
-                shared_split_for_rows(self.s2, self.ch2, rows, nblk, self.nt2))
+        return (shared_split_for_rows(self.s1, self.ch1, rows, nblk),
+                shared_split_for_rows(self.s2, self.ch2, rows, nblk))
 
     @property
     def nt1(self):
@@ -426,16 +425,13 @@ def _trace_parts(cfg):
                                 acc[i] = acc[i] + vals[j][i]
         return last
 
-    def split_for(full, chunks, nblk, tiles):
-        """``heuristics.shared_split_for_rows`` on the kernel's integers: over the options ascending, take each whose
-        partials fit (``heuristics.shared_split_fits``), while the blocks fit the arrival counters, if it takes
-        fewer rounds x task size than the split kept so far."""
+    def split_for(full, chunks, nblk):
+        """``heuristics.shared_split_for_rows`` on the kernel's integers: over the options ascending, keep each whose
+        partials fit (``heuristics.shared_split_fits``) while the blocks fit the arrival counters."""
         ok = Int32(nblk <= SHARED_SPLIT_MAX_BLOCKS)
         split = Int32(1)
         for d in shared_split_options(full, chunks)[1:]:  # plain Python: unrolled at trace time
-            better = Int32(shared_split_rounds(nblk * (tiles * d)) * split
-                           < shared_split_rounds(nblk * tiles * split) * d)
-            take = ok * Int32(shared_split_fits(nblk * BM, d, full)) * better
+            take = ok * Int32(shared_split_fits(nblk * BM, d, full))
             split = split + take * (Int32(d) - split)
         return split
 
@@ -471,8 +467,8 @@ def _trace_parts(cfg):
         wg, warp, g, t, _ = _consumer_lane(ctid)
         nblk = (ntok + (BM - 1)) // BM
         # split-K: the largest split whose partials fit the workspace (shared_split_for_rows, as selects)
-        s1 = split_for(S1, CH1, nblk, NT1)
-        s2 = split_for(S2, CH2, nblk, NT2)
+        s1 = split_for(S1, CH1, nblk)
+        s2 = split_for(S2, CH2, nblk)
         nch1 = CH1 // s1  # K chunks per task
         nch2 = CH2 // s2
         nw1 = nblk * NT1 * s1

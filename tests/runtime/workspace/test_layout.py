@@ -175,14 +175,12 @@ def test_shared_split_partial_slots_tile_the_region_exactly(hidden, inter):
 
 @pytest.mark.parametrize("hidden,inter", [(512, 256), (6144, 2048), (5120, 2304)])
 def test_shared_split_for_more_rows_stays_in_the_region(hidden, inter):
-    """A role4 call takes the split whose tasks need the fewest rounds x task size on SHARED_SPLIT_TASKS CTAs within
-    the partials region (``shared_split_for_rows``, session 19): at every block count and BM the slots it uses at its
-    split lie in their GEMM's part of shared_partials, disjoint; its blocks fit the arrival counters; a split always
-    covers whole K chunks; one block keeps the full split (one round); GLM-5.2 at 2 / 4 blocks of BM 64: W1 4 / 2,
-    W2 2 / 4 (96 tasks unsplit -> 384 in 3 rounds of 1/4); DSV-4.1-Flash W1 5 / 5, W2 3 / 3 (unsplit before: 36-80
-    tasks on 128 CTAs)."""
-    from gcmoe_runtime.heuristics import (SHARED_SPLIT_MAX_BLOCKS, SHARED_SPLIT_ROWS, SHARED_SPLIT_TASKS,
-                                          shared_split_for_rows, shared_split_k, shared_split_options)
+    """Session 16: a role4 call with more than SHARED_SPLIT_ROWS rows splits less (``shared_split_for_rows``): at every
+    block count and BM the slots it uses at its split lie in their GEMM's part of shared_partials, disjoint; its blocks
+    fit the arrival counters; a split always covers whole K chunks; GLM-5.2 keeps 128 / 96 tasks at 2 and 4 blocks
+    of BM 64 (W1 4 / 2, W2 2 / 1 splits)."""
+    from gcmoe_runtime.heuristics import (SHARED_SPLIT_MAX_BLOCKS, SHARED_SPLIT_ROWS, shared_split_for_rows,
+                                          shared_split_k, shared_split_options)
     from gcmoe_runtime.workspace.layout import WorkspaceLayout, shared_partial_slot
 
     lay = WorkspaceLayout.build(spec(hidden=hidden, intermediate=inter, shared_experts=True))
@@ -195,13 +193,11 @@ def test_shared_split_for_more_rows_stays_in_the_region(hidden, inter):
         for nblk in range(1, 256 // bm + 1):
             for g, w2 in enumerate((False, True)):
                 for chunks in (full[g], 2 * full[g], 3 * full[g]):
-                    d = shared_split_for_rows(full[g], chunks, nblk * bm, nblk, nt[g])
+                    d = shared_split_for_rows(full[g], chunks, nblk * bm, nblk)
                     assert d in shared_split_options(full[g], chunks) and chunks % d == 0
                     if nblk > SHARED_SPLIT_MAX_BLOCKS:
                         assert d == 1
-                    if nblk == 1 and nt[g] * full[g] <= SHARED_SPLIT_TASKS:
-                        assert d == full[g]  # one round at the full split: as before the balanced rule
-                    if d == 1:
+                    if d == 1 and nblk * bm > SHARED_SPLIT_ROWS:
                         continue  # unsplit: no partials
                     starts = [shared_partial_slot(w2, b, t, sp, bm, hidden, inter, d)
                               for b in range(nblk) for t in range(nt[g]) for sp in range(d)]
@@ -209,11 +205,8 @@ def test_shared_split_for_more_rows_stays_in_the_region(hidden, inter):
                     assert len(set(starts)) == len(starts)
                     assert all(lo <= x and x + bm * 256 <= hi for x in starts), (bm, nblk, w2, d)
     if (hidden, inter) == (6144, 2048):
-        assert [shared_split_for_rows(8, 8, r, r // 64, 16) for r in (64, 128, 256)] == [8, 4, 2]
-        assert [shared_split_for_rows(4, 4, r, r // 64, 24) for r in (64, 128, 256)] == [4, 2, 4]
-    if (hidden, inter) == (5120, 2304):
-        assert [shared_split_for_rows(5, 10, r, r // 64, 18) for r in (64, 128, 256)] == [5, 5, 5]
-        assert [shared_split_for_rows(3, 3, r, r // 64, 20) for r in (64, 128, 256)] == [3, 3, 3]
+        assert [shared_split_for_rows(8, 8, r, r // 64) for r in (64, 128, 256)] == [8, 4, 2]
+        assert [shared_split_for_rows(4, 4, r, r // 64) for r in (64, 128, 256)] == [4, 2, 1]
 
 
 def test_whole_pool_ring_never_reuses_a_block():

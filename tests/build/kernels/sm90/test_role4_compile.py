@@ -201,15 +201,13 @@ def test_task_order_and_bad_params():
     base = dict(hidden=512, intermediate=256, top_k=4, capacity=256, bm=16, shared_experts=1,
                 recipe_shared="1x128x128")
     assert Role4Config(base).nt1 == 2 and Role4Config(base).nt2 == 2
-    # split-K: every (W1|W2, block, tile, split) exactly once, W1 before W2, a tile's splits consecutive; each call
-    # takes the split of the fewest rounds x task size on 128 CTAs, while the blocks fit the arrival counters
+    # split-K: every (W1|W2, block, tile, split) exactly once, W1 before W2, a tile's splits consecutive; the
+    # split runs while the blocks fit the 64-row partials region
     glm = Role4Config({**base, "hidden": 6144, "intermediate": 2048, "bm": 8})
     assert (glm.s1, glm.s2, glm.ch1, glm.ch2) == (8, 4, 8, 4)
-    assert glm.splits(8) == (8, 4)  # one block: the full splits, 128 + 96 tasks
-    assert glm.splits(64) == (1, 2)  # 8 blocks: W1 128 tasks unsplit (one round), W2 192 -> 384 (3 rounds of 1/2)
-    assert glm.splits(257) == (1, 1)  # 33 blocks of BM 8: past the arrival counters
+    assert glm.splits(64) == (8, 4) and glm.splits(65) == (1, 1)  # 9 blocks of BM 8: past the arrival counters
     glm64 = Role4Config({**base, "hidden": 6144, "intermediate": 2048, "bm": 64})
-    assert [glm64.splits(t) for t in (64, 128, 256)] == [(8, 4), (4, 2), (2, 4)]
+    assert [glm64.splits(t) for t in (64, 128, 256)] == [(8, 4), (4, 2), (2, 1)]  # fewer splits for more rows
     for ntok in (1, 8, 37, 64, 65, 256):
         nblk = -(-ntok // glm.bm)
         s1, s2 = glm.splits(ntok)
