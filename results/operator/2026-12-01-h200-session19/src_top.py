@@ -1,6 +1,6 @@
 """Top stall-sampled SASS instructions of the first kernel in an ncu --page source --csv dump (.csv.gz):
 python3 src_top.py FILE.csv.gz [N]."""
-import gzip,csv,sys,collections
+import gzip,csv,sys
 fn=sys.argv[1]
 rows=list(csv.reader(gzip.open(fn,'rt')))
 his=[i for i,r in enumerate(rows) if r and r[0]=='Address']
