@@ -32,7 +32,7 @@ THREADS = 256
 A_BYTES = 2 * 4 * 2048  # SS: per warpgroup 2 slabs x 4 K32 x [2][64] 16-byte units
 
 
-def _step(n: int, mode: str, smem, wg, a, b_off: int, slabs: int):
+def _step(n: int, mode: str, smem, wg, a, b_off: int, slabs: int = 2):
     """One K128 step: 4 K32 x ``slabs`` slabs chained on a partial per slab, one commit group."""
     p = [None] * slabs
     for q in range(4):
