@@ -57,8 +57,13 @@ SM90_TWO_CTAS_MAX_BM = 16
 #: BM 32 fits since session 15 (one slab's commit group at a time: kernel alone -12..-15 % W1, -4..-8 % W2).
 SM90_PIPELINED_TWO_CTAS_MAX_BM = 32
 #: steps per compute SM from which the two-CTA build runs: GLM-5.2 / DSV-4.1-Flash stream 198-284 steps per SM at
-#: T = 2 (where two CTAs lost) and 321-550 at T = 4 (where they gained), at P = 1, 2 and 8
+#: T = 2 (where two CTAs lost, P = 2, sessions 6-7) and 321-550 at T = 4 (where they gained), at P = 1, 2 and 8
 SM90_PIPELINED_TWO_CTAS_MIN_STEPS = 320
+#: the same at P = 1, re-measured on session 19's kernels (call H, alternating layer A/B, routed and + shared): two
+#: CTAs -12..-15 % at T = 2 (GLM-5.2 / DSV-4.1-Flash: 284 / 201 steps per SM), -8..-17 % at DSV-4.1-Flash T = 3 (299),
+#: +8..+18 % at T = 1 (144 / 101 steps: 128 / 108 W1 tasks for 256 CTAs). P > 1 keeps the rule above until it is
+#: re-measured on a multi-GPU machine.
+SM90_PIPELINED_TWO_CTAS_MIN_STEPS_P1 = 160
 #: SM100 role2 is always 384 threads in a (2,1,1) cluster (paper Table 1).
 SM100_ROLE2_THREADS = 384
 
@@ -294,19 +299,20 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
     steps_per_sm = active_experts * blocks * sm90_weight_steps_per_block(hidden, intermediate) / compute_sms
     threads = SM90_THREADS_PIPELINED if steps_per_sm >= SM90_PIPELINE_STAGES else SM90_THREADS_NONPIPELINED
     return TileChoice(bm=bm, threads=threads, blocks_per_expert=blocks, expected_tokens=m_hat, coverage=coverage,
-                      ctas_per_sm=sm90_ctas_per_sm(bm, threads, steps_per_sm))
+                      ctas_per_sm=sm90_ctas_per_sm(bm, threads, steps_per_sm, ranks))
 
 
-def sm90_ctas_per_sm(bm: int, threads: int, steps_per_sm: float = 0.0) -> int:
+def sm90_ctas_per_sm(bm: int, threads: int, steps_per_sm: float = 0.0, ranks: int | None = None) -> int:
     """role2 CTAs per compute SM on SM90 for a (BM, threads) tile: the 256-thread variant is built for two up to
     SM90_TWO_CTAS_MAX_BM (one build per tile); the 384-thread variant up to SM90_PIPELINED_TWO_CTAS_MAX_BM takes the
     two-CTA build from SM90_PIPELINED_TWO_CTAS_MIN_STEPS K128 steps per SM (``steps_per_sm`` as choose_sm90_tile
-    counts them; the default 0 names the one-CTA build). A bundle holds the builds the heuristic can reach: at the
-    production shapes BM 8 both, BM 16 / 32 only the two-CTA one (every BM 16 token count streams >= 320 steps per
-    SM)."""
+    counts them; the default 0 names the one-CTA build), from SM90_PIPELINED_TWO_CTAS_MIN_STEPS_P1 at ``ranks`` = 1.
+    A bundle holds the builds the heuristic can reach: at the production shapes BM 8 both, BM 16 / 32 only the
+    two-CTA one (every BM 16 token count streams >= 320 steps per SM)."""
     if threads == SM90_THREADS_NONPIPELINED:
         return 2 if bm <= SM90_TWO_CTAS_MAX_BM else 1
-    return 2 if bm <= SM90_PIPELINED_TWO_CTAS_MAX_BM and steps_per_sm >= SM90_PIPELINED_TWO_CTAS_MIN_STEPS else 1
+    min_steps = SM90_PIPELINED_TWO_CTAS_MIN_STEPS_P1 if ranks == 1 else SM90_PIPELINED_TWO_CTAS_MIN_STEPS
+    return 2 if bm <= SM90_PIPELINED_TWO_CTAS_MAX_BM and steps_per_sm >= min_steps else 1
 
 
 

@@ -123,21 +123,23 @@ def test_sm90_bm_covers_mean_plus_binomial_sigma():
 
 
 def test_sm90_two_ctas_once_each_cta_has_several_tasks():
-    # the 384-thread BM <= 16 tiles run two CTAs per SM from T = 4 at the production shapes (198-284 K128 steps per SM
-    # at T = 2, where two CTAs lost in the layer; 321-550 at T = 4, where they gained), BM 32 too (session 15), BM 64
-    # one CTA
+    # the 384-thread BM <= 16 tiles run two CTAs per SM from T = 4 at the production shapes at P > 1 (198-284 K128
+    # steps per SM at T = 2, where two CTAs lost in the layer at P = 2; 321-550 at T = 4, where they gained) and from
+    # T = 2 at P = 1 (session 19 call H: -12..-15 % at T = 2, +8..+18 % at T = 1 with 101-144 steps), BM 32 too
+    # (session 15), BM 64 one CTA
     for name in ("glm-5.2", "deepseek-v4.1-flash"):
         for P in (1, 2, 8):
-            for T in (1, 2):
+            last_one, first_two = (1, 2) if P == 1 else (2, 4)  # (P > 1: T = 3 lies on either side, by model and P)
+            for T in range(1, last_one + 1):
                 c = choose_sm90_tile(T, **shape(name, P))
                 assert (c.bm, c.threads, c.ctas_per_sm) == (8, 384, 1), (name, P, T)
-            c = choose_sm90_tile(4, **shape(name, P))
+            c = choose_sm90_tile(first_two, **shape(name, P))
             assert (c.bm, c.threads, c.ctas_per_sm) == (8, 384, 2), (name, P)
             for T in range(1, 257):
                 c = choose_sm90_tile(T, **shape(name, P))
-                if c.bm > SM90_PIPELINED_TWO_CTAS_MAX_BM or T <= 2:
+                if c.bm > SM90_PIPELINED_TWO_CTAS_MAX_BM or T <= last_one:
                     assert c.ctas_per_sm == 1, (name, P, T, c)
-                elif T >= 4:  # (T = 3 lies on either side of the step threshold, by model and P)
+                elif T >= first_two:
                     assert c.ctas_per_sm == 2, (name, P, T, c)
     # the 256-thread tile has one build per BM: two CTAs up to BM 16 (test-tiny, P = 1)
     tiny = shape("test-tiny", 1)
@@ -146,6 +148,8 @@ def test_sm90_two_ctas_once_each_cta_has_several_tasks():
         if c.threads == 256:
             assert c.ctas_per_sm == (2 if c.bm <= 16 else 1)
     assert sm90_ctas_per_sm(8, 384) == 1 and sm90_ctas_per_sm(8, 384, 320.0) == 2
+    assert sm90_ctas_per_sm(8, 384, 200.0) == 1 and sm90_ctas_per_sm(8, 384, 200.0, ranks=1) == 2
+    assert sm90_ctas_per_sm(8, 384, 150.0, ranks=1) == 1 and sm90_ctas_per_sm(8, 384, 200.0, ranks=2) == 1
     assert sm90_ctas_per_sm(32, 384, 1e9) == 2 and sm90_ctas_per_sm(32, 384) == 1
     assert sm90_ctas_per_sm(64, 384, 1e9) == 1 and sm90_ctas_per_sm(32, 256) == 1
 
