@@ -64,6 +64,14 @@ SM90_PIPELINED_TWO_CTAS_MIN_STEPS = 320
 #: +8..+18 % at T = 1 (144 / 101 steps: 128 / 108 W1 tasks for 256 CTAs). P > 1 keeps the rule above until it is
 #: re-measured on a multi-GPU machine.
 SM90_PIPELINED_TWO_CTAS_MIN_STEPS_P1 = 160
+#: SM90 role2 W1 split-K at small loads (session 20): the two-CTA BM 8 ring build runs each W1 tile as W1_SPLIT tasks
+#: over equal K ranges when a replay's W1 tiles fill at most 1 / W1_SPLIT of its CTAs (GLM-5.2 / DSV-4.1-Flash at
+#: P = 1, T = 1: 128 / 108 tiles for 256 CTAs, where half the CTAs had no W1 task), the FP32 partials exchanged
+#: through the workspace (``w1_split_count``, ``w1_partials``) and summed by the tile's last arrival; at most
+#: W1_SPLIT_MAX_BLOCKS pool blocks (the regions' size), one ring generation.
+W1_SPLIT = 2
+W1_SPLIT_BM = 8
+W1_SPLIT_MAX_BLOCKS = 16
 #: SM100 role2 is always 384 threads in a (2,1,1) cluster (paper Table 1).
 SM100_ROLE2_THREADS = 384
 

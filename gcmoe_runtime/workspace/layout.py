@@ -55,6 +55,11 @@ shared experts (role4, SM90; present only when ``spec.shared_experts``, appended
 role2's activation tensor maps (appended after dispatch_grid, layout version 5; Hopper)
   act_maps      [8 x 128] u8            one cuTensorMap per (BM, ring_x | l2_x) (``act_map_slot``), written once
                 at set-up by ``gcmoe_runtime.workspace.act_tma.write_act_maps``; read by role2's act_tma builds
+role2's W1 split-K at small loads (appended last, layout version 6; Hopper; ``heuristics.W1_SPLIT``)
+  w1_split_count [W1_SPLIT_MAX_BLOCKS, 2I/256] u32   arrivals per (pool block, W1 tile); the last arrival zeroes
+                its word (persistent otherwise)
+  w1_partials   [W1_SPLIT_MAX_BLOCKS, 2I/256, W1_SPLIT, 256 * W1_SPLIT_BM] f32   each split's FP32 accumulators,
+                thread-major (``w1_partial_slot``)
 
 Ring capacity (paper §4.3): max routed assignments A = capacity * P * min(k, E_local); the pool of
 logical blocks is ceil(A / BM) + E_local; the live ring holds min(pool, live_model) blocks where
@@ -71,14 +76,14 @@ from typing import Any
 
 from gcmoe_runtime.abi import PEER_MAX_RANKS
 from gcmoe_runtime.artifacts.record import canonical_json, sha256_hex
-from gcmoe_runtime.heuristics import (SHARED_SPLIT_MAX_BLOCKS, SHARED_SPLIT_ROWS, ring_capacity,  # models live there
-                                      shared_split_k)
+from gcmoe_runtime.heuristics import (SHARED_SPLIT_MAX_BLOCKS, SHARED_SPLIT_ROWS, W1_SPLIT,  # models live there
+                                      W1_SPLIT_BM, W1_SPLIT_MAX_BLOCKS, ring_capacity, shared_split_k)
 from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 
 #: 2: Hopper l2_sf is UE8M0 per 32 (u8 [rb, bm_max, I/32]); 3: role4 split-K regions appended; 4: Hopper l2_sf and
 #: shared_l2_sf are UE8M0 per 128 along I (u8 [.., I/128]; every later offset moves); 5: act_maps appended (role2's
-#: activation tensor maps; no offset moves)
-LAYOUT_VERSION = 5
+#: activation tensor maps; no offset moves); 6: role2's W1 split-K regions appended on Hopper (no offset moves)
+LAYOUT_VERSION = 6
 #: act_maps: one 128-byte tensor map per (BM in 8 / 16 / 32 / 64, ring_x or l2_x): :func:`act_map_slot`
 ACT_MAP_BYTES = 128
 ACT_MAP_BMS = (8, 16, 32, 64)
@@ -131,6 +136,12 @@ def shared_partial_slot(w2: bool, block: int, tile: int, split: int, bm: int, hi
     if not w2:
         return ((block * nt1 + tile) * splits + split) * slot
     return SHARED_SPLIT_ROWS * 256 * nt1 * s1 + ((block * nt2 + tile) * splits + split) * slot
+
+
+def w1_partial_slot(block: int, tile: int, split: int, nt1: int):
+    """First float of role2's W1 split-K partial of (pool block, W1 tile, split) in ``w1_partials``
+    (``[W1_SPLIT_MAX_BLOCKS, nt1, W1_SPLIT, 256 * W1_SPLIT_BM]``; the kernel calls this on its DSL integers)."""
+    return ((block * nt1 + tile) * W1_SPLIT + split) * (256 * W1_SPLIT_BM)
 
 
 def shared_partial_floats(hidden: int, intermediate: int) -> int:
@@ -322,6 +333,14 @@ class WorkspaceLayout:
                  "role4 split-K arrivals per (token block, W1 tile | W2 tile); the last arrival zeroes its word"),
                 ("shared_partials", "f32", (shared_partial_floats(H, I),), False,
                  "role4 split-K FP32 partials (W1 slots, then W2 slots), summed by each tile's last arrival"),
+            ]
+        if not spec.blackwell:
+            # appended (session 20, role2's W1 split-K): last, so nothing above moves
+            table += [
+                ("w1_split_count", "u32", (W1_SPLIT_MAX_BLOCKS, 2 * I // 256), True,
+                 "role2 W1 split-K arrivals per (pool block, W1 tile); the last arrival zeroes its word"),
+                ("w1_partials", "f32", (W1_SPLIT_MAX_BLOCKS, 2 * I // 256, W1_SPLIT, 256 * W1_SPLIT_BM), False,
+                 "role2 W1 split-K FP32 partials, summed by each tile's last arrival"),
             ]
         regions: dict[str, Region] = {}
         off = 0

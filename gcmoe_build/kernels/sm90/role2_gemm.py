@@ -902,10 +902,16 @@ class ActTma:
         self.tmap, self.row0, self.phases, self.bar_off = tmap, row0, phases, bar_off
 
 
-def act_tma_phase_flips(cfg: "Role2GemmConfig") -> int:
-    """How one task of ``cfg`` moves :class:`ActTma`'s ``phases``: bit ``b`` flips when the task fills buffer ``b``
-    an odd number of times (chunk ``kc`` uses buffer ``kc % 2``)."""
-    nkc = cfg.k // cfg.kc
+def _run_chunk(kc, c0):
+    """Chunk ``kc`` of a :func:`for_each_chunk` run -> chunk of K (``c0`` None: the whole K, no add at all). A
+    module function with ``c0`` passed in: the DSL rejects closures over its values inside staged branches."""
+    return kc if c0 is None else c0 + kc
+
+
+def act_tma_phase_flips(cfg: "Role2GemmConfig", nkc: int | None = None) -> int:
+    """How one task of ``cfg`` (``nkc`` chunks; default every chunk of K) moves :class:`ActTma`'s ``phases``: bit
+    ``b`` flips when the task fills buffer ``b`` an odd number of times (chunk ``kc`` uses buffer ``kc % 2``)."""
+    nkc = cfg.k // cfg.kc if nkc is None else nkc
     return ((nkc + 1) // 2 & 1) | ((nkc // 2 & 1) << 1)
 
 
@@ -920,7 +926,7 @@ def _issue_act_chunk_tma(cfg: "Role2GemmConfig", smem, buf, src: ActTma, kc, b):
 
 @cute.jit
 def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row_addr, scale_addr, ctid, ntok, body,
-                   wait_chunk=None):
+                   wait_chunk=None, c0=None, nkc=None):
     """Consumers, one task: stage each K chunk of the block's activations and scales in shared memory and run
     ``body(kc, act_buf, asc_buf, prefetch)`` (the chunk's MMAs; every wgmma waited when it returns) on it.
     ``row_addr(tok)``: token row ``tok``'s first byte; ``scale_addr(kc, tok, kk)``: the address of its scale of group
@@ -937,6 +943,9 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     read (harmless, branch-free); no activation is copied. (Copying the next task's chunk 0 during a task's last
     chunk was measured and removed: no gain, session 12 call A.)
 
+    ``c0`` / ``nkc`` (act_buffers=2 only): run the ``nkc`` chunks from chunk ``c0`` (a split-K task's K range; default
+    every chunk of K): activations and scales are read at chunk ``c0 + kc``, ``body`` and the buffers count from 0.
+
     ``cfg.act_tma`` (2 buffers): ``row_addr`` is an :class:`ActTma` and consumer thread 0 copies each chunk by tensor
     map (:func:`_issue_act_chunk_tma`: chunk 0 at the task's top, chunk ``kc + 1`` right after chunk ``kc``'s
     barrier, each after a proxy fence that orders the acquire before the async reads); every thread waits on the
@@ -945,8 +954,11 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     bm, kcl = cfg.bm, cfg.kc
     w1 = cfg.mode == "w1"
     ngs = kcl // cfg.act_scale_group
-    nkc = cfg.k // kcl
+    if const_expr(nkc is None):
+        nkc, c0 = cfg.k // kcl, None
     if const_expr(cfg.act_buffers == 1):
+        if const_expr(c0 is not None):
+            raise ValueError("for_each_chunk: a chunk range (c0 / nkc) needs act_buffers=2")
         for kc in cutlass.range(nkc, unroll=1):
             if const_expr(wait_chunk is not None):
                 wait_chunk(kc)
@@ -963,16 +975,17 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     if const_expr(tma):  # the previous task's generic accesses of the act area (epilogue staging) before the copies
         fence_proxy_async_shared()
     bar_sync(1, CONSUMER_THREADS)  # the previous task's reads of buffer 0 (its MMAs, W2's BF16 staging) are done
+    k0 = _run_chunk(Int32(0), c0)
     if const_expr(wait_chunk is not None):
-        wait_chunk(Int32(0))
+        wait_chunk(k0)
     if const_expr(tma):
         if ctid == 0:
             fence_proxy_async_global()  # the acquire (ours or the producer's record hand-off) before the async reads
-            _issue_act_chunk_tma(cfg, smem, act_off, row_addr, Int32(0), Int32(0))
+            _issue_act_chunk_tma(cfg, smem, act_off, row_addr, k0, Int32(0))
     else:
-        _copy_act_chunk_async(smem + act_off, row_addr, ctid, Int32(0), ntok, bm, kcl)
-    _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_addr(Int32(0), tok, kk), w1, ctid,
-                                                           ntok, bm, ngs), w1, ctid, bm, ngs, sfl)
+        _copy_act_chunk_async(smem + act_off, row_addr, ctid, k0, ntok, bm, kcl)
+    _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_addr(k0, tok, kk), w1,
+                                                           ctid, ntok, bm, ngs), w1, ctid, bm, ngs, sfl)
     for kc in cutlass.range(nkc, unroll=1):
         if const_expr(tma):  # chunk kc's boxes landed (async proxy: wgmma reads them as they are)
             mbar_wait_or_trap(smem + row_addr.bar_off + 8 * (kc & 1), ((row_addr.phases >> (kc & 1)) ^ (kc >> 1)) & 1,
@@ -985,14 +998,15 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
         nxt = kc + 1
         if nxt < nkc:
             if const_expr(wait_chunk is not None):
-                wait_chunk(nxt)
+                wait_chunk(_run_chunk(nxt, c0))
             if const_expr(tma):
                 if ctid == 0:
                     if const_expr(wait_chunk is not None):
                         fence_proxy_async_global()
-                    _issue_act_chunk_tma(cfg, smem, act_off + (1 - cur) * ab, row_addr, nxt, 1 - cur)
+                    _issue_act_chunk_tma(cfg, smem, act_off + (1 - cur) * ab, row_addr, _run_chunk(nxt, c0),
+                                         1 - cur)
         nxs = nxt - Int32(nxt >= nkc)
-        sv = _load_chunk_scales(lambda tok, kk: scale_addr(nxs, tok, kk), w1, ctid, ntok, bm, ngs)
+        sv = _load_chunk_scales(lambda tok, kk: scale_addr(_run_chunk(nxs, c0), tok, kk), w1, ctid, ntok, bm, ngs)
         nbuf = smem + act_off + (1 - cur) * ab
 
         def prefetch(i):  # MMA call i of chunk kc: its share of chunk kc + 1's copies
@@ -1001,7 +1015,7 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
                     r = i * per_call + j
                     if r < rounds:
                         _copy_act_unit(nbuf, row_addr, _thread_unit(ctid, r, units, units % CONSUMER_THREADS != 0),
-                                       nxt, ntok, bm, kcl)
+                                       _run_chunk(nxt, c0), ntok, bm, kcl)
 
         body(kc, smem + act_off + cur * ab, smem + asc_off + cur * sb, None if tma else prefetch)
         _store_chunk_scales(smem + asc_off + (1 - cur) * sb, sv, w1, ctid, bm, ngs, sfl)

@@ -73,6 +73,20 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   the signal warp reaches after reading it. The signal warp runs the producer thread's task loop (one loop, two
   branches: a second loop made ptxas spill the producer's values).
 
+* **W1 split-K (session 20; ``Role2RingConfig.w1_split``, :func:`w1_split_build`).** At T = 1 on one GPU a
+  replay has 128 (GLM-5.2) / 108 (DSV-4.1-Flash) W1 tiles: the one-CTA BM 8 build runs them on two consumer warps
+  per scheduler (latency-bound decode), and the two-CTA build left half its 256 CTAs without a W1 task. The two-CTA
+  BM 8 build therefore runs each W1 tile as ``W1_SPLIT`` tasks over equal K ranges when the replay's tiles x split
+  fit the grid, in one ring generation of at most ``W1_SPLIT_MAX_BLOCKS`` blocks (:func:`w1_split_runs`, uniform
+  over the grid: every CTA reads the same ``nq``). The order stays generation-phased, a tile's K ranges consecutive
+  (``role2_schedule.split_task_coords``). A K-range task streams and multiplies only its range (the producer's
+  stages, the consumers' chunks ``[c0, c0 + nch)``), stores its FP32 accumulators to ``w1_partials`` and counts
+  itself in at ``w1_split_count[rb][tile]`` (stores, barrier, fence + ``atom.acq_rel``; the pattern of role4's
+  split-K). The last arrival adds the other range's partial (L1-bypassing loads after the acquire), zeroes the count
+  for the next replay and runs the epilogue + release as above; the others hand the signal warp a record with
+  ``is1 = 2`` (release nothing). No task waits for another K range, so the order keeps its no-deadlock argument;
+  with two ranges the sum's bits do not depend on which arrives last.
+
 Thread variants (the heuristic's ``threads``): 384 = producer warpgroup streaming K128 weight stages
 with ``cp.async.bulk`` (EVICT_FIRST) across task boundaries + two consumer warpgroups; 256 = the
 consumer warpgroups load their weight fragments straight from HBM (EVICT_FIRST) into registers.
@@ -101,7 +115,8 @@ role4's own node).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
-from gcmoe_runtime.heuristics import SM90_PIPELINED_TWO_CTAS_MAX_BM, SM90_TWO_CTAS_MAX_BM, sm90_ctas_per_sm
+from gcmoe_runtime.heuristics import (SM90_PIPELINED_TWO_CTAS_MAX_BM, SM90_TWO_CTAS_MAX_BM, W1_SPLIT, W1_SPLIT_BM,
+                                      W1_SPLIT_MAX_BLOCKS, sm90_ctas_per_sm)
 
 from .role_common import int_param, peer_abi_plan, peer_scope
 
@@ -120,7 +135,7 @@ CODE_STAGE = 13
 #: by-value u64 region offsets, in parameter order (names = layout regions with an ``o_`` prefix)
 OFFSET_PARAMS = ("ring_x", "ring_sf", "ring_meta", "ring_block", "l2_x", "l2_sf", "l1_full_count",
                  "l1_empty_count", "l2_full_mask", "l2_empty_count", "recv_count", "recv_parity", "combine",
-                 "act_maps")
+                 "act_maps", "w1_split_count", "w1_partials")
 #: transformed routed weights (``gcmoe_runtime.moe.GcMoeWeights``: tiles, scales, expert factor)
 WEIGHT_PARAMS = ("w1_tiles", "w1_scales", "w1_factor", "w2_tiles", "w2_scales", "w2_factor")
 SCALAR_PARAMS_U64 = ("err", "timeout_ns")
@@ -132,7 +147,7 @@ REQUIRED_PTX = ("wgmma.mma_async.sync.aligned", "ld.acquire.gpu.global.u32", "ld
                 "atom.release.gpu.global.add.u32", "st.global.v4.u32", "trap")
 
 
-from .role2_schedule import task_coords  # noqa: E402,F401  (the host mirror of the kernel's task order)
+from .role2_schedule import split_task_coords, task_coords  # noqa: E402,F401  (host mirrors of the task order)
 
 
 def l2_empty_target(gen, nt2):
@@ -161,6 +176,22 @@ def slab_groups_build(pipelined, bm, ctas_per_sm):
     the BM 8 / 16 two-CTA builds measured the same either way (+-1 %, session 15 call C) and the one-CTA builds keep
     lag 1's whole-step overlap (two groups in flight measured -0.3..-2 % at BM 64, call A: not worth a change)."""
     return 1 if pipelined and ctas_per_sm == 2 and bm > 16 else 0
+
+
+def w1_split_build(pipelined, bm, ctas_per_sm, w1_chunks):
+    """W1 tasks per W1 tile when a replay has few (module docstring, "W1 split-K"): ``heuristics.W1_SPLIT`` for the
+    384-thread two-CTA BM 8 build, whose T = 1 replays (P = 1: 128 / 108 W1 tiles for 256 CTAs) left half its CTAs
+    without a W1 task, when its W1 activation chunks divide evenly; else 1 (no split code at all)."""
+    ok = pipelined and ctas_per_sm == 2 and bm == W1_SPLIT_BM and w1_chunks % W1_SPLIT == 0
+    return W1_SPLIT if ok else 1
+
+
+def w1_split_runs(split, nq, nt1, ctas, ring_blocks):
+    """Host mirror of the kernel's per-replay rule: the W1 split a replay of ``nq`` pool blocks runs: the build's
+    ``split`` when its W1 tiles x split fit the grid's ``ctas``, in one ring generation of at most
+    ``heuristics.W1_SPLIT_MAX_BLOCKS`` blocks (the partials region); else 1."""
+    on = split > 1 and nq * nt1 * split <= ctas and nq <= ring_blocks and nq <= W1_SPLIT_MAX_BLOCKS
+    return split if on else 1
 
 
 def _align(n, a):
@@ -223,6 +254,10 @@ class Role2RingConfig:
         self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=pipe,
                                   ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf, staged_fold_scale=pipe,
                                   signal_warp=sig, act_tma=pipe, slab_groups=slabs)
+        #: W1 tasks per W1 tile at small loads (module docstring, "W1 split-K"); the split's non-last tasks skip
+        #: their release through the signal warp's record
+        self.w1_split = w1_split_build(pipe, self.bm, self.ctas_per_sm, self.hidden // self.w1.kc)
+        assert self.w1_split == 1 or sig, "role2: the W1 split needs the signal warp (its skipped releases)"
 
     @property
     def pipelined(self):
@@ -301,7 +336,8 @@ def build(variant):
                            grid=grid_rule(cfg.ctas_per_sm)),
         extra={"role": ROLE, "bm": cfg.bm, "threads": cfg.threads, "ctas_per_sm": cfg.ctas_per_sm,
                "stages": so["stages"], "kc_w1": cfg.w1.kc,
-               "kc_w2": cfg.w2.kc, "tasks_per_block": cfg.nt1 + cfg.nt2, "offset_params": list(OFFSET_PARAMS)},
+               "kc_w2": cfg.w2.kc, "tasks_per_block": cfg.nt1 + cfg.nt2, "w1_split": cfg.w1_split,
+               "offset_params": list(OFFSET_PARAMS)},
     )
 
 
@@ -312,14 +348,14 @@ def _trace_parts(cfg):
 
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
 
-    from gcmoe_runtime.workspace.layout import ACT_MAP_BYTES, act_map_slot
+    from gcmoe_runtime.workspace.layout import ACT_MAP_BYTES, act_map_slot, w1_partial_slot
 
     from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, fence_tensormap_acquire, launch_coords,
-                          ld_global_f32, ld_global_v4, ld_shared_v4, mbar_init, red_release_add_u32,
-                          red_release_or_b64, setmaxnreg, st_shared_v4)
-    from .ring_sync import (atom_add_release_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt,
-                            shfl_bfly_s32, st_relaxed_gpu_u64, st_shared_b32, trap_if_ne,
-                            wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
+                          ld_global_cg_f32, ld_global_f32, ld_global_v4, ld_shared_v4, mbar_init, red_release_add_u32,
+                          red_release_or_b64, setmaxnreg, st_global_f32, st_shared_v4)
+    from .ring_sync import (atom_add_acqrel_gpu_u32, atom_add_release_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32,
+                            mbar_wait_rt, shfl_bfly_s32, st_relaxed_gpu_u32, st_relaxed_gpu_u64, st_shared_b32,
+                            trap_if_ne, wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
     from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, ROWS_PER_CTA, SIGNAL_BAR,
                              SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS, K128Step, TokenScales, _consumer_lane,
                              _init_stage_barriers, _mma_k128_steps, stage_k128_step, _load_k128, _produce_k128,
@@ -352,6 +388,11 @@ def _trace_parts(cfg):
     ACTBAR_OFF = so.get("actbar", 0)
     FLIP1, FLIP2 = (act_tma_phase_flips(cfg.w1), act_tma_phase_flips(cfg.w2)) if TMA else (0, 0)
     I_BITS = all_w1_tile_bits(I)  # every W1 N128 tile's mask bit of a block (Role2RingConfig: 2I/128 <= 64)
+    SPLIT = cfg.w1_split  # W1 tasks per W1 tile at small loads (module docstring, "W1 split-K"); 1: no split code
+    NKC1 = H // cfg.w1.kc  # W1 activation chunks of the whole K
+    FLIP1S = act_tma_phase_flips(cfg.w1, NKC1 // SPLIT) if TMA else 0  # a split W1 task's chunk buffers
+    SKIP = 2  # signal record ``is1`` of a split W1 task that is not its tile's last: no release
+    SPLIT_SLOT = 256 * W1_SPLIT_BM  # floats of one split's partial (layout.w1_partial_slot)
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
 
     def ring_act_scale_addr(mode, base, rb, row0, sf_stride, grp, tok):
@@ -362,24 +403,32 @@ def _trace_parts(cfg):
             return base + ((Int64(rb) * NKB + Int64(grp)) * Int64(sf_stride) + Int64(tok)) * 4
         return base + (row0 + Int64(tok)) * NIG + Int64(grp)
 
-    def acquire_block(task, nq, l1_full_count, ring_blocks, err, timeout_ns, wait=True):
-        """Task -> (pool block q, W1 task? (0/1), tile, generation, ring block rb) in the generation-phased order
-        (``role2_schedule.task_coords``, line for line), once the ring block's ``l1_full_count`` reaches
-        ``BM * (gen + 1)`` (trap code 2; ``wait=False``: the coordinates only, for consumers of a task record)."""
-        gt = ring_blocks * TPB
+    def acquire_block(task, nq, l1_full_count, ring_blocks, err, timeout_ns, wait=True, srun=None):
+        """Task -> (pool block q, W1 task? (0/1), tile, generation, ring block rb, split) in the generation-phased
+        order (``role2_schedule.task_coords``, line for line), once the ring block's ``l1_full_count`` reaches
+        ``BM * (gen + 1)`` (trap code 2; ``wait=False``: the coordinates only, for consumers of a task record).
+        ``srun``: the replay's W1 tasks per tile (split builds; the W1 tasks of a tile consecutive, split index
+        fastest), None in the others (split 0)."""
+        s1 = 1 if srun is None else srun
+        gt = ring_blocks * (TPB if srun is None else NT1 * s1 + NT2)
         gen = task // gt
         u = task - gen * gt
         nb = nq - gen * ring_blocks
         nb = nb - Int32(nb > ring_blocks) * (nb - ring_blocks)  # min(ring_blocks, blocks left)
-        n1 = nb * NT1
+        n1 = nb * NT1 if srun is None else nb * NT1 * s1
         is1 = Int32(u < n1)
         v = u - (1 - is1) * n1
+        sp = 0
+        if srun is not None:
+            bt = v // s1
+            sp = is1 * (v - bt * s1)
+            v = v - is1 * (v - bt)  # W1: the (block, tile) index
         rb = is1 * (v // NT1) + (1 - is1) * (v // NT2)
         tile = v - rb * (NT2 + is1 * (NT1 - NT2))
         q = gen * ring_blocks + rb
         if wait:
             wait_geq_u32_rt(l1_full_count + Int64(rb) * 4, BM * (gen + 1), err, CODE_L1_FULL, timeout_ns)
-        return q, is1, tile, gen, rb
+        return q, is1, tile, gen, rb, sp
 
     @cute.jit
     def release_task(is1: Int32, tile: Int32, gen: Int32, rb: Int32, l2_full_mask: Int64, l2_empty_count: Int64,
@@ -388,11 +437,18 @@ def _trace_parts(cfg):
         its two N128 mask bits; W2 counts one ``l2_empty``, and the generation's last W2 task clears the mask, completes
         ``l2_empty``'s generation and hands the block back to role1. Release operations: each cumulative over what
         the barrier ordered before it; no separate fence (its MEMBAR and L1 invalidation)."""
-        if is1 != 0:
-            red_release_or_b64(l2_full_mask + Int64(rb) * 8, Int64(3) << Int64(2 * tile))
+        if const_expr(SPLIT > 1):
+            if is1 == 1:
+                red_release_or_b64(l2_full_mask + Int64(rb) * 8, Int64(3) << Int64(2 * tile))
+            elif is1 == 0:  # (SKIP: a split W1 task that was not its tile's last releases nothing)
+                hand_back_if_last(atom_add_release_gpu_u32(l2_empty_count + Int64(rb) * 4, Int32(1)), gen, rb,
+                                  l2_full_mask, l2_empty_count, l1_empty_count)
         else:
-            hand_back_if_last(atom_add_release_gpu_u32(l2_empty_count + Int64(rb) * 4, Int32(1)), gen, rb,
-                              l2_full_mask, l2_empty_count, l1_empty_count)
+            if is1 != 0:
+                red_release_or_b64(l2_full_mask + Int64(rb) * 8, Int64(3) << Int64(2 * tile))
+            else:
+                hand_back_if_last(atom_add_release_gpu_u32(l2_empty_count + Int64(rb) * 4, Int32(1)), gen, rb,
+                                  l2_full_mask, l2_empty_count, l1_empty_count)
 
     @cute.jit
     def hand_back_if_last(old: Int32, gen: Int32, rb: Int32, l2_full_mask: Int64, l2_empty_count: Int64,
@@ -414,12 +470,12 @@ def _trace_parts(cfg):
     def produce_task(smem: Int32, li: Int32, gs0: Int32, cta: Int32, ncta: Int32, nq: Int32, ws: Int64,
                      o_l1_full_count: Int64, o_ring_block: Int64, o_l2_full_mask: Int64, w1_tiles: Int64,
                      w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64,
-                     ring_blocks: Int32, policy: Int64, err: Int64, timeout_ns: Int64):
+                     ring_blocks: Int32, policy: Int64, err: Int64, timeout_ns: Int64, srun: Int32):
         """The producer thread's task ``li`` (384 threads): acquire it, check the header, wait for W2's W1 mask bits,
         publish its record (module docstring, "Task records"), then stream its K128 weight stages from stage
-        ``gs0``; returns the next task's first stage."""
-        q, is1, tile, gen, rb = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count, ring_blocks, err,
-                                              timeout_ns)
+        ``gs0`` (a split W1 task: its split's K range); returns the next task's first stage."""
+        q, is1, tile, gen, rb, sp = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count, ring_blocks, err,
+                                                  timeout_ns, srun=srun if const_expr(SPLIT > 1) else None)
         # the task record: header (checked here), W2's W1 mask bits, the expert factor
         hdr = ws + o_ring_block + Int64(rb) * 16
         el = ld_relaxed_gpu_u32(hdr)
@@ -435,6 +491,14 @@ def _trace_parts(cfg):
         wbase = w2_tiles + Int64(is1) * (w1_tiles - w2_tiles)
         sbase = w2_scales + Int64(is1) * (w1_scales - w2_scales)
         slab0 = Int64(el) * Int64(nslab) + Int64(tile) * 4
+        if const_expr(SPLIT > 1):
+            nrun = nk // (1 + is1 * (srun - 1))  # a split W1 task streams its split's K128 steps
+            kb0 = sp * nrun
+            for kb in cutlass.range(nrun, unroll=1):
+                _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, gs0 + kb,
+                              lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
+                              wbase, sbase, slab0, Int64(nk), kb0 + kb, policy)
+            return gs0 + nrun
         for kb in cutlass.range(nk, unroll=1):
             _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, gs0 + kb,
                           lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
@@ -445,8 +509,9 @@ def _trace_parts(cfg):
     def mainloop(mode: cutlass.Constexpr, smem: Int32, ctid: Int32, acc: cute.Tensor, wbuf: cute.Tensor, el: Int32,
                  tile: Int32, ntok: Int32, gs0: Int32, rb: Int32, row0: Int64, ws: Int64, o_act: Int64,
                  o_asc: Int64, o_mask: Int64, w: Int64, wsc: Int64, sf_stride: Int32, policy: Int64, err: Int64,
-                 timeout_ns: Int64, o_maps: Int64, aph: Int32, bm_stride: Int32):
-        """K loop of one 256-row task (the verified mainloop): weights from the producer's stages (384)
+                 timeout_ns: Int64, o_maps: Int64, aph: Int32, bm_stride: Int32, c0: Int32, nch: Int32):
+        """K loop of one 256-row task (the verified mainloop) over its K chunks ``[c0, c0 + nch)`` (split builds' W1;
+        all of K otherwise, the arguments unused): weights from the producer's stages (384)
         or the register stream (256); activations + scales staged per K chunk into shared memory (padded
         rows zeroed; 384 threads: by tensor map, ``aph`` the chunk buffers' phases); ``_k128_mma`` per K128. W1
         (``mode == "w1"``): ``ring_x`` rows + FP32 MN-major ``ring_sf``; W2: ``l2_x`` rows + UE8M0 ``l2_sf``, each
@@ -496,18 +561,45 @@ def _trace_parts(cfg):
             act_src = ActTma(ws + o_maps + act_map_slot(mode, BM) * ACT_MAP_BYTES, rb * bm_stride, aph, ACTBAR_OFF)
         else:
             act_src = lambda tok: ws + o_act + (row0 + Int64(tok)) * K  # noqa: E731
+        rng = dict(c0=c0, nkc=nch) if const_expr(SPLIT > 1 and mode == "w1") else {}
         for_each_chunk(mc, smem, ACT_OFF, ASC_OFF, act_src,
                        lambda kc, tok, kk: ring_act_scale_addr(mode, ws + o_asc, rb, row0, sf_stride, kc * NGS + kk,
                                                                tok),
-                       ctid, ntok, chunk_mma, wait_w1_tiles if mode == "w2" and not PIPE else None)
+                       ctid, ntok, chunk_mma, wait_w1_tiles if mode == "w2" and not PIPE else None, **rng)
+
+    @cute.jit
+    def w1_split_reduce(smem: Int32, ctid: Int32, acc: cute.Tensor, mine: Int64, other: Int64,
+                        count: Int64) -> Int32:
+        """A split W1 task after its K loop (module docstring, "W1 split-K"): store this split's FP32 accumulators
+        (thread-major: float ``i * CT + ctid``) to ``mine``, count the split in at ``count`` and return 1 only in the
+        tile's last arrival, with ``acc`` += the other split's partial from ``other`` (two splits: the sum's bits
+        are the same whichever arrives last); that task zeroes the count for the next replay. Release: the CTA's
+        stores, barrier, fence + acq_rel add by consumer thread 0; acquire: the last task's add, fence, barrier,
+        then L1-bypassing loads (role4's split-K hand-over, the cooperative-groups grid-sync pattern)."""
+        for i in cutlass.range_constexpr(2 * ND):
+            st_global_f32(mine + Int64(i * CT + ctid) * 4, acc[i])
+        bar_sync(1, CT)
+        if ctid == 0:
+            fence_acq_rel_gpu()
+            old = atom_add_acqrel_gpu_u32(count, Int32(1))
+            fence_acq_rel_gpu()
+            st_shared_b32(smem + INFO_OFF + 4, old)
+        bar_sync(1, CT)
+        last = Int32(ld_shared_b32(smem + INFO_OFF + 4) == SPLIT - 1)
+        if last != 0:
+            if ctid == 0:
+                st_relaxed_gpu_u32(count, Int32(0))
+            for i in cutlass.range_constexpr(2 * ND):
+                acc[i] = acc[i] + ld_global_cg_f32(other + Int64(i * CT + ctid) * 4)
+        return last
 
     @cute.kernel
     def kernel(peer: cute.Pointer, o_ring_x: Int64, o_ring_sf: Int64, o_ring_meta: Int64, o_ring_block: Int64,
                o_l2_x: Int64, o_l2_sf: Int64, o_l1_full_count: Int64, o_l1_empty_count: Int64,
                o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_recv_count: Int64, o_recv_parity: Int64,
-               o_combine: Int64, o_act_maps: Int64, w1_tiles: Int64, w1_scales: Int64, w1_factor: Int64,
-               w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64, timeout_ns: Int64, ring_blocks: Int32,
-               bm_stride: Int32, sf_stride: Int32):
+               o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64, w1_tiles: Int64,
+               w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64,
+               timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32):
         tid, cta, ncta = launch_coords()
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         ws = PeerDesc(peer).base()
@@ -537,7 +629,13 @@ def _trace_parts(cfg):
                 st_shared_b32(smem + INFO_OFF, nb)
         bar_sync(0, THREADS)
         nq = ld_shared_b32(smem + INFO_OFF)
-        ntasks = nq * TPB
+        srun = Int32(1)  # W1 tasks per W1 tile this replay (role2_ring.w1_split_runs, line for line)
+        if const_expr(SPLIT > 1):
+            srun = 1 + (SPLIT - 1) * (Int32(nq * NT1 * SPLIT <= ncta) * Int32(nq <= ring_blocks)
+                                      * Int32(nq <= W1_SPLIT_MAX_BLOCKS))
+            ntasks = nq * (NT1 * srun + NT2)
+        else:
+            ntasks = nq * TPB
         nlocal = (ntasks - cta + ncta - 1) // ncta  # tasks of this CTA (may be 0)
 
         if tid < P0:
@@ -551,7 +649,7 @@ def _trace_parts(cfg):
                     if tid == 0:
                         gs0 = produce_task(smem, li, gs0, cta, ncta, nq, ws, o_l1_full_count, o_ring_block,
                                            o_l2_full_mask, w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales,
-                                           w2_factor, ring_blocks, policy, err, timeout_ns)
+                                           w2_factor, ring_blocks, policy, err, timeout_ns, srun)
                     elif tid >= SIGNAL_WARP_TIDS[0] and tid < SIGNAL_WARP_TIDS[1]:
                         # the signal warp: the task's hand-over barrier, then the coordinates record the consumers
                         # wrote at the task's top, then the task's releases
@@ -566,7 +664,7 @@ def _trace_parts(cfg):
                     for li in cutlass.range(nlocal, unroll=1):
                         gs0 = produce_task(smem, li, gs0, cta, ncta, nq, ws, o_l1_full_count, o_ring_block,
                                            o_l2_full_mask, w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales,
-                                           w2_factor, ring_blocks, policy, err, timeout_ns)
+                                           w2_factor, ring_blocks, policy, err, timeout_ns, srun)
         else:
             # ---------------- consumer warpgroups ----------------
             if const_expr(PIPE):
@@ -586,14 +684,15 @@ def _trace_parts(cfg):
                     _, el, ntok, efac_rec = next_task(
                         smem + SLOT_OFF, li, lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
                         record=True, nslots=NSLOT)
-                    q, is1, tile, gen, rb = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count, ring_blocks,
-                                                          err, timeout_ns, wait=False)
+                    q, is1, tile, gen, rb, sp = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count,
+                                                              ring_blocks, err, timeout_ns, wait=False,
+                                                              srun=srun if const_expr(SPLIT > 1) else None)
                     if const_expr(SIG):
                         if ctid == 0:  # for the signal warp, read after this task's hand-over barrier
                             st_shared_v4(smem + SIGREC_OFF + (li % 2) * 16, is1, tile, gen, rb)
                 else:
-                    q, is1, tile, gen, rb = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count, ring_blocks,
-                                                          err, timeout_ns)
+                    q, is1, tile, gen, rb, sp = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count,
+                                                              ring_blocks, err, timeout_ns)
                 if gen > 0:  # previous generation's W2 done and its mask bits cleared
                     wait_geq_u32_rt(ws + o_l2_empty_count + Int64(rb) * 4, l2_empty_target(gen, NT2), err,
                                     CODE_L2_EMPTY, timeout_ns)
@@ -605,19 +704,31 @@ def _trace_parts(cfg):
                         trap_if_ne(ld_relaxed_gpu_u32(hdr + 8), q, err, CODE_HEADER)
                         trap_if_ne(ld_relaxed_gpu_u32(hdr + 12), gen, err, CODE_HEADER)
                 row0 = Int64(rb) * Int64(bm_stride)  # first token row of the block in ring_x/meta/l2
+                nch1 = NKC1 // srun  # a split W1 task's K chunks (split builds)
                 if is1 != 0:
                     # ================= W1: ring_x x W1 -> SwiGLU x weight -> FP8 l2_x =================
                     mainloop("w1", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_ring_x, o_ring_sf,
                              o_l2_full_mask, w1_tiles, w1_scales, sf_stride, policy, err, timeout_ns, o_act_maps,
-                             aph, bm_stride)
+                             aph, bm_stride, sp * nch1, nch1)
                     efac = efac_rec if const_expr(PIPE) else ld_global_f32(w1_factor + Int64(el) * 4)
-                    # routing weight = ring_meta[rb][row].x; E4M3 -> l2_x[rb][row][I],
-                    # UE8M0 -> l2_sf[rb][row][I/L2_SCALE_GROUP]
-                    _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF, efac, ntok, tile, wg, warp, g, t,
-                                 lambda n: ws + o_ring_meta + (row0 + Int64(n)) * 16,
-                                 lambda n, col: ws + o_l2_x + (row0 + Int64(n)) * I + Int64(col),
-                                 lambda n, grp: ws + o_l2_sf + (row0 + Int64(n)) * NIG + Int64(grp),
-                                 BM, alpha, clamp)
+                    last = Int32(1)
+                    if const_expr(SPLIT > 1):
+                        if srun > 1:
+                            part = ws + o_w1_partials + Int64(w1_partial_slot(rb, tile, 0, NT1)) * 4
+                            last = w1_split_reduce(smem, ctid, acc, part + Int64(sp) * (SPLIT_SLOT * 4),
+                                                   part + Int64(1 - sp) * (SPLIT_SLOT * 4),
+                                                   ws + o_w1_split_count + Int64(rb * NT1 + tile) * 4)
+                            if last == 0:
+                                if ctid == 0:  # the signal warp reads the record after the hand-over barrier
+                                    st_shared_v4(smem + SIGREC_OFF + (li % 2) * 16, SKIP, tile, gen, rb)
+                    if last != 0:
+                        # routing weight = ring_meta[rb][row].x; E4M3 -> l2_x[rb][row][I],
+                        # UE8M0 -> l2_sf[rb][row][I/L2_SCALE_GROUP]
+                        _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF, efac, ntok, tile, wg, warp, g, t,
+                                     lambda n: ws + o_ring_meta + (row0 + Int64(n)) * 16,
+                                     lambda n, col: ws + o_l2_x + (row0 + Int64(n)) * I + Int64(col),
+                                     lambda n, grp: ws + o_l2_sf + (row0 + Int64(n)) * NIG + Int64(grp),
+                                     BM, alpha, clamp)
                     # publish: every consumer's stores, then the task's two W1 N128 mask bits (release_task)
                     if const_expr(SIG):
                         bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)
@@ -629,7 +740,7 @@ def _trace_parts(cfg):
                     # ================= W2: l2_x x W2 -> BF16 partials -> source rank's combine =================
                     mainloop("w2", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_l2_x, o_l2_sf,
                              o_l2_full_mask, w2_tiles, w2_scales, sf_stride, policy, err, timeout_ns, o_act_maps,
-                             aph, bm_stride)
+                             aph, bm_stride, Int32(0), Int32(0))
                     efac = efac_rec if const_expr(PIPE) else ld_global_f32(w2_factor + Int64(el) * 4)
 
                     def combine_row(n):  # ring_meta = (routing weight, src_rank, src_token, slot): token n's
@@ -655,21 +766,26 @@ def _trace_parts(cfg):
                         if ctid == 0:
                             hand_back_if_last(old, gen, rb, ws + o_l2_full_mask, ws + o_l2_empty_count,
                                               ws + o_l1_empty_count)
-                gs0 = gs0 + NK2 + is1 * (NK1 - NK2)
-                aph = aph ^ (FLIP2 + is1 * (FLIP1 - FLIP2))
+                if const_expr(SPLIT > 1):
+                    split_on = Int32(srun > 1)
+                    gs0 = gs0 + NK2 + is1 * (NK1 // srun - NK2)
+                    aph = aph ^ (FLIP2 + is1 * (FLIP1 + split_on * (FLIP1S - FLIP1) - FLIP2))
+                else:
+                    gs0 = gs0 + NK2 + is1 * (NK1 - NK2)
+                    aph = aph ^ (FLIP2 + is1 * (FLIP1 - FLIP2))
 
     @cute.jit
     def host(peer: cute.Pointer, o_ring_x: Int64, o_ring_sf: Int64, o_ring_meta: Int64, o_ring_block: Int64,
              o_l2_x: Int64, o_l2_sf: Int64, o_l1_full_count: Int64, o_l1_empty_count: Int64,
              o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_recv_count: Int64, o_recv_parity: Int64,
-             o_combine: Int64, o_act_maps: Int64, w1_tiles: Int64, w1_scales: Int64, w1_factor: Int64,
-             w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64, timeout_ns: Int64, ring_blocks: Int32,
-             bm_stride: Int32, sf_stride: Int32):
+             o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64, w1_tiles: Int64,
+             w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64,
+             timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32):
         kernel(peer, o_ring_x, o_ring_sf, o_ring_meta, o_ring_block, o_l2_x, o_l2_sf, o_l1_full_count,
                o_l1_empty_count, o_l2_full_mask, o_l2_empty_count, o_recv_count, o_recv_parity, o_combine,
-               o_act_maps, w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales, w2_factor, err, timeout_ns, ring_blocks,
-               bm_stride, sf_stride).launch(grid=(1, 1, 1), block=(THREADS, 1, 1), smem=cfg.smem_bytes,
-                                            **cfg.w1.occupancy_launch)
+               o_act_maps, o_w1_split_count, o_w1_partials, w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales,
+               w2_factor, err, timeout_ns, ring_blocks, bm_stride, sf_stride).launch(
+                   grid=(1, 1, 1), block=(THREADS, 1, 1), smem=cfg.smem_bytes, **cfg.w1.occupancy_launch)
 
     fake = (fake_peer_desc(),) + tuple(Int64(0) for _ in OFFSET_PARAMS + WEIGHT_PARAMS + SCALAR_PARAMS_U64) + tuple(
         Int32(1) for _ in SCALAR_PARAMS_S32)

@@ -13,22 +13,15 @@ was 1 024 of BM 64's 1 246 instructions per K256).
 from __future__ import annotations
 
 from cutlass import Int32, Int64
-from cutlass.cutlass_dsl import dsl_user_op
 
 from .ptx_mem import cp_async_16_if, cp_async_commit, cp_async_wait_group, ld_shared_v2, ld_shared_v4
 from .role1_sync import syncwarp
 from .role2_gemm import _k128_mma
-from .wgmma_rs import _asm, _v
 
 #: Int32 words of one K128 step of a thread: 2 slabs x 16 code words (64 bytes each), then 2 slabs x 2 scale words
 WORDS_PER_STAGE = 36
 CODE_TILE_BYTES = 8192
 SCALE_TILE_BYTES = 256
-
-
-@dsl_user_op
-def st_relaxed_gpu_u32(addr, val, *, loc=None, ip=None):
-    _asm("st.relaxed.gpu.global.u32 [$0], $1;", "l,r", [_v(addr, Int64), _v(val)], 0)
 
 
 #: shared-memory bytes of one warp's K128 step in the weight ring (:class:`WeightRing`): the warp's 2 KB of each of

@@ -236,12 +236,12 @@ def _trace_parts(cfg):
     from .ptx_mem import (bar_sync, cp_async_commit, cp_async_wait_group, fence_acq_rel_gpu,
                           fence_proxy_async_shared, ld_global_cg_f32, ld_global_f32_if, red_release_add_u32,
                           st_global_f32)
-    from .ring_sync import (atom_add_acqrel_gpu_u32, atom_add_relaxed_gpu_u32_if, ld_shared_b32, st_shared_b32,
-                            wait_geq_u32_rt)
+    from .ring_sync import (atom_add_acqrel_gpu_u32, atom_add_relaxed_gpu_u32_if, ld_shared_b32, st_relaxed_gpu_u32,
+                            st_shared_b32, wait_geq_u32_rt)
     from .role2_gemm import (L2_SCALE_GROUP, ROWS_PER_CTA, TokenScales, _consumer_lane, _copy_act_chunk_async,
                              _copy_w1_chunk_scales_async, _load_chunk_scales, _stage_chunk, _store_chunk_scales,
                              _w1_epilogue, load_act_scale, w2_epilogue)
-    from .role4_mma import CODE_TILE_BYTES, SCALE_TILE_BYTES, WeightRing, k128_mma_fp8, st_relaxed_gpu_u32
+    from .role4_mma import CODE_TILE_BYTES, SCALE_TILE_BYTES, WeightRing, k128_mma_fp8
 
     H, I, BM, CAP, K_SLOT = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity, cfg.topk
     CT = THREADS

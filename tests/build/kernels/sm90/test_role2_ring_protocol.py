@@ -4,24 +4,28 @@ split, with role1 filling pool blocks strictly in pool order (the most constrain
 ``l1_empty_count >= gen`` before overwriting a ring block. Checks: no deadlock; a task only ever sees its own
 generation's ring data; W2 only ever sees mask bits set by its own generation's W1 tasks; every generation is
 handed back to role1 exactly once (+1 on l1_empty); final counters equal the kernel's targets. The model uses the
-kernel module's own task order and counter formulas (task_coords, l2_empty_target, last_w2_old)."""
+kernel module's own task order and counter formulas (split_task_coords, w1_split_runs, l2_empty_target, last_w2_old).
+With the W1 split-K (role2_ring "W1 split-K"), only a tile's last K-range task publishes its bits, after every
+K range of the tile has arrived, and the arrival count is back at zero when the replay ends."""
 from __future__ import annotations
 
 import random
 
 import pytest
 
-from gcmoe_build.kernels.sm90.role2_ring import l2_empty_target, last_w2_old, task_coords
+from gcmoe_build.kernels.sm90.role2_ring import l2_empty_target, last_w2_old, split_task_coords, w1_split_runs
 from gcmoe_runtime.operator.ring import ring_slot
 
 
-def simulate(nq, ring_blocks, ctas, nt1, nt2, seed):
+def simulate(nq, ring_blocks, ctas, nt1, nt2, seed, build_split=1):
     rng = random.Random(seed)
+    split = w1_split_runs(build_split, nq, nt1, ctas, ring_blocks)
+    arrivals = {}  # (rb, tile) -> K-range tasks of the tile counted in (w1_split_count)
     filled = [0] * ring_blocks  # generations role1 has completed per ring block (l1_full == BM * filled)
     l1_empty = [0] * ring_blocks
     l2_empty = [0] * ring_blocks
     mask = [dict() for _ in range(ring_blocks)]  # bit -> generation that set it
-    ntasks = nq * (nt1 + nt2)
+    ntasks = nq * (nt1 * split + nt2)
     queues = [list(range(c, ntasks, ctas)) for c in range(ctas)]
     state = [None] * ctas  # per CTA: the acquired task (q, rb, gen, w1, tile, next chunk bit) or None
     next_fill = 0
@@ -34,7 +38,7 @@ def simulate(nq, ring_blocks, ctas, nt1, nt2, seed):
                 moves.append(("fill", None))
         for c in range(ctas):
             if state[c] is None and queues[c]:
-                q, w1, tile = task_coords(queues[c][0], nt1, nt2, nq, ring_blocks)
+                q, w1, tile, _ = split_task_coords(queues[c][0], nt1, nt2, nq, ring_blocks, split)
                 rb, gen = ring_slot(q, ring_blocks)
                 if filled[rb] >= gen + 1 and (gen == 0 or l2_empty[rb] >= l2_empty_target(gen, nt2)):
                     moves.append(("start", c))
@@ -51,14 +55,19 @@ def simulate(nq, ring_blocks, ctas, nt1, nt2, seed):
             filled[rb] = gen + 1
             next_fill += 1
         elif kind == "start":
-            q, w1, tile = task_coords(queues[c].pop(0), nt1, nt2, nq, ring_blocks)
+            q, w1, tile, _ = split_task_coords(queues[c].pop(0), nt1, nt2, nq, ring_blocks, split)
             rb, gen = ring_slot(q, ring_blocks)
             assert filled[rb] == gen + 1, "ring block overwritten while a task of its generation runs"
             state[c] = (q, rb, gen, w1, tile, 0)
         else:
             q, rb, gen, w1, tile, bit = state[c]
             assert filled[rb] == gen + 1, "ring block overwritten while a task of its generation runs"
-            if w1:  # W1 epilogue: publish the task's two N128 bits
+            if w1:  # W1 epilogue: publish the task's two N128 bits (split: only the tile's last K range)
+                old = arrivals.get((rb, tile), 0)
+                arrivals[(rb, tile)] = (old + 1) % split
+                if old != split - 1:
+                    state[c] = None
+                    continue
                 for b in (2 * tile, 2 * tile + 1):
                     assert b not in mask[rb], "stale W1 bit of an older generation"
                     mask[rb][b] = gen
@@ -77,7 +86,8 @@ def simulate(nq, ring_blocks, ctas, nt1, nt2, seed):
     gens = [len([q for q in range(nq) if q % ring_blocks == rb]) for rb in range(ring_blocks)]
     assert l1_empty == gens and filled == gens
     assert l2_empty == [l2_empty_target(g, nt2) for g in gens]
-    return steps
+    assert not any(arrivals.values()), "a W1 split count left non-zero for the next replay"
+    return steps, split
 
 
 @pytest.mark.parametrize("nq,ring_blocks,ctas,nt1,nt2", [
@@ -100,3 +110,11 @@ def test_model_catches_a_wrong_completion_target():
             simulate(5, 2, 3, 2, 2, 0)
         finally:
             globals()["last_w2_old"] = orig
+
+
+@pytest.mark.parametrize("nq,ring_blocks,ctas,nt1,nt2,runs", [
+    (1, 4, 8, 2, 2, 2), (3, 4, 12, 2, 2, 2), (2, 8, 64, 16, 24, 2), (4, 4, 256, 16, 24, 2),  # split replays
+    (5, 4, 40, 2, 2, 1), (3, 4, 8, 2, 2, 1), (17, 32, 1024, 2, 2, 1)])  # > ring, too few CTAs, > W1_SPLIT_MAX_BLOCKS
+def test_w1_split_is_deadlock_free_and_publishes_once(nq, ring_blocks, ctas, nt1, nt2, runs):
+    for seed in range(10):
+        assert simulate(nq, ring_blocks, ctas, nt1, nt2, seed, build_split=2)[1] == runs
