@@ -61,10 +61,13 @@ SM90_PIPELINED_TWO_CTAS_MAX_BM = 32
 SM90_PIPELINED_TWO_CTAS_MIN_STEPS = 320
 #: the same at P = 1, re-measured on session 19's kernels (call H, alternating layer A/B, routed and + shared): two
 #: CTAs -12..-15 % at T = 2 (GLM-5.2 / DSV-4.1-Flash: 284 / 201 steps per SM), -8..-17 % at DSV-4.1-Flash T = 3 (299),
-#: +8..+18 % at T = 1 (144 / 101 steps: 128 / 108 W1 tasks for 256 CTAs). P > 1 keeps the rule above until it is
-#: re-measured on a multi-GPU machine.
-SM90_PIPELINED_TWO_CTAS_MIN_STEPS_P1 = 160
-#: SM90 role2 W1 split-K at small loads (session 20): the two-CTA BM 8 ring build runs each W1 tile as W1_SPLIT tasks
+#: +8..+18 % at T = 1 (144 / 101 steps: 128 / 108 W1 tasks for 256 CTAs). With the W1 split-K below (session 21
+#: calls A-B, same alternating A/B, two runs per arm): at T = 1 GLM-5.2 (144 steps) -6.3 % routed / -3.0 % + shared,
+#: DSV-4.1-Flash (101 steps) +3.7 % / +4.2 % -> the two-CTA build from 125 steps per SM (a threshold between the two
+#: measured shapes; the timeline: GLM-5.2's role2 67.6 -> 60.8 µs, DSV-4.1-Flash's 53.4 -> 55.5 µs). P > 1 keeps the
+#: rule above until it is re-measured on a multi-GPU machine.
+SM90_PIPELINED_TWO_CTAS_MIN_STEPS_P1 = 125
+#: SM90 role2 W1 split-K at small loads (session 21): the two-CTA BM 8 ring build runs each W1 tile as W1_SPLIT tasks
 #: over equal K ranges when a replay's W1 tiles fill at most 1 / W1_SPLIT of its CTAs (GLM-5.2 / DSV-4.1-Flash at
 #: P = 1, T = 1: 128 / 108 tiles for 256 CTAs, where half the CTAs had no W1 task), the FP32 partials exchanged
 #: through the workspace (``w1_split_count``, ``w1_partials``) and summed by the tile's last arrival; at most

@@ -55,7 +55,7 @@ shared experts (role4, SM90; present only when ``spec.shared_experts``, appended
 role2's activation tensor maps (appended after dispatch_grid, layout version 5; Hopper)
   act_maps      [8 x 128] u8            one cuTensorMap per (BM, ring_x | l2_x) (``act_map_slot``), written once
                 at set-up by ``gcmoe_runtime.workspace.act_tma.write_act_maps``; read by role2's act_tma builds
-role2's W1 split-K at small loads (appended last, layout version 6; Hopper; ``heuristics.W1_SPLIT``)
+role2's W1 split-K at small loads (appended last, layout version 6, session 21; Hopper; ``heuristics.W1_SPLIT``)
   w1_split_count [W1_SPLIT_MAX_BLOCKS, 2I/256] u32   arrivals per (pool block, W1 tile); the last arrival zeroes
                 its word (persistent otherwise)
   w1_partials   [W1_SPLIT_MAX_BLOCKS, 2I/256, W1_SPLIT, 256 * W1_SPLIT_BM] f32   each split's FP32 accumulators,
@@ -335,7 +335,7 @@ class WorkspaceLayout:
                  "role4 split-K FP32 partials (W1 slots, then W2 slots), summed by each tile's last arrival"),
             ]
         if not spec.blackwell:
-            # appended (session 20, role2's W1 split-K): last, so nothing above moves
+            # appended (session 21, role2's W1 split-K): last, so nothing above moves
             table += [
                 ("w1_split_count", "u32", (W1_SPLIT_MAX_BLOCKS, 2 * I // 256), True,
                  "role2 W1 split-K arrivals per (pool block, W1 tile); the last arrival zeroes its word"),

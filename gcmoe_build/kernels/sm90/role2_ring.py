@@ -73,7 +73,7 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   the signal warp reaches after reading it. The signal warp runs the producer thread's task loop (one loop, two
   branches: a second loop made ptxas spill the producer's values).
 
-* **W1 split-K (session 20; ``Role2RingConfig.w1_split``, :func:`w1_split_build`).** At T = 1 on one GPU a
+* **W1 split-K (session 21; ``Role2RingConfig.w1_split``, :func:`w1_split_build`).** At T = 1 on one GPU a
   replay has 128 (GLM-5.2) / 108 (DSV-4.1-Flash) W1 tiles: the one-CTA BM 8 build runs them on two consumer warps
   per scheduler (latency-bound decode), and the two-CTA build left half its 256 CTAs without a W1 task. The two-CTA
   BM 8 build therefore runs each W1 tile as ``W1_SPLIT`` tasks over equal K ranges when the replay's tiles x split
