@@ -493,11 +493,13 @@ def _trace_parts(cfg):
         slab0 = Int64(el) * Int64(nslab) + Int64(tile) * 4
         if const_expr(SPLIT > 1):
             nrun = nk // (1 + is1 * (srun - 1))  # a split W1 task streams its split's K128 steps
-            kb0 = sp * nrun
+            # its first step folded into the bases (a tile's steps are consecutive: 4096 code / 256 scale bytes
+            # each), so the loop carries no more values than the unsplit one (the producer has 32 registers)
+            kb0 = Int64(sp * nrun)
             for kb in cutlass.range(nrun, unroll=1):
                 _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, gs0 + kb,
                               lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
-                              wbase, sbase, slab0, Int64(nk), kb0 + kb, policy)
+                              wbase + kb0 * 4096, sbase + kb0 * 256, slab0, Int64(nk), kb, policy)
             return gs0 + nrun
         for kb in cutlass.range(nk, unroll=1):
             _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, gs0 + kb,
