@@ -125,12 +125,14 @@ def test_buffer_rejects_bad_mma_type():
 
 def test_forced_tile_is_validated():
     assert moe.check_forced_tile(None, (8, 16)) is None
-    assert moe.check_forced_tile((16, 384), (8, 16)) == (16, 384, 1)
-    assert moe.check_forced_tile((8, 256), (8, 16)) == (8, 256, 2)  # the tile's default build
-    assert moe.check_forced_tile((8, 384), (8, 16)) == (8, 384, 1)
-    assert moe.check_forced_tile((8, 384, 2), (8, 16)) == (8, 384, 2)
+    assert moe.check_forced_tile((16, 384), (8, 16)) == (16, 384, 1, 1)
+    assert moe.check_forced_tile((8, 256), (8, 16)) == (8, 256, 2, 1)  # the tile's default build
+    assert moe.check_forced_tile((8, 384), (8, 16)) == (8, 384, 1, 1)
+    assert moe.check_forced_tile((8, 384, 2), (8, 16)) == (8, 384, 2, 1)  # the build without split-K code
+    assert moe.check_forced_tile((8, 384, 2, 2), (8, 16)) == (8, 384, 2, 2)
     for bad, needle in (((32, 256), "BM=32 is not among"), ((8, 128), "256 or 384"), ((8,), "ints"),
-                        ("8:256", "ints"), ((8, 384, 3), "ctas_per_sm=3")):
+                        ("8:256", "ints"), ((8, 384, 3), "ctas_per_sm=3"), ((8, 384, 2, 3), "split=3"),
+                        ((8, 384, 2, 2, 1), "ints")):
         with pytest.raises(moe.GcMoeError, match=needle):
             moe.check_forced_tile(bad, (8, 16))
 
@@ -142,14 +144,14 @@ def test_forced_tile_replaces_the_heuristic():
 
     buf = fake_buffer()
     buf.partition = SimpleNamespace(compute_sms=128)
-    assert moe.select_tile(buf, 5) != (16, 384, 1)
-    buf.forced_tile = (16, 384, 1)
-    assert moe.select_tile(buf, 5) == moe.select_tile(buf, 256) == (16, 384, 1)
+    assert moe.select_tile(buf, 5) != (16, 384, 1, 1)
+    buf.forced_tile = (16, 384, 1, 1)
+    assert moe.select_tile(buf, 5) == moe.select_tile(buf, 256) == (16, 384, 1, 1)
 
 
 def test_layer_kernels_are_looked_up_once_per_variant_choice():
-    """Every call picks kernels by (BM, threads, CTAs per SM, shared BM, activation); the bundle is scanned once per
-    choice."""
+    """Every call picks kernels by (BM, threads, CTAs per SM, split, shared BM, activation); the bundle is scanned once
+    per choice."""
     from types import SimpleNamespace
 
     calls = []
@@ -163,16 +165,18 @@ def test_layer_kernels_are_looked_up_once_per_variant_choice():
 
     buf = fake_buffer(shared=True)
     buf.loader, buf.partition = Loader(), SimpleNamespace(dispatch_sms=4, compute_sms=128)
-    k1 = moe.layer_kernels(buf, (8, 256, 2), 8, 1.0, 10.0)
+    k1 = moe.layer_kernels(buf, (8, 256, 2, 1), 8, 1.0, 10.0)
     assert sorted(k1) == ["role1", "role2", "role3", "role4"] and len(calls) == 4
-    assert moe.layer_kernels(buf, (8, 256, 2), 8, 1.0, 10.0) is k1 and len(calls) == 4
-    moe.layer_kernels(buf, (16, 256, 2), 8, 1.0, 10.0)
+    assert moe.layer_kernels(buf, (8, 256, 2, 1), 8, 1.0, 10.0) is k1 and len(calls) == 4
+    moe.layer_kernels(buf, (16, 256, 2, 1), 8, 1.0, 10.0)
     assert len(calls) == 8
-    moe.layer_kernels(buf, (16, 256, 1), 8, 1.0, 10.0)  # another CTA count is another choice
+    moe.layer_kernels(buf, (16, 256, 1, 1), 8, 1.0, 10.0)  # another CTA count is another choice
     assert len(calls) == 12
+    moe.layer_kernels(buf, (16, 256, 1, 2), 8, 1.0, 10.0)  # and another split
+    assert len(calls) == 16
     with pytest.raises(moe.GcMoeError, match="cannot run this layer: no variant with bm=64"):
-        moe.layer_kernels(buf, (64, 384, 1), 8, 1.0, 10.0)
-    assert (64, 384, 1, 8, 1.0, 10.0) not in buf.kernel_cache
+        moe.layer_kernels(buf, (64, 384, 1, 1), 8, 1.0, 10.0)
+    assert (64, 384, 1, 1, 8, 1.0, 10.0) not in buf.kernel_cache
 
 
 @pytest.fixture(scope="module")

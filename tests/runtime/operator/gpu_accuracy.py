@@ -43,7 +43,8 @@ def main(preset: str, shared: int, outdir: str) -> None:
     cfg = dataclasses.replace(PRESETS[preset], world=world, shared_experts=int(shared))
     bundle = os.environ.get("GCMOE_OPERATOR_BUNDLE",
                             str(ROOT / "results/operator/bundles" / f"{MANIFEST_OF[preset]}-sm90a.gcmoe"))
-    # GCMOE_FORCE_TILE=BM:THREADS[:CTAS] runs that role2 variant at every token count (each compiled variant in turn)
+    # GCMOE_FORCE_TILE=BM:THREADS[:CTAS[:SPLIT]] runs that role2 variant at every token count (each compiled variant
+    # in turn)
     forced = os.environ.get("GCMOE_FORCE_TILE")
     tile = tuple(int(v) for v in forced.split(":")) if forced else None
     buf = moe.get_symm_buffer_for_gc_moe(group, cfg.num_experts, BUILT_CAPACITY, cfg.topk, cfg.hidden,
@@ -58,7 +59,8 @@ def main(preset: str, shared: int, outdir: str) -> None:
                                 "partition": [buf.partition.dispatch_sms,
                                                                             buf.partition.compute_sms],
                                 "forced_tile": list(tile) if tile else None})
-    suffix = (f"-bm{tile[0]}t{tile[1]}" + (f"c{tile[2]}" if len(tile) > 2 else "")) if tile else ""
+    suffix = (f"-bm{tile[0]}t{tile[1]}" + (f"c{tile[2]}" if len(tile) > 2 else "")
+              + (f"s{tile[3]}" if len(tile) > 3 else "")) if tile else ""
     write_json(doc, os.path.join(outdir, f"{preset}-s{shared}-P{world}{suffix}-rank{rank}.json"))
     s = doc["summary"]
     print("RESULT", "PASS" if s["rank_cases_passed"] == s["rank_cases"] else "FAIL", f"rank={rank}", flush=True)
