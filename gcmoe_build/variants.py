@@ -146,9 +146,9 @@ def enumerate_variants(manifest: Any) -> list[Variant]:
                 if t.family == "sm100":  # shared experts run inside role2's task stream on SM100
                     p["recipe_shared"] = t.recipe.shared
                 else:  # the 384-thread BM 8 tile has a one- and a two-CTA build (heuristics.sm90_ctas_per_sm), the
-                    # two-CTA one with and without the split-K code (heuristics.sm90_role2_split)
+                    # two-CTA one with and without the W1 split-K code (heuristics.sm90_w1_split)
                     p["ctas_per_sm"] = c.ctas_per_sm
-                    p["split"] = c.split
+                    p["w1_split"] = c.w1_split
                 add(ROLE2_GROUPED_GEMM, t.arch, p)
             # the routed-only layer (shared_experts 0) too: a model with shared experts may run them outside the
             # operator (the paper's "routed" configurations), and role3 then must not reduce combine lane k
@@ -171,7 +171,7 @@ def _sort_key(v: Variant) -> tuple:
     p = v.params
     return (ROLE_ORDER.index(v.role) if v.role in ROLE_ORDER else len(ROLE_ORDER), v.role, v.arch,
             p.get("dispatch_sms", 0), p.get("ranks", 0), p.get("bm", 0), p.get("threads", 0), p.get("ctas_per_sm", 0),
-            p.get("split", 0),
+            p.get("w1_split", 0),
             canonical_json(p))
 
 

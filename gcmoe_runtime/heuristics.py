@@ -67,15 +67,16 @@ SM90_PIPELINED_TWO_CTAS_MIN_STEPS = 320
 #: measured shapes; the timeline: GLM-5.2's role2 67.6 -> 60.8 µs, DSV-4.1-Flash's 53.4 -> 55.5 µs). P > 1 keeps the
 #: rule above until it is re-measured on a multi-GPU machine.
 SM90_PIPELINED_TWO_CTAS_MIN_STEPS_P1 = 125
-#: SM90 role2 split-K at small loads (W1: session 21, W2: session 22): the two-CTA BM 8 ring build runs each W1 tile
-#: as ROLE2_SPLIT tasks over equal K ranges when a replay's W1 tiles fill at most 1 / ROLE2_SPLIT of its CTAs (GLM-5.2
-#: / DSV-4.1-Flash at P = 1, T = 1: 128 / 108 tiles for 256 CTAs, where half the CTAs had no W1 task), and each W2
-#: tile alike when its W2 tiles do (DSV-4.1-Flash T = 1: 120 tiles; GLM-5.2's 192 do not), the FP32 partials
-#: exchanged through the workspace (``split_count``, ``split_partials``) and summed by the tile's last arrival; at
-#: most ROLE2_SPLIT_MAX_BLOCKS pool blocks (the regions' size), one ring generation.
-ROLE2_SPLIT = 2
-ROLE2_SPLIT_BM = 8
-ROLE2_SPLIT_MAX_BLOCKS = 16
+#: SM90 role2 W1 split-K at small loads (session 21): the two-CTA BM 8 ring build with the variant parameter
+#: ``w1_split`` = W1_SPLIT (:func:`sm90_w1_split`: only where every replay of T tokens can split, session 22) runs each
+#: W1 tile as W1_SPLIT tasks over equal K ranges when a replay's W1 tiles fill at most 1 / W1_SPLIT of its CTAs
+#: (GLM-5.2 / DSV-4.1-Flash at P = 1, T = 1: 128 / 108 tiles for 256 CTAs, where half the CTAs had no W1 task), the FP32
+#: partials exchanged through the workspace (``w1_split_count``, ``w1_partials``) and summed by the tile's last arrival;
+#: at most W1_SPLIT_MAX_BLOCKS pool blocks (the regions' size), one ring generation. (Session 22 split W2 tiles the same
+#: way, DSV-4.1-Flash T = 1: +6.9 % against the W1 split alone; removed.)
+W1_SPLIT = 2
+W1_SPLIT_BM = 8
+W1_SPLIT_MAX_BLOCKS = 16
 #: SM100 role2 is always 384 threads in a (2,1,1) cluster (paper Table 1).
 SM100_ROLE2_THREADS = 384
 
@@ -206,7 +207,7 @@ class TileChoice:
     expected_tokens: float  # m-hat: expected tokens per local expert
     coverage: float  # the token count BM * blocks_per_expert is sized to cover
     ctas_per_sm: int = 1  # role2 CTAs per compute SM the chosen build runs at (SM90; SM100 pairs CTAs in clusters)
-    split: int = 1  # SM90: role2's split-K build (ROLE2_SPLIT: K-range tasks at small loads, sm90_role2_split) or 1
+    w1_split: int = 1  # SM90: role2's W1 split-K build (W1_SPLIT: K-range W1 tasks at small loads, sm90_w1_split) or 1
 
     @property
     def pipelined(self) -> bool:
@@ -312,10 +313,10 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
     steps_per_sm = active_experts * blocks * sm90_weight_steps_per_block(hidden, intermediate) / compute_sms
     threads = SM90_THREADS_PIPELINED if steps_per_sm >= SM90_PIPELINE_STAGES else SM90_THREADS_NONPIPELINED
     ctas = sm90_ctas_per_sm(bm, threads, steps_per_sm, ranks)
-    split = sm90_role2_split(bm, threads, ctas, t, ranks=ranks, top_k=top_k, experts=experts,
+    w1_split = sm90_w1_split(bm, threads, ctas, t, ranks=ranks, top_k=top_k, experts=experts,
                              intermediate=intermediate, compute_sms=compute_sms)
     return TileChoice(bm=bm, threads=threads, blocks_per_expert=blocks, expected_tokens=m_hat, coverage=coverage,
-                      ctas_per_sm=ctas, split=split)
+                      ctas_per_sm=ctas, w1_split=w1_split)
 
 
 def sm90_ctas_per_sm(bm: int, threads: int, steps_per_sm: float = 0.0, ranks: int | None = None) -> int:
@@ -332,18 +333,18 @@ def sm90_ctas_per_sm(bm: int, threads: int, steps_per_sm: float = 0.0, ranks: in
 
 
 
-def sm90_role2_split(bm: int, threads: int, ctas_per_sm: int, tokens: int, *, ranks: int, top_k: int, experts: int,
-                     intermediate: int, compute_sms: int) -> int:
-    """role2's split-K build (ROLE2_SPLIT) for the 384-thread two-CTA BM ROLE2_SPLIT_BM tile when every replay of
+def sm90_w1_split(bm: int, threads: int, ctas_per_sm: int, tokens: int, *, ranks: int, top_k: int, experts: int,
+                  intermediate: int, compute_sms: int) -> int:
+    """role2's W1 split-K build (W1_SPLIT) for the 384-thread two-CTA BM W1_SPLIT_BM tile when every replay of
     ``tokens`` tokens per rank can run its W1 tiles split: at most T * P * min(k, E / P) pool blocks (one token each),
-    their 2I/256 W1 tiles x ROLE2_SPLIT within the grid (ctas_per_sm x compute_sms CTAs) and at most
-    ROLE2_SPLIT_MAX_BLOCKS blocks (the kernel decides again per replay, from the real count); else 1, the build
-    without any split code (session 21: the split code cost +0.1..+1.3 % where it does not run)."""
-    if threads != SM90_THREADS_PIPELINED or ctas_per_sm != 2 or bm != ROLE2_SPLIT_BM:
+    their 2I/256 W1 tiles x W1_SPLIT within the grid (ctas_per_sm x compute_sms CTAs) and at most W1_SPLIT_MAX_BLOCKS
+    blocks (the kernel decides again per replay, from the real count); else 1, the build without any split code
+    (session 21 call D: the split code cost +0.1..+1.3 % where it does not run; session 22 call B: -0.2..-1.2 % back)."""
+    if threads != SM90_THREADS_PIPELINED or ctas_per_sm != 2 or bm != W1_SPLIT_BM:
         return 1
     blocks = tokens * ranks * min(top_k, experts // ranks)
-    fits = blocks * (2 * intermediate // 256) * ROLE2_SPLIT <= ctas_per_sm * compute_sms  # role2's 256-row W1 tasks
-    return ROLE2_SPLIT if fits and blocks <= ROLE2_SPLIT_MAX_BLOCKS else 1
+    fits = blocks * (2 * intermediate // 256) * W1_SPLIT <= ctas_per_sm * compute_sms  # role2's 256-row W1 tasks
+    return W1_SPLIT if fits and blocks <= W1_SPLIT_MAX_BLOCKS else 1
 
 
 def choose_sm100_tile(tokens: int, *, ranks: int, top_k: int, experts: int, intermediate: int,
@@ -455,7 +456,7 @@ def shared_split_k(hidden: int, intermediate: int) -> tuple[int, int]:
 
 
 def reachable_tiles(arch: str, capacity: int, **shape) -> list[TileChoice]:
-    """Every distinct (bm, threads, ctas_per_sm, split) the heuristic picks for T in [1, capacity], in order of first
+    """Every distinct (bm, threads, ctas_per_sm, w1_split) the heuristic picks for T in [1, capacity], in order of first
     use.
 
     On SM90, passing the reachable BMs back as ``candidates`` reproduces every choice for T <= capacity
@@ -464,7 +465,7 @@ def reachable_tiles(arch: str, capacity: int, **shape) -> list[TileChoice]:
     seen: dict[tuple[int, int, int, int], TileChoice] = {}
     for t in range(1, capacity + 1):
         c = choose_tile(arch, t, **shape)
-        seen.setdefault((c.bm, c.threads, c.ctas_per_sm, c.split), c)
+        seen.setdefault((c.bm, c.threads, c.ctas_per_sm, c.w1_split), c)
     return list(seen.values())
 
 

@@ -84,7 +84,7 @@ class GcMoeBuffer:
     topk_idx: torch.Tensor = field(repr=False, default=None)
     topk_weights: torch.Tensor = field(repr=False, default=None)
     overlap: bool = True  # False: role2 (and role4) after role1 in the layer graph (ablation / baseline (a))
-    forced_tile: Optional[tuple] = None  # (BM, threads, ctas_per_sm, split) for every call instead of the heuristic
+    forced_tile: Optional[tuple] = None  # (BM, threads, ctas_per_sm, w1_split) for every call instead of the heuristic
     kernel_cache: dict = field(repr=False, default_factory=dict)  # layer_kernels' lookups, per variant choice
 
     @property
@@ -162,10 +162,10 @@ def get_symm_buffer_for_gc_moe(group: Any, num_experts: int, capacity: int, topk
 
     ``green_contexts=False`` / ``overlap=False`` are the benchmark's baselines (issue 7): the same kernels with
     every node in the primary context (``green.full_device_partition``) and/or the roles serialised.
-    ``tile=(BM, threads)``, ``(BM, threads, ctas_per_sm)`` or ``(BM, threads, ctas_per_sm, split)`` forces role2's
+    ``tile=(BM, threads)``, ``(BM, threads, ctas_per_sm)`` or ``(BM, threads, ctas_per_sm, w1_split)`` forces role2's
     variant for every call instead of the token-bound heuristic (to test or time each compiled variant; the bundle
     must hold it; without ``ctas_per_sm`` the tile's default build, ``heuristics.sm90_ctas_per_sm``; without
-    ``split`` the build without split-K code, 1)."""
+    ``w1_split`` the build without split-K code, 1)."""
     from gcmoe_runtime import green
     from gcmoe_runtime.loader import KernelLoader
     from gcmoe_runtime.workspace.layout import LayoutSpec, WorkspaceLayout
@@ -336,8 +336,8 @@ def _check_shared_layout(shared: Sequence[Any], buffer: GcMoeBuffer) -> None:
 
 
 def select_tile(buffer: GcMoeBuffer, T: int) -> tuple[int, int, int, int]:
-    """role2's (BM, threads, ctas_per_sm, split) for a call on ``T`` tokens: the buffer's forced tile, else the token-bound
-    heuristic (``heuristics.choose_tile``)."""
+    """role2's (BM, threads, ctas_per_sm, w1_split) for a call on ``T`` tokens: the buffer's forced tile, else the
+    token-bound heuristic (``heuristics.choose_tile``)."""
     from gcmoe_runtime.heuristics import choose_tile
 
     if buffer.forced_tile is not None:
@@ -345,21 +345,21 @@ def select_tile(buffer: GcMoeBuffer, T: int) -> tuple[int, int, int, int]:
     t = choose_tile(ARCH, max(T, 1), ranks=buffer.world_size, top_k=buffer.topk, experts=buffer.num_experts,
                     hidden=buffer.hidden, intermediate=buffer.intermediate, compute_sms=buffer.partition.compute_sms,
                     candidates=buffer.bm_candidates, capacity=buffer.capacity)
-    return t.bm, t.threads, t.ctas_per_sm, t.split
+    return t.bm, t.threads, t.ctas_per_sm, t.w1_split
 
 
 def check_forced_tile(tile: Any, bm_candidates: Sequence[int]) -> Optional[tuple[int, int, int, int]]:
-    """Validate ``get_symm_buffer_for_gc_moe(tile=(BM, threads[, ctas_per_sm[, split]]))``: None, or a BM among the
-    bundle's candidates, 256 / 384 threads, 1 / 2 CTAs per SM (default: the tile's default build) and split 1 /
-    ``heuristics.ROLE2_SPLIT`` (default 1); whether the bundle holds that exact variant is checked at the call.
-    Returns the (BM, threads, ctas_per_sm, split) tuple."""
-    from gcmoe_runtime.heuristics import ROLE2_SPLIT, sm90_ctas_per_sm
+    """Validate ``get_symm_buffer_for_gc_moe(tile=(BM, threads[, ctas_per_sm[, w1_split]]))``: None, or a BM among the
+    bundle's candidates, 256 / 384 threads, 1 / 2 CTAs per SM (default: the tile's default build) and W1 split
+    1 / ``heuristics.W1_SPLIT`` (default 1); whether the bundle holds that exact variant is checked at the call.
+    Returns the (BM, threads, ctas_per_sm, w1_split) tuple."""
+    from gcmoe_runtime.heuristics import W1_SPLIT, sm90_ctas_per_sm
 
     if tile is None:
         return None
     if not (isinstance(tile, (tuple, list)) and len(tile) in (2, 3, 4) and all(isinstance(v, int) for v in tile)):
         raise GcMoeError(f"gcmoe: tile={tile!r} must be (BM, threads), (BM, threads, ctas_per_sm) or (BM, threads, "
-                         "ctas_per_sm, split), ints")
+                         "ctas_per_sm, w1_split), ints")
     bm, threads = tile[:2]
     if bm not in bm_candidates:
         raise GcMoeError(f"gcmoe: tile BM={bm} is not among the bundle's BM candidates {tuple(bm_candidates)}")
@@ -369,15 +369,15 @@ def check_forced_tile(tile: Any, bm_candidates: Sequence[int]) -> Optional[tuple
     if ctas not in (1, 2):
         raise GcMoeError(f"gcmoe: tile ctas_per_sm={ctas} must be 1 or 2")
     split = tile[3] if len(tile) == 4 else 1
-    if split not in (1, ROLE2_SPLIT):
-        raise GcMoeError(f"gcmoe: tile split={split} must be 1 or {ROLE2_SPLIT}")
+    if split not in (1, W1_SPLIT):
+        raise GcMoeError(f"gcmoe: tile w1_split={split} must be 1 or {W1_SPLIT}")
     return int(bm), int(threads), int(ctas), int(split)
 
 
 def layer_kernels(buffer: GcMoeBuffer, tile: tuple[int, int, int, int], shared_bm: int, alpha: float,
                   clamp: float) -> dict:
     """The loaded kernel of every role for one call's variant choice (``tile`` = role2's (BM, threads, ctas_per_sm,
-    split),
+    w1_split),
     :func:`select_tile`), looked up in the bundle once per choice and buffer (a call repeats the same few choices;
     the lookup scans the bundle's records)."""
     from gcmoe_runtime.artifacts.bundle import BundleError
@@ -397,7 +397,7 @@ def layer_kernels(buffer: GcMoeBuffer, tile: tuple[int, int, int, int], shared_b
     try:
         kernels = {
             "role1": find("role1", **shape, **cap, bm=bm),
-            "role2": find("role2", **shape, **cap, bm=bm, threads=threads, ctas_per_sm=ctas, split=split,
+            "role2": find("role2", **shape, **cap, bm=bm, threads=threads, ctas_per_sm=ctas, w1_split=split,
                           intermediate=buffer.intermediate, act_alpha=alpha, act_clamp=clamp),
         }
         n_shared = 0  # combine lanes beyond the k routed ones that role3 reduces

@@ -284,8 +284,8 @@ MANIFEST_FIELD_OF_PARAM = {
     "threads": "targets[].bm / targets[].capacity (the tile heuristic picks threads per BM and T)",
     "ctas_per_sm": "targets[].bm / targets[].capacity (the tile heuristic picks CTAs per SM per BM and T; a bundle "
                    "built before role2 variants carried it has no such parameter)",
-    "split": "targets[].capacity / targets[].ranks (the tile heuristic picks role2's split-K build at small T; a "
-             "bundle built before session 22 has no such parameter)",
+    "w1_split": "targets[].capacity / targets[].ranks (the tile heuristic picks role2's W1 split-K build at small T; "
+                "a bundle built before session 22 has no such parameter)",
     "dispatch_sms": "targets[].dispatch_sms_request / targets[].device",
     "compute_sms": "targets[].dispatch_sms_request / targets[].device",
     "hidden": "model.hidden",

@@ -55,12 +55,11 @@ shared experts (role4, SM90; present only when ``spec.shared_experts``, appended
 role2's activation tensor maps (appended after dispatch_grid, layout version 5; Hopper)
   act_maps      [8 x 128] u8            one cuTensorMap per (BM, ring_x | l2_x) (``act_map_slot``), written once
                 at set-up by ``gcmoe_runtime.workspace.act_tma.write_act_maps``; read by role2's act_tma builds
-role2's split-K at small loads (appended last; layout version 6: W1 tiles, session 21; 7: W1 and W2 tiles, session
-22; Hopper; ``heuristics.ROLE2_SPLIT``). A block's tiles: its 2I/256 W1 tiles, then its H/256 W2 tiles.
-  split_count   [ROLE2_SPLIT_MAX_BLOCKS, 2I/256 + H/256] u32   arrivals per (pool block, tile); the last arrival
-                zeroes its word (persistent otherwise)
-  split_partials [ROLE2_SPLIT_MAX_BLOCKS, 2I/256 + H/256, ROLE2_SPLIT, 256 * ROLE2_SPLIT_BM] f32   each split's FP32
-                accumulators, thread-major (``split_partial_slot``)
+role2's W1 split-K at small loads (appended last, layout version 6, session 21; Hopper; ``heuristics.W1_SPLIT``)
+  w1_split_count [W1_SPLIT_MAX_BLOCKS, 2I/256] u32   arrivals per (pool block, W1 tile); the last arrival zeroes
+                its word (persistent otherwise)
+  w1_partials   [W1_SPLIT_MAX_BLOCKS, 2I/256, W1_SPLIT, 256 * W1_SPLIT_BM] f32   each split's FP32 accumulators,
+                thread-major (``w1_partial_slot``)
 
 Ring capacity (paper §4.3): max routed assignments A = capacity * P * min(k, E_local); the pool of
 logical blocks is ceil(A / BM) + E_local; the live ring holds min(pool, live_model) blocks where
@@ -77,15 +76,14 @@ from typing import Any
 
 from gcmoe_runtime.abi import PEER_MAX_RANKS
 from gcmoe_runtime.artifacts.record import canonical_json, sha256_hex
-from gcmoe_runtime.heuristics import (ROLE2_SPLIT, ROLE2_SPLIT_BM, ROLE2_SPLIT_MAX_BLOCKS,  # models live there
-                                      SHARED_SPLIT_MAX_BLOCKS, SHARED_SPLIT_ROWS, ring_capacity, shared_split_k)
+from gcmoe_runtime.heuristics import (SHARED_SPLIT_MAX_BLOCKS, SHARED_SPLIT_ROWS, W1_SPLIT,  # models live there
+                                      W1_SPLIT_BM, W1_SPLIT_MAX_BLOCKS, ring_capacity, shared_split_k)
 from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 
 #: 2: Hopper l2_sf is UE8M0 per 32 (u8 [rb, bm_max, I/32]); 3: role4 split-K regions appended; 4: Hopper l2_sf and
 #: shared_l2_sf are UE8M0 per 128 along I (u8 [.., I/128]; every later offset moves); 5: act_maps appended (role2's
-#: activation tensor maps; no offset moves); 6: role2's W1 split-K regions appended on Hopper (no offset moves); 7: they
-#: became role2's split-K regions of W1 and W2 tiles (``split_count``, ``split_partials``: renamed and grown, still last)
-LAYOUT_VERSION = 7
+#: activation tensor maps; no offset moves); 6: role2's W1 split-K regions appended on Hopper (no offset moves)
+LAYOUT_VERSION = 6
 #: act_maps: one 128-byte tensor map per (BM in 8 / 16 / 32 / 64, ring_x or l2_x): :func:`act_map_slot`
 ACT_MAP_BYTES = 128
 ACT_MAP_BMS = (8, 16, 32, 64)
@@ -140,11 +138,10 @@ def shared_partial_slot(w2: bool, block: int, tile: int, split: int, bm: int, hi
     return SHARED_SPLIT_ROWS * 256 * nt1 * s1 + ((block * nt2 + tile) * splits + split) * slot
 
 
-def split_partial_slot(block: int, tile: int, split: int, ntiles: int):
-    """First float of role2's split-K partial of (pool block, tile, split) in ``split_partials``
-    (``[ROLE2_SPLIT_MAX_BLOCKS, ntiles, ROLE2_SPLIT, 256 * ROLE2_SPLIT_BM]``, ``ntiles`` = 2I/256 + H/256; ``tile``: a
-    W1 tile's index, or 2I/256 + a W2 tile's; the kernel calls this on its DSL integers)."""
-    return ((block * ntiles + tile) * ROLE2_SPLIT + split) * (256 * ROLE2_SPLIT_BM)
+def w1_partial_slot(block: int, tile: int, split: int, nt1: int):
+    """First float of role2's W1 split-K partial of (pool block, W1 tile, split) in ``w1_partials``
+    (``[W1_SPLIT_MAX_BLOCKS, nt1, W1_SPLIT, 256 * W1_SPLIT_BM]``; the kernel calls this on its DSL integers)."""
+    return ((block * nt1 + tile) * W1_SPLIT + split) * (256 * W1_SPLIT_BM)
 
 
 def shared_partial_floats(hidden: int, intermediate: int) -> int:
@@ -338,13 +335,12 @@ class WorkspaceLayout:
                  "role4 split-K FP32 partials (W1 slots, then W2 slots), summed by each tile's last arrival"),
             ]
         if not spec.blackwell:
-            # appended (session 21, role2's W1 split-K; session 22 W2 tiles too): last, so nothing above moves
-            nt = 2 * I // 256 + H // 256
+            # appended (session 21, role2's W1 split-K): last, so nothing above moves
             table += [
-                ("split_count", "u32", (ROLE2_SPLIT_MAX_BLOCKS, nt), True,
-                 "role2 split-K arrivals per (pool block, W1 | W2 tile); the last arrival zeroes its word"),
-                ("split_partials", "f32", (ROLE2_SPLIT_MAX_BLOCKS, nt, ROLE2_SPLIT, 256 * ROLE2_SPLIT_BM), False,
-                 "role2 split-K FP32 partials, summed by each tile's last arrival"),
+                ("w1_split_count", "u32", (W1_SPLIT_MAX_BLOCKS, 2 * I // 256), True,
+                 "role2 W1 split-K arrivals per (pool block, W1 tile); the last arrival zeroes its word"),
+                ("w1_partials", "f32", (W1_SPLIT_MAX_BLOCKS, 2 * I // 256, W1_SPLIT, 256 * W1_SPLIT_BM), False,
+                 "role2 W1 split-K FP32 partials, summed by each tile's last arrival"),
             ]
         regions: dict[str, Region] = {}
         off = 0

@@ -42,7 +42,7 @@ def test_counts_of_shipped_manifests(variants):
     counts = {n: Counter(v.role for v in vs) for n, vs in variants.items()}
     # GLM-5.2 on H200, P in {1,2,8}: role2 picks BM {8,16} / {8..32} / {8..64}, always 384 threads, and BM 8 at
     # one and at two CTAs per SM (heuristics.sm90_ctas_per_sm) at P = 2 and 8; at P = 1 only at two (from T = 1 since
-    # session 21's W1 split-K), with the split-K code (T = 1, heuristics.sm90_role2_split) and without (session 22);
+    # session 21's W1 split-K), with the W1 split-K code (T = 1, heuristics.sm90_w1_split) and without (session 22);
     # role3 per P twice: with the shared lane and routed-only (shared_experts 0)
     assert counts["glm-5.2"] == {"role1": 9, "role2": 12, "role3": 6, "role4": 4}
     assert counts["deepseek-v4.1-flash"] == {"role1": 7, "role2": 10, "role3": 6, "role4": 4}
@@ -63,7 +63,7 @@ def test_every_token_count_maps_to_a_compiled_variant(manifests, variants):
                 c = choose_tile(t.arch, T, ranks=P, top_k=s.top_k, experts=s.experts, hidden=s.hidden,
                                 intermediate=s.intermediate, compute_sms=t.partition.compute_sms)
                 find_variant(vs, "role2", arch=t.arch, ranks=P, bm=c.bm, threads=c.threads, ctas_per_sm=c.ctas_per_sm,
-                             split=c.split)
+                             w1_split=c.w1_split)
                 find_variant(vs, "role1", arch=t.arch, ranks=P, bm=c.bm)
             for sh in {0, s.shared_experts.count}:  # routed-only and with the shared lane
                 find_variant(vs, "role3", ranks=P, shared_experts=sh)
@@ -95,7 +95,7 @@ def test_params_per_role(variants):
     r2 = find_variant(vs, "role2", ranks=1, bm=64, threads=384)
     assert dict(r2.params) == {**part, **shape, **act, "ranks": 1, "bm": 64, "threads": 384, "intermediate": 256,
                                "recipe_routed": "e4m3-fp32k128_x_mxfp4", "shared_experts": 1, "ctas_per_sm": 1,
-                               "split": 1}
+                               "w1_split": 1}
     r3 = find_variant(vs, "role3", ranks=1, shared_experts=1)
     assert dict(r3.params) == {**part, **shape, "ranks": 1, "shared_experts": 1}
     assert dict(find_variant(vs, "role3", ranks=1, shared_experts=0).params) == {**part, **shape, "ranks": 1,

@@ -158,25 +158,25 @@ def test_sm90_two_ctas_once_each_cta_has_several_tasks():
     assert sm90_ctas_per_sm(64, 384, 1e9) == 1 and sm90_ctas_per_sm(32, 256) == 1
 
 
-def test_sm90_role2_split_build_only_where_a_replay_can_split():
-    """The split-K build (session 22: its own variant) only for the two-CTA BM 8 tile at token counts whose every
+def test_sm90_w1_split_build_only_where_a_replay_can_split():
+    """The W1 split-K build (session 22: its own variant) only for the two-CTA BM 8 tile at token counts whose every
     replay has few enough W1 tiles: GLM-5.2 at P = 1 T = 1 (8 blocks x 16 W1 tiles x 2 = 256 CTAs), never from T = 2
     and never at P > 1 (T = 1 already sends up to P x k blocks); DSV-4.1-Flash's 6 x 18 x 2 = 216 fit, but its T = 1
     takes the one-CTA tile (101 steps per SM)."""
-    from gcmoe_runtime.heuristics import ROLE2_SPLIT, sm90_role2_split
+    from gcmoe_runtime.heuristics import W1_SPLIT, sm90_w1_split
 
     for name in ("glm-5.2", "deepseek-v4.1-flash"):
         for P in (1, 2, 8):
             for T in range(1, 257):
                 c = choose_sm90_tile(T, **shape(name, P))
-                want = ROLE2_SPLIT if (name, P, T) == ("glm-5.2", 1, 1) else 1
-                assert c.split == want, (name, P, T, c)
+                want = W1_SPLIT if (name, P, T) == ("glm-5.2", 1, 1) else 1
+                assert c.w1_split == want, (name, P, T, c)
     kw = dict(ranks=1, top_k=6, experts=384, intermediate=2304, compute_sms=128)
-    assert sm90_role2_split(8, 384, 2, 1, **kw) == ROLE2_SPLIT  # DSV-4.1-Flash T = 1 on the two-CTA tile
-    assert sm90_role2_split(8, 384, 2, 2, **kw) == 1  # 12 blocks x 18 x 2 > 256
-    assert sm90_role2_split(8, 384, 1, 1, **kw) == 1 and sm90_role2_split(16, 384, 2, 1, **kw) == 1
-    assert sm90_role2_split(8, 256, 2, 1, **kw) == 1
-    assert sm90_role2_split(8, 384, 2, 1, **{**kw, "top_k": 17, "intermediate": 256}) == 1  # > 16 blocks
+    assert sm90_w1_split(8, 384, 2, 1, **kw) == W1_SPLIT  # DSV-4.1-Flash T = 1 on the two-CTA tile
+    assert sm90_w1_split(8, 384, 2, 2, **kw) == 1  # 12 blocks x 18 x 2 > 256
+    assert sm90_w1_split(8, 384, 1, 1, **kw) == 1 and sm90_w1_split(16, 384, 2, 1, **kw) == 1
+    assert sm90_w1_split(8, 256, 2, 1, **kw) == 1
+    assert sm90_w1_split(8, 384, 2, 1, **{**kw, "top_k": 17, "intermediate": 256}) == 1  # > 16 blocks
 
 
 def test_sm90_threads_token_bound():

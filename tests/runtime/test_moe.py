@@ -131,7 +131,7 @@ def test_forced_tile_is_validated():
     assert moe.check_forced_tile((8, 384, 2), (8, 16)) == (8, 384, 2, 1)  # the build without split-K code
     assert moe.check_forced_tile((8, 384, 2, 2), (8, 16)) == (8, 384, 2, 2)
     for bad, needle in (((32, 256), "BM=32 is not among"), ((8, 128), "256 or 384"), ((8,), "ints"),
-                        ("8:256", "ints"), ((8, 384, 3), "ctas_per_sm=3"), ((8, 384, 2, 3), "split=3"),
+                        ("8:256", "ints"), ((8, 384, 3), "ctas_per_sm=3"), ((8, 384, 2, 3), "w1_split=3"),
                         ((8, 384, 2, 2, 1), "ints")):
         with pytest.raises(moe.GcMoeError, match=needle):
             moe.check_forced_tile(bad, (8, 16))
@@ -150,7 +150,7 @@ def test_forced_tile_replaces_the_heuristic():
 
 
 def test_layer_kernels_are_looked_up_once_per_variant_choice():
-    """Every call picks kernels by (BM, threads, CTAs per SM, split, shared BM, activation); the bundle is scanned once
+    """Every call picks kernels by (BM, threads, CTAs per SM, W1 split, shared BM, activation); the bundle is scanned once
     per choice."""
     from types import SimpleNamespace
 
@@ -172,7 +172,7 @@ def test_layer_kernels_are_looked_up_once_per_variant_choice():
     assert len(calls) == 8
     moe.layer_kernels(buf, (16, 256, 1, 1), 8, 1.0, 10.0)  # another CTA count is another choice
     assert len(calls) == 12
-    moe.layer_kernels(buf, (16, 256, 1, 2), 8, 1.0, 10.0)  # and another split
+    moe.layer_kernels(buf, (16, 256, 1, 2), 8, 1.0, 10.0)  # and another W1 split
     assert len(calls) == 16
     with pytest.raises(moe.GcMoeError, match="cannot run this layer: no variant with bm=64"):
         moe.layer_kernels(buf, (64, 384, 1, 1), 8, 1.0, 10.0)

@@ -73,24 +73,22 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   the signal warp reaches after reading it. The signal warp runs the producer thread's task loop (one loop, two
   branches: a second loop made ptxas spill the producer's values).
 
-* **Split-K at small loads (W1: session 21, W2: session 22; ``Role2RingConfig.split``, :func:`split_build`).** At
-  T = 1 on one GPU a replay has 128 (GLM-5.2) / 108 (DSV-4.1-Flash) W1 tiles: the one-CTA BM 8 build runs them on two
-  consumer warps per scheduler (latency-bound decode), and the two-CTA build left half its 256 CTAs without a W1
-  task. The two-CTA BM 8 build therefore runs each W1 tile as ``ROLE2_SPLIT`` tasks over equal K ranges when the
-  replay's W1 tiles x split fit the grid, and each W2 tile alike when its W2 tiles x split do (DSV-4.1-Flash's 120 at
-  T = 1; a W2 task is one activation chunk at BM 8, so its ranges are K256 units of the chunk, the first range
-  taking the odd one), in one ring generation of at most ``ROLE2_SPLIT_MAX_BLOCKS`` blocks (:func:`split_runs`, per
-  GEMM, uniform over the grid: every CTA reads the same ``nq``). The order stays generation-phased, a tile's K ranges
-  consecutive (``role2_schedule.split_task_coords``). A K-range task streams and multiplies only its range (the
-  producer's stages; the consumers' W1 chunks ``[c0, c0 + nch)``, W2 K256 units ``[c0, c0 + nch)``), stores its FP32
-  accumulators to ``split_partials`` and counts itself in at ``split_count[rb][tile]`` (W2 tiles after the block's
-  W1 tiles; stores, barrier, fence + ``atom.acq_rel``; the pattern of role4's split-K). The last arrival adds the
-  other range's partial (L1-bypassing loads after the acquire), zeroes the count for the next replay and runs the
-  epilogue + release as above; the others hand the signal warp a record with ``is1 = 2`` (release nothing: a W2 task
-  that is not its tile's last counts no ``l2_empty``, so the generation's count and its last-task test are those of
-  the unsplit order; its reads of the block are ordered before the last arrival's release by the count's acq_rel).
-  No task waits for another K range, so the order keeps its no-deadlock argument; with two ranges the sum's bits do
-  not depend on which arrives last.
+* **W1 split-K (session 21; ``Role2RingConfig.w1_split``, :func:`w1_split_build`).** At T = 1 on one GPU a
+  replay has 128 (GLM-5.2) / 108 (DSV-4.1-Flash) W1 tiles: the one-CTA BM 8 build runs them on two consumer warps
+  per scheduler (latency-bound decode), and the two-CTA build left half its 256 CTAs without a W1 task. The two-CTA
+  BM 8 build with the variant parameter ``w1_split = W1_SPLIT`` (its own build since session 22, picked by
+  ``heuristics.sm90_w1_split`` only where every replay of T tokens can split; the other token counts run the
+  build without any split code) therefore runs each W1 tile as ``W1_SPLIT`` tasks over equal K ranges when the
+  replay's tiles x split fit the grid, in one ring generation of at most ``W1_SPLIT_MAX_BLOCKS`` blocks (:func:`w1_split_runs`, uniform
+  over the grid: every CTA reads the same ``nq``). The order stays generation-phased, a tile's K ranges consecutive
+  (``role2_schedule.split_task_coords``). A K-range task streams and multiplies only its range (the producer's
+  stages, the consumers' chunks ``[c0, c0 + nch)``), stores its FP32 accumulators to ``w1_partials`` and counts
+  itself in at ``w1_split_count[rb][tile]`` (stores, barrier, fence + ``atom.acq_rel``; the pattern of role4's
+  split-K). The last arrival adds the other range's partial (L1-bypassing loads after the acquire), zeroes the count
+  for the next replay and runs the epilogue + release as above; the others hand the signal warp a record with
+  ``is1 = 2`` (release nothing). No task waits for another K range, so the order keeps its no-deadlock argument;
+  with two ranges the sum's bits do not depend on which arrives last. (Session 22 split the W2 tiles the same way,
+  DSV-4.1-Flash T = 1 with 120 W2 tiles: +6.9 % against the W1 split alone, ptxas' K loops 7 % longer; removed.)
 
 Thread variants (the heuristic's ``threads``): 384 = producer warpgroup streaming K128 weight stages
 with ``cp.async.bulk`` (EVICT_FIRST) across task boundaries + two consumer warpgroups; 256 = the
@@ -120,8 +118,8 @@ role4's own node).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
-from gcmoe_runtime.heuristics import (ROLE2_SPLIT, ROLE2_SPLIT_BM, ROLE2_SPLIT_MAX_BLOCKS,
-                                      SM90_PIPELINED_TWO_CTAS_MAX_BM, SM90_TWO_CTAS_MAX_BM, sm90_ctas_per_sm)
+from gcmoe_runtime.heuristics import (SM90_PIPELINED_TWO_CTAS_MAX_BM, SM90_TWO_CTAS_MAX_BM, W1_SPLIT, W1_SPLIT_BM,
+                                      W1_SPLIT_MAX_BLOCKS, sm90_ctas_per_sm)
 
 from .role_common import int_param, peer_abi_plan, peer_scope
 
@@ -140,7 +138,7 @@ CODE_STAGE = 13
 #: by-value u64 region offsets, in parameter order (names = layout regions with an ``o_`` prefix)
 OFFSET_PARAMS = ("ring_x", "ring_sf", "ring_meta", "ring_block", "l2_x", "l2_sf", "l1_full_count",
                  "l1_empty_count", "l2_full_mask", "l2_empty_count", "recv_count", "recv_parity", "combine",
-                 "act_maps", "split_count", "split_partials")
+                 "act_maps", "w1_split_count", "w1_partials")
 #: transformed routed weights (``gcmoe_runtime.moe.GcMoeWeights``: tiles, scales, expert factor)
 WEIGHT_PARAMS = ("w1_tiles", "w1_scales", "w1_factor", "w2_tiles", "w2_scales", "w2_factor")
 SCALAR_PARAMS_U64 = ("err", "timeout_ns")
@@ -183,32 +181,20 @@ def slab_groups_build(pipelined, bm, ctas_per_sm):
     return 1 if pipelined and ctas_per_sm == 2 and bm > 16 else 0
 
 
-def split_build(pipelined, bm, ctas_per_sm, w1_chunks):
-    """The split a build may have (module docstring, "Split-K at small loads"; the variant parameter ``split``, which
-    ``heuristics.sm90_role2_split`` picks): ``ROLE2_SPLIT`` for the 384-thread two-CTA BM 8 build, whose T = 1
+def w1_split_build(pipelined, bm, ctas_per_sm, w1_chunks):
+    """The W1 split a build may have (module docstring, "W1 split-K"; the variant parameter ``w1_split``, which
+    ``heuristics.sm90_w1_split`` picks): ``heuristics.W1_SPLIT`` for the 384-thread two-CTA BM 8 build, whose T = 1
     replays (P = 1: 128 / 108 W1 tiles for 256 CTAs) left half its CTAs without a W1 task, when its W1 activation
     chunks divide evenly; else 1 (no split code at all)."""
-    ok = pipelined and ctas_per_sm == 2 and bm == ROLE2_SPLIT_BM and w1_chunks % ROLE2_SPLIT == 0
-    return ROLE2_SPLIT if ok else 1
+    ok = pipelined and ctas_per_sm == 2 and bm == W1_SPLIT_BM and w1_chunks % W1_SPLIT == 0
+    return W1_SPLIT if ok else 1
 
 
-def w2_split_build(split, w2_chunks, w2_units):
-    """Tasks per W2 tile of a split build (:func:`split_build` > 1): its split when the W2 task is one activation
-    chunk of at least two K256 units (its K ranges are units of that chunk), else 1."""
-    return split if split > 1 and w2_chunks == 1 and w2_units >= 2 else 1
-
-
-def w2_split_first_steps(nk2):
-    """K128 steps of a split W2 task's first K range (two ranges of K256 units, the first taking the odd one); the
-    second has ``nk2`` minus these."""
-    return 2 * ((nk2 // 2 + 1) // 2)
-
-
-def split_runs(split, nq, nt, ctas, ring_blocks):
-    """Host mirror of the kernel's per-replay rule, per GEMM: the tasks per tile a replay of ``nq`` pool blocks runs
-    for a GEMM of ``nt`` tiles per block: the build's ``split`` when its tiles x split fit the grid's ``ctas``, in one
-    ring generation of at most ``heuristics.ROLE2_SPLIT_MAX_BLOCKS`` blocks (the partials regions); else 1."""
-    on = split > 1 and nq * nt * split <= ctas and nq <= ring_blocks and nq <= ROLE2_SPLIT_MAX_BLOCKS
+def w1_split_runs(split, nq, nt1, ctas, ring_blocks):
+    """Host mirror of the kernel's per-replay rule: the W1 split a replay of ``nq`` pool blocks runs: the build's
+    ``split`` when its W1 tiles x split fit the grid's ``ctas``, in one ring generation of at most
+    ``heuristics.W1_SPLIT_MAX_BLOCKS`` blocks (the partials region); else 1."""
+    on = split > 1 and nq * nt1 * split <= ctas and nq <= ring_blocks and nq <= W1_SPLIT_MAX_BLOCKS
     return split if on else 1
 
 
@@ -272,16 +258,15 @@ class Role2RingConfig:
         self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=pipe,
                                   ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf, staged_fold_scale=pipe,
                                   signal_warp=sig, act_tma=pipe, slab_groups=slabs)
-        #: tasks per W1 / W2 tile at small loads (module docstring, "Split-K at small loads"); the split's non-last
-        #: tasks skip their release through the signal warp's record
-        self.split = int(p.get("split", 1))
-        can = split_build(pipe, self.bm, self.ctas_per_sm, self.hidden // self.w1.kc)
-        if self.split not in (1, can):
-            raise ValueError(f"role2: split={self.split} must be 1, or {ROLE2_SPLIT} for the 384-thread two-CTA BM "
-                             f"{ROLE2_SPLIT_BM} build whose W1 chunks divide by it (got threads={self.threads}, "
+        #: W1 tasks per W1 tile at small loads (module docstring, "W1 split-K"); the split's non-last tasks skip
+        #: their release through the signal warp's record
+        self.w1_split = int(p.get("w1_split", 1))
+        can = w1_split_build(pipe, self.bm, self.ctas_per_sm, self.hidden // self.w1.kc)
+        if self.w1_split not in (1, can):
+            raise ValueError(f"role2: w1_split={self.w1_split} must be 1, or {W1_SPLIT} for the 384-thread two-CTA BM "
+                             f"{W1_SPLIT_BM} build whose W1 chunks divide by it (got threads={self.threads}, "
                              f"ctas_per_sm={self.ctas_per_sm}, bm={self.bm}, W1 chunks {self.hidden // self.w1.kc})")
-        self.w2_split = w2_split_build(self.split, self.inter // self.w2.kc, self.inter // 256)
-        assert self.split == 1 or sig, "role2: the split needs the signal warp (its skipped releases)"
+        assert self.w1_split == 1 or sig, "role2: the W1 split needs the signal warp (its skipped releases)"
 
     @property
     def pipelined(self):
@@ -360,7 +345,7 @@ def build(variant):
                            grid=grid_rule(cfg.ctas_per_sm)),
         extra={"role": ROLE, "bm": cfg.bm, "threads": cfg.threads, "ctas_per_sm": cfg.ctas_per_sm,
                "stages": so["stages"], "kc_w1": cfg.w1.kc,
-               "kc_w2": cfg.w2.kc, "tasks_per_block": cfg.nt1 + cfg.nt2, "split": [cfg.split, cfg.w2_split],
+               "kc_w2": cfg.w2.kc, "tasks_per_block": cfg.nt1 + cfg.nt2, "w1_split": cfg.w1_split,
                "offset_params": list(OFFSET_PARAMS)},
     )
 
@@ -372,7 +357,7 @@ def _trace_parts(cfg):
 
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
 
-    from gcmoe_runtime.workspace.layout import ACT_MAP_BYTES, act_map_slot, split_partial_slot
+    from gcmoe_runtime.workspace.layout import ACT_MAP_BYTES, act_map_slot, w1_partial_slot
 
     from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, fence_tensormap_acquire, launch_coords,
                           ld_global_cg_f32, ld_global_f32, ld_global_v4, ld_shared_v4, mbar_init, red_release_add_u32,
@@ -412,13 +397,11 @@ def _trace_parts(cfg):
     ACTBAR_OFF = so.get("actbar", 0)
     FLIP1, FLIP2 = (act_tma_phase_flips(cfg.w1), act_tma_phase_flips(cfg.w2)) if TMA else (0, 0)
     I_BITS = all_w1_tile_bits(I)  # every W1 N128 tile's mask bit of a block (Role2RingConfig: 2I/128 <= 64)
-    # tasks per W1 / W2 tile at small loads (module docstring, "Split-K at small loads"); SPLIT 1: no split code
-    SPLIT, SPLIT2 = cfg.split, cfg.w2_split
+    SPLIT = cfg.w1_split  # W1 tasks per W1 tile at small loads (module docstring, "W1 split-K"); 1: no split code
     NKC1 = H // cfg.w1.kc  # W1 activation chunks of the whole K
     FLIP1S = act_tma_phase_flips(cfg.w1, NKC1 // SPLIT) if TMA else 0  # a split W1 task's chunk buffers
-    H0 = w2_split_first_steps(NK2) if SPLIT2 > 1 else NK2  # K128 steps of a split W2 task's first range
-    SKIP = 2  # signal record ``is1`` of a split task that is not its tile's last: no release
-    SPLIT_SLOT = 256 * ROLE2_SPLIT_BM  # floats of one split's partial (layout.split_partial_slot)
+    SKIP = 2  # signal record ``is1`` of a split W1 task that is not its tile's last: no release
+    SPLIT_SLOT = 256 * W1_SPLIT_BM  # floats of one split's partial (layout.w1_partial_slot)
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
 
     def ring_act_scale_addr(mode, base, rb, row0, sf_stride, grp, tok):
@@ -430,13 +413,13 @@ def _trace_parts(cfg):
         return base + (row0 + Int64(tok)) * NIG + Int64(grp)
 
     def acquire_block(task, nq, l1_full_count, ring_blocks, err, timeout_ns, wait=True, srun=None):
-        """Task -> (pool block q, W1 task? (0/1), tile, generation, ring block rb, K range) in the generation-phased
-        order (``role2_schedule.split_task_coords``, line for line), once the ring block's ``l1_full_count`` reaches
+        """Task -> (pool block q, W1 task? (0/1), tile, generation, ring block rb, split) in the generation-phased
+        order (``role2_schedule.task_coords``, line for line), once the ring block's ``l1_full_count`` reaches
         ``BM * (gen + 1)`` (trap code 2; ``wait=False``: the coordinates only, for consumers of a task record).
-        ``srun``: the replay's (W1, W2) tasks per tile (split builds; a tile's tasks consecutive, the K range
-        fastest), None in the others (K range 0)."""
-        s1, s2 = (1, 1) if srun is None else srun
-        gt = ring_blocks * (TPB if srun is None else NT1 * s1 + NT2 * s2)
+        ``srun``: the replay's W1 tasks per tile (split builds; the W1 tasks of a tile consecutive, split index
+        fastest), None in the others (split 0)."""
+        s1 = 1 if srun is None else srun
+        gt = ring_blocks * (TPB if srun is None else NT1 * s1 + NT2)
         gen = task // gt
         u = task - gen * gt
         nb = nq - gen * ring_blocks
@@ -446,10 +429,9 @@ def _trace_parts(cfg):
         v = u - (1 - is1) * n1
         sp = 0
         if srun is not None:
-            sg = s2 + is1 * (s1 - s2)  # this GEMM's tasks per tile
-            bt = v // sg
-            sp = v - bt * sg
-            v = bt  # the (block, tile) index
+            bt = v // s1
+            sp = is1 * (v - bt * s1)
+            v = v - is1 * (v - bt)  # W1: the (block, tile) index
         rb = is1 * (v // NT1) + (1 - is1) * (v // NT2)
         tile = v - rb * (NT2 + is1 * (NT1 - NT2))
         q = gen * ring_blocks + rb
@@ -497,12 +479,12 @@ def _trace_parts(cfg):
     def produce_task(smem: Int32, li: Int32, gs0: Int32, cta: Int32, ncta: Int32, nq: Int32, ws: Int64,
                      o_l1_full_count: Int64, o_ring_block: Int64, o_l2_full_mask: Int64, w1_tiles: Int64,
                      w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64,
-                     ring_blocks: Int32, policy: Int64, err: Int64, timeout_ns: Int64, srun: Int32, srun2: Int32):
+                     ring_blocks: Int32, policy: Int64, err: Int64, timeout_ns: Int64, srun: Int32):
         """The producer thread's task ``li`` (384 threads): acquire it, check the header, wait for W2's W1 mask bits,
         publish its record (module docstring, "Task records"), then stream its K128 weight stages from stage
-        ``gs0`` (a split task: its K range); returns the next task's first stage."""
+        ``gs0`` (a split W1 task: its split's K range); returns the next task's first stage."""
         q, is1, tile, gen, rb, sp = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count, ring_blocks, err,
-                                                  timeout_ns, srun=(srun, srun2) if const_expr(SPLIT > 1) else None)
+                                                  timeout_ns, srun=srun if const_expr(SPLIT > 1) else None)
         # the task record: header (checked here), W2's W1 mask bits, the expert factor
         hdr = ws + o_ring_block + Int64(rb) * 16
         el = ld_relaxed_gpu_u32(hdr)
@@ -519,14 +501,10 @@ def _trace_parts(cfg):
         sbase = w2_scales + Int64(is1) * (w1_scales - w2_scales)
         slab0 = Int64(el) * Int64(nslab) + Int64(tile) * 4
         if const_expr(SPLIT > 1):
-            # a split task streams its K range's K128 steps: W1 NK1 / srun from sp * that; W2 (srun2 = 2) H0 from 0
-            # or NK2 - H0 from H0
-            h0 = NK2 + (srun2 - 1) * (H0 - NK2)
-            n1r = NK1 // srun
-            nrun = is1 * n1r + (1 - is1) * (h0 + sp * (NK2 - 2 * h0))
+            nrun = nk // (1 + is1 * (srun - 1))  # a split W1 task streams its split's K128 steps
             # its first step folded into the bases (a tile's steps are consecutive: 4096 code / 256 scale bytes
             # each), so the loop carries no more values than the unsplit one (the producer has 32 registers)
-            kb0 = Int64(sp * (is1 * n1r + (1 - is1) * h0))
+            kb0 = Int64(sp * nrun)
             for kb in cutlass.range(nrun, unroll=1):
                 _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, gs0 + kb,
                               lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
@@ -543,9 +521,8 @@ def _trace_parts(cfg):
                  tile: Int32, ntok: Int32, gs0: Int32, rb: Int32, row0: Int64, ws: Int64, o_act: Int64,
                  o_asc: Int64, o_mask: Int64, w: Int64, wsc: Int64, sf_stride: Int32, policy: Int64, err: Int64,
                  timeout_ns: Int64, o_maps: Int64, aph: Int32, bm_stride: Int32, c0: Int32, nch: Int32):
-        """K loop of one 256-row task (the verified mainloop) over its K chunks ``[c0, c0 + nch)`` (split builds' W1)
-        or its chunk's K256 units ``[c0, c0 + nch)`` (split builds' W2: one chunk; all of K otherwise, the arguments
-        unused): weights from the producer's stages (384)
+        """K loop of one 256-row task (the verified mainloop) over its K chunks ``[c0, c0 + nch)`` (split builds' W1;
+        all of K otherwise, the arguments unused): weights from the producer's stages (384)
         or the register stream (256); activations + scales staged per K chunk into shared memory (padded
         rows zeroed; 384 threads: by tensor map, ``aph`` the chunk buffers' phases); ``_k128_mma`` per K128. W1
         (``mode == "w1"``): ``ring_x`` rows + FP32 MN-major ``ring_sf``; W2: ``l2_x`` rows + UE8M0 ``l2_sf``, each
@@ -568,12 +545,8 @@ def _trace_parts(cfg):
         def wait_w1_tiles(kc):  # W2: the W1 N128 tiles that produced I-columns [kc*KC, (kc+1)*KC)
             wait_mask_u64_rt(ws + o_mask + Int64(rb) * 8, w1_tile_bits(kc, KC), err, CODE_L2_MASK, timeout_ns)
 
-        w2_units = const_expr(SPLIT2 > 1 and mode == "w2")  # a K range of the one chunk's K256 units
-        gsb = gs0 - 2 * c0 if const_expr(w2_units) else gs0  # the stage of the chunk's K128 step kb: gsb + kb
-
         def chunk_mma(kc, act_buf, asc_buf, prefetch):
-            u0, nu = (c0, nch) if const_expr(w2_units) else (0, KC // 256)
-            for k2 in cutlass.range(u0, u0 + nu, 1, unroll=1):
+            for k2 in cutlass.range(KC // 256, unroll=1):
                 steps = []
                 for h in cutlass.range_constexpr(2):
                     kl128 = k2 * 2 + h
@@ -581,7 +554,7 @@ def _trace_parts(cfg):
                     ascl = TokenScales(asc_buf, kl128, t, BM, GS)
                     if const_expr(PIPE):
                         steps.append(stage_k128_step(
-                            mc, smem, BAR_OFF, STAGE_OFF, NS, lambda kb=kb: gsb + kb,
+                            mc, smem, BAR_OFF, STAGE_OFF, NS, lambda kb=kb: gs0 + kb,
                             lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns), (wg, tw, warp, g),
                             ascl, kl128))
                     else:
@@ -606,20 +579,14 @@ def _trace_parts(cfg):
                        ctid, ntok, chunk_mma, wait_w1_tiles if mode == "w2" and not PIPE else None, **rng)
 
     @cute.jit
-    def split_reduce(smem: Int32, ctid: Int32, acc: cute.Tensor, ws: Int64, o_part: Int64, o_count: Int64, rb: Int32,
-                     tidx: Int32, sp: Int32, li: Int32, gen: Int32) -> Int32:
-        """A split task after its K loop (module docstring, "Split-K at small loads"), tile ``tidx`` of block ``rb``
-        (a W1 tile, or NT1 + a W2 tile): store K range ``sp``'s FP32 accumulators (thread-major: float
-        ``i * CT + ctid``) to its ``split_partials`` slot, count it in at ``split_count`` and return 1 only in the
-        tile's last arrival, with ``acc`` += the other range's partial (two ranges: the sum's bits are the same
-        whichever arrives last); that task zeroes the count for the next replay; the others write the signal warp's
-        record ``SKIP``. Release: the CTA's stores, barrier, fence + acq_rel add by consumer thread 0; acquire: the
-        last task's add, fence, barrier, then L1-bypassing loads (role4's split-K hand-over, the cooperative-groups
-        grid-sync pattern)."""
-        part = ws + o_part + Int64(split_partial_slot(rb, tidx, 0, NT1 + NT2)) * 4
-        mine = part + Int64(sp) * (SPLIT_SLOT * 4)
-        other = part + Int64(1 - sp) * (SPLIT_SLOT * 4)
-        count = ws + o_count + Int64(rb * (NT1 + NT2) + tidx) * 4
+    def w1_split_reduce(smem: Int32, ctid: Int32, acc: cute.Tensor, mine: Int64, other: Int64,
+                        count: Int64) -> Int32:
+        """A split W1 task after its K loop (module docstring, "W1 split-K"): store this split's FP32 accumulators
+        (thread-major: float ``i * CT + ctid``) to ``mine``, count the split in at ``count`` and return 1 only in the
+        tile's last arrival, with ``acc`` += the other split's partial from ``other`` (two splits: the sum's bits
+        are the same whichever arrives last); that task zeroes the count for the next replay. Release: the CTA's
+        stores, barrier, fence + acq_rel add by consumer thread 0; acquire: the last task's add, fence, barrier,
+        then L1-bypassing loads (role4's split-K hand-over, the cooperative-groups grid-sync pattern)."""
         for i in cutlass.range_constexpr(2 * ND):
             st_global_f32(mine + Int64(i * CT + ctid) * 4, acc[i])
         bar_sync(1, CT)
@@ -635,24 +602,13 @@ def _trace_parts(cfg):
                 st_relaxed_gpu_u32(count, Int32(0))
             for i in cutlass.range_constexpr(2 * ND):
                 acc[i] = acc[i] + ld_global_cg_f32(other + Int64(i * CT + ctid) * 4)
-        elif ctid == 0:  # the signal warp reads the record after the hand-over barrier: release nothing
-            st_shared_v4(smem + SIGREC_OFF + (li % 2) * 16, SKIP, tidx, gen, rb)
         return last
-
-    def replay_splits(nq, ncta, ring_blocks):
-        """(W1, W2) tasks per tile of a replay of ``nq`` pool blocks (``role2_ring.split_runs``, line for line)."""
-        one_gen = Int32(nq <= ring_blocks) * Int32(nq <= ROLE2_SPLIT_MAX_BLOCKS)
-        s1 = 1 + (SPLIT - 1) * Int32(nq * NT1 * SPLIT <= ncta) * one_gen
-        s2 = Int32(1)
-        if const_expr(SPLIT2 > 1):
-            s2 = 1 + (SPLIT2 - 1) * Int32(nq * NT2 * SPLIT2 <= ncta) * one_gen
-        return s1, s2
 
     @cute.kernel
     def kernel(peer: cute.Pointer, o_ring_x: Int64, o_ring_sf: Int64, o_ring_meta: Int64, o_ring_block: Int64,
                o_l2_x: Int64, o_l2_sf: Int64, o_l1_full_count: Int64, o_l1_empty_count: Int64,
                o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_recv_count: Int64, o_recv_parity: Int64,
-               o_combine: Int64, o_act_maps: Int64, o_split_count: Int64, o_split_partials: Int64, w1_tiles: Int64,
+               o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64, w1_tiles: Int64,
                w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64,
                timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32):
         tid, cta, ncta = launch_coords()
@@ -684,11 +640,11 @@ def _trace_parts(cfg):
                 st_shared_b32(smem + INFO_OFF, nb)
         bar_sync(0, THREADS)
         nq = ld_shared_b32(smem + INFO_OFF)
-        srun = Int32(1)  # tasks per W1 / W2 tile this replay (role2_ring.split_runs, line for line)
-        srun2 = Int32(1)
+        srun = Int32(1)  # W1 tasks per W1 tile this replay (role2_ring.w1_split_runs, line for line)
         if const_expr(SPLIT > 1):
-            srun, srun2 = replay_splits(nq, ncta, ring_blocks)
-            ntasks = nq * (NT1 * srun + NT2 * srun2)
+            srun = 1 + (SPLIT - 1) * (Int32(nq * NT1 * SPLIT <= ncta) * Int32(nq <= ring_blocks)
+                                      * Int32(nq <= W1_SPLIT_MAX_BLOCKS))
+            ntasks = nq * (NT1 * srun + NT2)
         else:
             ntasks = nq * TPB
         nlocal = (ntasks - cta + ncta - 1) // ncta  # tasks of this CTA (may be 0)
@@ -704,7 +660,7 @@ def _trace_parts(cfg):
                     if tid == 0:
                         gs0 = produce_task(smem, li, gs0, cta, ncta, nq, ws, o_l1_full_count, o_ring_block,
                                            o_l2_full_mask, w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales,
-                                           w2_factor, ring_blocks, policy, err, timeout_ns, srun, srun2)
+                                           w2_factor, ring_blocks, policy, err, timeout_ns, srun)
                     elif tid >= SIGNAL_WARP_TIDS[0] and tid < SIGNAL_WARP_TIDS[1]:
                         # the signal warp: the task's hand-over barrier, then the coordinates record the consumers
                         # wrote at the task's top, then the task's releases
@@ -719,7 +675,7 @@ def _trace_parts(cfg):
                     for li in cutlass.range(nlocal, unroll=1):
                         gs0 = produce_task(smem, li, gs0, cta, ncta, nq, ws, o_l1_full_count, o_ring_block,
                                            o_l2_full_mask, w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales,
-                                           w2_factor, ring_blocks, policy, err, timeout_ns, srun, srun2)
+                                           w2_factor, ring_blocks, policy, err, timeout_ns, srun)
         else:
             # ---------------- consumer warpgroups ----------------
             if const_expr(PIPE):
@@ -741,7 +697,7 @@ def _trace_parts(cfg):
                         record=True, nslots=NSLOT)
                     q, is1, tile, gen, rb, sp = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count,
                                                               ring_blocks, err, timeout_ns, wait=False,
-                                                              srun=(srun, srun2) if const_expr(SPLIT > 1) else None)
+                                                              srun=srun if const_expr(SPLIT > 1) else None)
                     if const_expr(SIG):
                         if ctid == 0:  # for the signal warp, read after this task's hand-over barrier
                             st_shared_v4(smem + SIGREC_OFF + (li % 2) * 16, is1, tile, gen, rb)
@@ -769,8 +725,13 @@ def _trace_parts(cfg):
                     last = Int32(1)
                     if const_expr(SPLIT > 1):
                         if srun > 1:
-                            last = split_reduce(smem, ctid, acc, ws, o_split_partials, o_split_count, rb, tile, sp,
-                                                li, gen)
+                            part = ws + o_w1_partials + Int64(w1_partial_slot(rb, tile, 0, NT1)) * 4
+                            last = w1_split_reduce(smem, ctid, acc, part + Int64(sp) * (SPLIT_SLOT * 4),
+                                                   part + Int64(1 - sp) * (SPLIT_SLOT * 4),
+                                                   ws + o_w1_split_count + Int64(rb * NT1 + tile) * 4)
+                            if last == 0:
+                                if ctid == 0:  # the signal warp reads the record after the hand-over barrier
+                                    st_shared_v4(smem + SIGREC_OFF + (li % 2) * 16, SKIP, tile, gen, rb)
                     if last != 0:
                         # routing weight = ring_meta[rb][row].x; E4M3 -> l2_x[rb][row][I],
                         # UE8M0 -> l2_sf[rb][row][I/L2_SCALE_GROUP]
@@ -788,17 +749,10 @@ def _trace_parts(cfg):
                             red_release_or_b64(ws + o_l2_full_mask + Int64(rb) * 8, Int64(3) << Int64(2 * tile))
                 else:
                     # ================= W2: l2_x x W2 -> BF16 partials -> source rank's combine =================
-                    # a split W2 task's K256 units (split builds): H0 / 2 from 0, or the rest from H0 / 2
-                    h0 = NK2 + (srun2 - 1) * (H0 - NK2)
                     mainloop("w2", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_l2_x, o_l2_sf,
                              o_l2_full_mask, w2_tiles, w2_scales, sf_stride, policy, err, timeout_ns, o_act_maps,
-                             aph, bm_stride, sp * (h0 // 2), (h0 + sp * (NK2 - 2 * h0)) // 2)
+                             aph, bm_stride, Int32(0), Int32(0))
                     efac = efac_rec if const_expr(PIPE) else ld_global_f32(w2_factor + Int64(el) * 4)
-                    last = Int32(1)
-                    if const_expr(SPLIT2 > 1):
-                        if srun2 > 1:
-                            last = split_reduce(smem, ctid, acc, ws, o_split_partials, o_split_count, rb,
-                                                NT1 + tile, sp, li, gen)
 
                     def combine_row(n):  # ring_meta = (routing weight, src_rank, src_token, slot): token n's
                         # combine[slot][src_token] row of its source rank (peer descriptor), this task's 256 columns
@@ -808,15 +762,8 @@ def _trace_parts(cfg):
 
                     if const_expr(SIG):
                         # the signal warp joins the barrier after the loads and releases there
-                        if const_expr(SPLIT2 > 1):
-                            if last != 0:
-                                w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid, combine_row, BM, None,
-                                            (SIGNAL_BAR, SIGNAL_BAR_THREADS))
-                            else:  # hand the signal warp its SKIP record
-                                bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)
-                        else:
-                            w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid, combine_row, BM, None,
-                                        (SIGNAL_BAR, SIGNAL_BAR_THREADS))
+                        w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid, combine_row, BM, None,
+                                    (SIGNAL_BAR, SIGNAL_BAR_THREADS))
                     else:
                         def release_reads():  # every read of the block is done (mainloop, ring_meta); no store yet
                             old = Int32(-1)
@@ -832,9 +779,7 @@ def _trace_parts(cfg):
                                               ws + o_l1_empty_count)
                 if const_expr(SPLIT > 1):
                     split_on = Int32(srun > 1)
-                    h0 = NK2 + (srun2 - 1) * (H0 - NK2)
-                    n2r = h0 + sp * (NK2 - 2 * h0)  # a W2 task's K128 steps (its K range's)
-                    gs0 = gs0 + n2r + is1 * (NK1 // srun - n2r)
+                    gs0 = gs0 + NK2 + is1 * (NK1 // srun - NK2)
                     aph = aph ^ (FLIP2 + is1 * (FLIP1 + split_on * (FLIP1S - FLIP1) - FLIP2))
                 else:
                     gs0 = gs0 + NK2 + is1 * (NK1 - NK2)
@@ -844,12 +789,12 @@ def _trace_parts(cfg):
     def host(peer: cute.Pointer, o_ring_x: Int64, o_ring_sf: Int64, o_ring_meta: Int64, o_ring_block: Int64,
              o_l2_x: Int64, o_l2_sf: Int64, o_l1_full_count: Int64, o_l1_empty_count: Int64,
              o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_recv_count: Int64, o_recv_parity: Int64,
-             o_combine: Int64, o_act_maps: Int64, o_split_count: Int64, o_split_partials: Int64, w1_tiles: Int64,
+             o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64, w1_tiles: Int64,
              w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64,
              timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32):
         kernel(peer, o_ring_x, o_ring_sf, o_ring_meta, o_ring_block, o_l2_x, o_l2_sf, o_l1_full_count,
                o_l1_empty_count, o_l2_full_mask, o_l2_empty_count, o_recv_count, o_recv_parity, o_combine,
-               o_act_maps, o_split_count, o_split_partials, w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales,
+               o_act_maps, o_w1_split_count, o_w1_partials, w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales,
                w2_factor, err, timeout_ns, ring_blocks, bm_stride, sf_stride).launch(
                    grid=(1, 1, 1), block=(THREADS, 1, 1), smem=cfg.smem_bytes, **cfg.w1.occupancy_launch)
 

@@ -12,8 +12,7 @@ no deadlock with co-resident CTAs). Speed depends on how long a CTA waits for th
 * :func:`task_coords` — generation-phased: per ring generation (``ring_blocks`` consecutive pool blocks), all W1
   tasks of its blocks, then all their W2 tasks. Every W2 task then waits only for W1 tasks of earlier rounds, and
   ring reuse stays safe: W1 of generation ``g + 1`` comes after W2 of generation ``g`` (which frees the blocks).
-* :func:`split_task_coords` — the same order when a small replay runs each W1 (and W2) tile as several K-range
-  tasks.
+* :func:`split_task_coords` — the same order when a small replay runs each W1 tile as several K-range tasks.
 """
 from __future__ import annotations
 
@@ -30,18 +29,18 @@ def task_coords(task, nt1, nt2, nq, ring_blocks):
     return split_task_coords(task, nt1, nt2, nq, ring_blocks, 1)[:3]
 
 
-def split_task_coords(task, nt1, nt2, nq, ring_blocks, split, split2=1):
-    """:func:`task_coords` of a replay that runs each W1 tile as ``split`` tasks and each W2 tile as ``split2`` tasks
-    over K ranges (``role2_ring`` "Split-K at small loads"; ``role2_ring.split_runs``): task -> (pool block, W1
-    task?, tile, K range). A tile's tasks are consecutive, the K range fastest."""
-    n1, n2 = nt1 * split, nt2 * split2
-    g, u = divmod(task, ring_blocks * (n1 + n2))
+def split_task_coords(task, nt1, nt2, nq, ring_blocks, split):
+    """:func:`task_coords` of a replay that runs each W1 tile as ``split`` tasks over equal K ranges (``role2_ring``
+    "W1 split-K"; ``split`` = ``role2_ring.w1_split_runs``): task -> (pool block, W1 task?, tile, K range). A tile's
+    W1 tasks are consecutive, the K range fastest; the W2 tasks are unchanged."""
+    n1 = nt1 * split
+    g, u = divmod(task, ring_blocks * (n1 + nt2))
     nb = min(ring_blocks, nq - g * ring_blocks)  # blocks in this generation (the last one may be partial)
     if u < nb * n1:
         bt, sp = divmod(u, split)
         return g * ring_blocks + bt // nt1, True, bt % nt1, sp
-    bt, sp = divmod(u - nb * n1, split2)
-    return g * ring_blocks + bt // nt2, False, bt % nt2, sp
+    v = u - nb * n1
+    return g * ring_blocks + v // nt2, False, v % nt2, 0
 
 
 def makespan(coords, nq, ring_blocks, ctas, nt1, nt2, d1, d2):

@@ -128,11 +128,10 @@ def test_offsets_are_pinned():
     lay = WorkspaceLayout.build(spec())
     got = {n: lay.offset(n) for n in ("l2_sf", "l1_full_count", "combine", "dispatch_grid")}
     assert got == PINNED_V4
-    # version 6 appended role2's W1 split-K regions after act_maps, version 7 made them the W1 + W2 split-K regions
-    # (renamed, grown, still last): everything of version 5 stays where it was
-    assert lay.offset("split_count") == PINNED_V5_TOTAL
-    assert LAYOUT_VERSION == 7 and lay.offset("act_maps") == PINNED_V5_TOTAL - 1024
-    assert list(lay.regions)[-2:] == ["split_count", "split_partials"]
+    # version 6 appended role2's W1 split-K regions after act_maps: everything of version 5 stays where it was
+    assert lay.offset("w1_split_count") == PINNED_V5_TOTAL
+    assert LAYOUT_VERSION == 6 and lay.offset("act_maps") == PINNED_V5_TOTAL - 1024
+    assert list(lay.regions)[-2:] == ["w1_split_count", "w1_partials"]
 
 
 def test_shared_expert_regions_are_appended_only_with_shared_experts():
@@ -141,13 +140,13 @@ def test_shared_expert_regions_are_appended_only_with_shared_experts():
     plain = WorkspaceLayout.build(spec())
     shared = WorkspaceLayout.build(spec(shared_experts=True))
     assert not any(n.startswith("shared_") for n in plain.regions)
-    split = ["split_count", "split_partials"]  # role2's (versions 6-7): last in both specs
-    before = [n for n in shared.regions if not n.startswith("shared_") and n not in split]
-    assert before == [n for n in plain.regions if n not in split]
+    w1_split = ["w1_split_count", "w1_partials"]  # role2's (version 6): last in both specs
+    before = [n for n in shared.regions if not n.startswith("shared_") and n not in w1_split]
+    assert before == [n for n in plain.regions if n not in w1_split]
     assert all(shared.offset(n) == plain.offset(n) for n in before)
     assert list(shared.regions)[-7:] == ["shared_l2_x", "shared_l2_sf", "shared_sync", "shared_split_count",
-                                         "shared_partials"] + split
-    assert list(plain.regions)[-2:] == split
+                                         "shared_partials"] + w1_split
+    assert list(plain.regions)[-2:] == w1_split
     assert shared.region("shared_l2_x").offset >= plain.region("dispatch_grid").end
     assert shared.region("shared_l2_x").shape == (64, 512) and shared.region("shared_l2_x").dtype == "u8"
     assert shared.region("shared_l2_sf").shape == (64, 512 // 128)
@@ -229,19 +228,18 @@ def test_whole_pool_ring_never_reuses_a_block():
 
 
 @pytest.mark.parametrize("hidden,inter", [(512, 256), (6144, 2048), (4096, 2304)])
-def test_split_partial_slots_tile_the_region_exactly(hidden, inter):
-    """role2 split-K: every (pool block < ROLE2_SPLIT_MAX_BLOCKS, W1 tile | 2I/256 + W2 tile, split) slot of 256 x
-    ROLE2_SPLIT_BM floats lies in split_partials, no two overlap, together they fill it; one arrival word per (block,
-    tile)."""
-    from gcmoe_runtime.heuristics import ROLE2_SPLIT, ROLE2_SPLIT_BM, ROLE2_SPLIT_MAX_BLOCKS
-    from gcmoe_runtime.workspace.layout import split_partial_slot
+def test_w1_split_partial_slots_tile_the_region_exactly(hidden, inter):
+    """role2 W1 split-K: every (pool block < W1_SPLIT_MAX_BLOCKS, W1 tile, split) slot of 256 x W1_SPLIT_BM floats
+    lies in w1_partials, no two overlap, together they fill it; one arrival word per (block, tile)."""
+    from gcmoe_runtime.heuristics import W1_SPLIT, W1_SPLIT_BM, W1_SPLIT_MAX_BLOCKS
+    from gcmoe_runtime.workspace.layout import w1_partial_slot
 
     lay = WorkspaceLayout.build(spec(hidden=hidden, intermediate=inter))
-    nt = 2 * inter // 256 + hidden // 256
-    slot = 256 * ROLE2_SPLIT_BM
-    starts = sorted(split_partial_slot(b, t, s, nt) for b in range(ROLE2_SPLIT_MAX_BLOCKS) for t in range(nt)
-                    for s in range(ROLE2_SPLIT))
+    nt1 = 2 * inter // 256
+    slot = 256 * W1_SPLIT_BM
+    starts = sorted(w1_partial_slot(b, t, s, nt1) for b in range(W1_SPLIT_MAX_BLOCKS) for t in range(nt1)
+                    for s in range(W1_SPLIT))
     assert starts == list(range(0, len(starts) * slot, slot))
-    assert lay.region("split_partials").nbytes == len(starts) * slot * 4
-    assert lay.region("split_count").shape == (ROLE2_SPLIT_MAX_BLOCKS, nt)
-    assert lay.region("split_count").persistent and not lay.region("split_partials").persistent
+    assert lay.region("w1_partials").nbytes == len(starts) * slot * 4
+    assert lay.region("w1_split_count").shape == (W1_SPLIT_MAX_BLOCKS, nt1)
+    assert lay.region("w1_split_count").persistent and not lay.region("w1_partials").persistent
