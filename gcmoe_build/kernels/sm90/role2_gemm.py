@@ -924,16 +924,9 @@ def _issue_act_chunk_tma(cfg: "Role2GemmConfig", smem, buf, src: ActTma, kc, b):
         tma_load_2d(smem + buf + j * cfg.bm * 128, src.tmap, kc * cfg.kc + j * 128, src.row0, bar)
 
 
-def issue_act_chunk0(cfg: "Role2GemmConfig", smem, act_off: int, src: ActTma, kc):
-    """One thread: a task's first chunk (chunk ``kc`` of K) by tensor map into buffer 0, after the proxy fence that
-    orders the thread's acquire (its own, or the producer's record hand-off) before the async reads."""
-    fence_proxy_async_global()
-    _issue_act_chunk_tma(cfg, smem, act_off, src, kc, Int32(0))
-
-
 @cute.jit
 def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row_addr, scale_addr, ctid, ntok, body,
-                   wait_chunk=None, c0=None, nkc=None, chunk0_issued=None):
+                   wait_chunk=None, c0=None, nkc=None):
     """Consumers, one task: stage each K chunk of the block's activations and scales in shared memory and run
     ``body(kc, act_buf, asc_buf, prefetch)`` (the chunk's MMAs; every wgmma waited when it returns) on it.
     ``row_addr(tok)``: token row ``tok``'s first byte; ``scale_addr(kc, tok, kk)``: the address of its scale of group
@@ -952,10 +945,6 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
 
     ``c0`` / ``nkc`` (act_buffers=2 only): run the ``nkc`` chunks from chunk ``c0`` (a split-K task's K range; default
     every chunk of K): activations and scales are read at chunk ``c0 + kc``, ``body`` and the buffers count from 0.
-
-    ``chunk0_issued`` (act_tma, or None): a DSL Int32, non-zero when another thread already issued chunk 0's tensor-map
-    copy on buffer 0's mbarrier (the ring's producer thread, for a CTA's first task: :func:`issue_act_chunk0`); consumer
-    thread 0 then does not.
 
     ``cfg.act_tma`` (2 buffers): ``row_addr`` is an :class:`ActTma` and consumer thread 0 copies each chunk by tensor
     map (:func:`_issue_act_chunk_tma`: chunk 0 at the task's top, chunk ``kc + 1`` right after chunk ``kc``'s
@@ -991,10 +980,8 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
         wait_chunk(k0)
     if const_expr(tma):
         if ctid == 0:
-            if const_expr(chunk0_issued is None):
-                issue_act_chunk0(cfg, smem, act_off, row_addr, k0)
-            elif chunk0_issued == 0:
-                issue_act_chunk0(cfg, smem, act_off, row_addr, k0)
+            fence_proxy_async_global()  # the acquire (ours or the producer's record hand-off) before the async reads
+            _issue_act_chunk_tma(cfg, smem, act_off, row_addr, k0, Int32(0))
     else:
         _copy_act_chunk_async(smem + act_off, row_addr, ctid, k0, ntok, bm, kcl)
     _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_addr(k0, tok, kk), w1,

@@ -90,14 +90,6 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   with two ranges the sum's bits do not depend on which arrives last. (Session 22 split the W2 tiles the same way,
   DSV-4.1-Flash T = 1 with 120 W2 tiles: +6.9 % against the W1 split alone, ptxas' K loops 7 % longer; removed.)
 
-* **First chunk (session 22; ``Role2RingConfig.first_chunk_by_producer``, P = 1 builds).** A task's first activation
-  chunk is copied by consumer thread 0 at the task's top, after the task record: by then the producer has queued the
-  task's first weight stages, and the chunk's tensor-map copy waits behind them (ncu at DSV-4.1-Flash T = 1: the
-  consumers' wait on the chunk's mbarrier held 12-17 % of role2's stall samples, session 22 call D). For a CTA's
-  first task (at T = 1 its only W1 task) the producer thread issues that copy itself, right after the task's
-  ``l1_full`` acquire and before its first weight stage; buffer 0 is free then. Later tasks keep the consumers' copy
-  (the producer runs up to a whole task ahead, while the consumers may still read buffer 0).
-
 Thread variants (the heuristic's ``threads``): 384 = producer warpgroup streaming K128 weight stages
 with ``cp.async.bulk`` (EVICT_FIRST) across task boundaries + two consumer warpgroups; 256 = the
 consumer warpgroups load their weight fragments straight from HBM (EVICT_FIRST) into registers.
@@ -275,9 +267,6 @@ class Role2RingConfig:
                              f"{W1_SPLIT_BM} build whose W1 chunks divide by it (got threads={self.threads}, "
                              f"ctas_per_sm={self.ctas_per_sm}, bm={self.bm}, W1 chunks {self.hidden // self.w1.kc})")
         assert self.w1_split == 1 or sig, "role2: the W1 split needs the signal warp (its skipped releases)"
-        #: the producer thread issues a CTA's first W1 task's first activation chunk before that task's weight stages
-        #: (module docstring, "First chunk"); the P = 1 builds only, the ones a one-GPU machine can test
-        self.first_chunk_by_producer = pipe and self.ranks == 1
 
     @property
     def pipelined(self):
@@ -380,7 +369,7 @@ def _trace_parts(cfg):
                              SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS, K128Step, TokenScales, _consumer_lane,
                              _init_stage_barriers, _mma_k128_steps, stage_k128_step, _load_k128, _produce_k128,
                              _w1_epilogue, ActTma, act_tma_phase_flips, all_w1_tile_bits, for_each_chunk,
-                             issue_act_chunk0, w1_tile_bits, w2_epilogue)
+                             w1_tile_bits, w2_epilogue)
     from .task_queue import check_slot_reuse, init_task_slots, next_task, publish_task
 
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
@@ -413,7 +402,6 @@ def _trace_parts(cfg):
     FLIP1S = act_tma_phase_flips(cfg.w1, NKC1 // SPLIT) if TMA else 0  # a split W1 task's chunk buffers
     SKIP = 2  # signal record ``is1`` of a split W1 task that is not its tile's last: no release
     SPLIT_SLOT = 256 * W1_SPLIT_BM  # floats of one split's partial (layout.w1_partial_slot)
-    FIRST = cfg.first_chunk_by_producer and TMA  # module docstring, "First chunk"
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
 
     def ring_act_scale_addr(mode, base, rb, row0, sf_stride, grp, tok):
@@ -529,28 +517,12 @@ def _trace_parts(cfg):
         return gs0 + nk
 
     @cute.jit
-    def issue_first_chunk(smem: Int32, cta: Int32, nq: Int32, ws: Int64, o_l1_full_count: Int64, o_act_maps: Int64,
-                          ring_blocks: Int32, bm_stride: Int32, err: Int64, timeout_ns: Int64, srun: Int32):
-        """The producer thread, before its task loop (module docstring, "First chunk"): when the CTA's first task is a
-        W1 task, acquire its block and copy its first activation chunk into buffer 0 (the consumers skip that copy:
-        ``mainloop``'s ``first``)."""
-        _, is1, _, _, rb, sp = acquire_block(cta, nq, ws + o_l1_full_count, ring_blocks, err, timeout_ns,
-                                             srun=srun if const_expr(SPLIT > 1) else None)
-        if is1 != 0:
-            tmap = ws + o_act_maps + act_map_slot("w1", BM) * ACT_MAP_BYTES
-            fence_tensormap_acquire(tmap)
-            issue_act_chunk0(cfg.w1, smem, ACT_OFF, ActTma(tmap, rb * bm_stride, Int32(0), ACTBAR_OFF),
-                             sp * (NKC1 // srun))
-
-    @cute.jit
     def mainloop(mode: cutlass.Constexpr, smem: Int32, ctid: Int32, acc: cute.Tensor, wbuf: cute.Tensor, el: Int32,
                  tile: Int32, ntok: Int32, gs0: Int32, rb: Int32, row0: Int64, ws: Int64, o_act: Int64,
                  o_asc: Int64, o_mask: Int64, w: Int64, wsc: Int64, sf_stride: Int32, policy: Int64, err: Int64,
-                 timeout_ns: Int64, o_maps: Int64, aph: Int32, bm_stride: Int32, c0: Int32, nch: Int32,
-                 first: Int32):
+                 timeout_ns: Int64, o_maps: Int64, aph: Int32, bm_stride: Int32, c0: Int32, nch: Int32):
         """K loop of one 256-row task (the verified mainloop) over its K chunks ``[c0, c0 + nch)`` (split builds' W1;
-        all of K otherwise, the arguments unused; ``first``: W1 builds with the producer's first chunk, non-zero when the
-        producer issued this task's chunk 0): weights from the producer's stages (384)
+        all of K otherwise, the arguments unused): weights from the producer's stages (384)
         or the register stream (256); activations + scales staged per K chunk into shared memory (padded
         rows zeroed; 384 threads: by tensor map, ``aph`` the chunk buffers' phases); ``_k128_mma`` per K128. W1
         (``mode == "w1"``): ``ring_x`` rows + FP32 MN-major ``ring_sf``; W2: ``l2_x`` rows + UE8M0 ``l2_sf``, each
@@ -601,8 +573,6 @@ def _trace_parts(cfg):
         else:
             act_src = lambda tok: ws + o_act + (row0 + Int64(tok)) * K  # noqa: E731
         rng = dict(c0=c0, nkc=nch) if const_expr(SPLIT > 1 and mode == "w1") else {}
-        if const_expr(FIRST and mode == "w1"):
-            rng["chunk0_issued"] = first
         for_each_chunk(mc, smem, ACT_OFF, ASC_OFF, act_src,
                        lambda kc, tok, kk: ring_act_scale_addr(mode, ws + o_asc, rb, row0, sf_stride, kc * NGS + kk,
                                                                tok),
@@ -682,11 +652,6 @@ def _trace_parts(cfg):
         if tid < P0:
             # ---------------- producer warpgroup (384-thread variant) ----------------
             setmaxnreg(cfg.w1.setmaxnreg[0], False)
-            if const_expr(FIRST):
-                if tid == 0:
-                    if nlocal > 0:
-                        issue_first_chunk(smem, cta, nq, ws, o_l1_full_count, o_act_maps, ring_blocks, bm_stride, err,
-                                          timeout_ns, srun)
             if const_expr(SIG):
                 # one task loop for the producer thread and the signal warp, each warp running its own instance (a
                 # second loop over the tasks, the signal warp's, made ptxas spill ~20 values of the producer's)
@@ -755,7 +720,7 @@ def _trace_parts(cfg):
                     # ================= W1: ring_x x W1 -> SwiGLU x weight -> FP8 l2_x =================
                     mainloop("w1", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_ring_x, o_ring_sf,
                              o_l2_full_mask, w1_tiles, w1_scales, sf_stride, policy, err, timeout_ns, o_act_maps,
-                             aph, bm_stride, sp * nch1, nch1, Int32(li == 0))
+                             aph, bm_stride, sp * nch1, nch1)
                     efac = efac_rec if const_expr(PIPE) else ld_global_f32(w1_factor + Int64(el) * 4)
                     last = Int32(1)
                     if const_expr(SPLIT > 1):
@@ -786,7 +751,7 @@ def _trace_parts(cfg):
                     # ================= W2: l2_x x W2 -> BF16 partials -> source rank's combine =================
                     mainloop("w2", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_l2_x, o_l2_sf,
                              o_l2_full_mask, w2_tiles, w2_scales, sf_stride, policy, err, timeout_ns, o_act_maps,
-                             aph, bm_stride, Int32(0), Int32(0), Int32(0))
+                             aph, bm_stride, Int32(0), Int32(0))
                     efac = efac_rec if const_expr(PIPE) else ld_global_f32(w2_factor + Int64(el) * 4)
 
                     def combine_row(n):  # ring_meta = (routing weight, src_rank, src_token, slot): token n's
