@@ -99,3 +99,28 @@ def test_loop_spills_on_a_handmade_listing():
     loops = loop_spills(sass)
     assert [(sp, q) for _, _, sp, q in loops] == [(1, 1), (0, 1)]
     assert loops[0][0] < loops[1][0] and loops[1][1] < loops[0][1]
+
+
+#: ptxas lays the 384-thread two-CTA BM 8 ring build's K256 loops out in one of two ways: ~530-536 instructions per
+#: 16 QGMMA, or ~570-576 (7 % more issue in a consumer-bound loop). Session 22's W2 split-K flipped DSV-4.1-Flash's
+#: split build into the long one and lost +6.9 % at T = 1; GLM-5.2's P = 8 build has been in it since session 18.
+SHORT_K_LOOP = 540
+
+
+def test_two_cta_bm8_k_loops_keep_the_short_layout():
+    """The P = 1 / 2 two-CTA BM 8 records of the production bundles (the T = 1-64 workhorse at P = 1, and the W1 split
+    build) keep ptxas' short K-loop layout: a kernel change that flips it costs ~7 % of their consumers' issue."""
+    from gcmoe_build.sass import summarize
+    from gcmoe_runtime.artifacts.bundle import open_bundle
+
+    seen = 0
+    for name in ("glm-5.2", "deepseek-v4.1-flash"):
+        b = open_bundle(BUNDLES / f"{name}-sm90a.gcmoe")
+        for r in b.records:
+            v = r.variant
+            if r.role == "role2" and v["bm"] == 8 and v.get("threads") == 384 and v.get("ctas_per_sm") == 2 \
+                    and v["ranks"] in (1, 2):
+                loops = summarize(b.cubin(r.key)).mma_loops
+                assert len(loops) == 2 and all(n <= SHORT_K_LOOP for n, _ in loops), (name, dict(v), loops)
+                seen += 1
+    assert seen == 5  # GLM-5.2 P = 1 (split-free + w1_split = 2), P = 2; DSV-4.1-Flash P = 1, P = 2
