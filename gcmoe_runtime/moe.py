@@ -377,9 +377,8 @@ def check_forced_tile(tile: Any, bm_candidates: Sequence[int]) -> Optional[tuple
 def layer_kernels(buffer: GcMoeBuffer, tile: tuple[int, int, int, int], shared_bm: int, alpha: float,
                   clamp: float) -> dict:
     """The loaded kernel of every role for one call's variant choice (``tile`` = role2's (BM, threads, ctas_per_sm,
-    w1_split),
-    :func:`select_tile`), looked up in the bundle once per choice and buffer (a call repeats the same few choices;
-    the lookup scans the bundle's records)."""
+    w1_split), :func:`select_tile`), looked up in the bundle once per choice and buffer (a call repeats the same few
+    choices; the lookup scans the bundle's records)."""
     from gcmoe_runtime.artifacts.bundle import BundleError
 
     bm, threads, ctas, split = tile
