@@ -1,4 +1,4 @@
-"""Command line: `python -m gcmoe_runtime.bench sweep|ablation|floor|gate|report|list`."""
+"""Command line: `python -m gcmoe_runtime.bench sweep|ablation|floor|gate|report|timeline|tasks|list`."""
 from __future__ import annotations
 
 import argparse
@@ -95,6 +95,14 @@ def main(argv: list[str] | None = None) -> int:
     tl.add_argument("--seed", type=int, default=0)
     tl.add_argument("--out", type=Path, required=True)
 
+    tk = sub.add_parser("tasks", help="role2 task by task inside one replay (trace bundles: ci/build_trace_bundles.sh)")
+    tk.add_argument("--model", action="append", required=True, help="as for sweep")
+    tk.add_argument("--tokens", type=_tokens, default=(1, 2, 4))
+    tk.add_argument("--shared", action="store_true")
+    tk.add_argument("--replays", type=int, default=5, help="recorded replays per point (each after a trace reset)")
+    tk.add_argument("--seed", type=int, default=0)
+    tk.add_argument("--out", type=Path, required=True)
+
     sub.add_parser("list", help="list registered implementations")
     a = ap.parse_args(argv)
 
@@ -105,6 +113,15 @@ def main(argv: list[str] | None = None) -> int:
         res = run([resolve_model(m) for m in a.model], list(a.tokens), a.shared, a.replays, a.out,
                   "python -m gcmoe_runtime.bench " + shlex.join(sys.argv[1:] if argv is None else argv), a.seed)
         print(markdown(res))
+        return 0
+
+    if a.cmd == "tasks":
+        from .shapes import resolve_model
+        from .task_trace import markdown as tasks_markdown, run as run_tasks
+
+        res = run_tasks([resolve_model(m) for m in a.model], list(a.tokens), a.shared, a.replays, a.out,
+                        "python -m gcmoe_runtime.bench " + shlex.join(sys.argv[1:] if argv is None else argv), a.seed)
+        print(tasks_markdown(res))
         return 0
 
     if a.cmd == "list":

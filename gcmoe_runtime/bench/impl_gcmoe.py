@@ -236,6 +236,13 @@ class GcMoeBench:
     def unload_model(self) -> None:
         self._m = None
 
+    def workspace(self) -> Any:
+        """The loaded model's symmetric workspace (``gcmoe_runtime.workspace.symmetric``): for instruments that read
+        a region after a replay (``bench.task_trace``)."""
+        if self._m is None:
+            raise RuntimeError(f"{self.name}: workspace() before load_model()")
+        return self._m["buf"].ws
+
     def prepare(self, point: PointInputs) -> Prepared:
         from gcmoe_runtime.numerics.quant import quantize_e4m3_fp32_k128
 

@@ -60,6 +60,11 @@ role2's W1 split-K at small loads (appended last, layout version 6, session 21; 
                 its word (persistent otherwise)
   w1_partials   [W1_SPLIT_MAX_BLOCKS, 2I/256, W1_SPLIT, 256 * W1_SPLIT_BM] f32   each split's FP32 accumulators,
                 thread-major (``w1_partial_slot``)
+role2's task trace (appended last, layout version 7, session 23; Hopper; written only by builds with
+``role2_ring.TRACE``, a dev instrument: the shipped builds never touch it)
+  role2_trace   [ROLE2_TRACE_TASKS, ROLE2_TRACE_WORDS] u64   per task of the replay (task index = the static order's):
+                ``%globaltimer`` stamps and coordinates (``TRACE_*`` word indices below); tasks past the first
+                ROLE2_TRACE_TASKS are not stamped; read by ``gcmoe_runtime.bench.task_trace``
 
 Ring capacity (paper §4.3): max routed assignments A = capacity * P * min(k, E_local); the pool of
 logical blocks is ceil(A / BM) + E_local; the live ring holds min(pool, live_model) blocks where
@@ -82,8 +87,9 @@ from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 
 #: 2: Hopper l2_sf is UE8M0 per 32 (u8 [rb, bm_max, I/32]); 3: role4 split-K regions appended; 4: Hopper l2_sf and
 #: shared_l2_sf are UE8M0 per 128 along I (u8 [.., I/128]; every later offset moves); 5: act_maps appended (role2's
-#: activation tensor maps; no offset moves); 6: role2's W1 split-K regions appended on Hopper (no offset moves)
-LAYOUT_VERSION = 6
+#: activation tensor maps; no offset moves); 6: role2's W1 split-K regions appended on Hopper (no offset moves);
+#: 7: role2's task trace appended on Hopper (no offset moves)
+LAYOUT_VERSION = 7
 #: act_maps: one 128-byte tensor map per (BM in 8 / 16 / 32 / 64, ring_x or l2_x): :func:`act_map_slot`
 ACT_MAP_BYTES = 128
 ACT_MAP_BMS = (8, 16, 32, 64)
@@ -114,6 +120,18 @@ SELFTEST_FINALIZE_GEN = 3  # finalize's persistent replay count
 SELFTEST_ERRORS = 4  # payload mismatches seen by the consumer
 SELFTEST_PAYLOAD = 8  # producer writes payload words [8, 8 + SELFTEST_PAYLOAD_WORDS)
 SELFTEST_PAYLOAD_WORDS = 32
+
+# role2's task trace (dev builds with ``role2_ring.TRACE``): one row of u64 words per task, by static task index
+ROLE2_TRACE_TASKS = 8192
+ROLE2_TRACE_WORDS = 8
+TRACE_CLAIM = 0  # the producer thread begins the task's acquires (l1_full, header)
+TRACE_READY = 1  # ... has them all (a W2 task: every W1 mask bit of its block) and publishes the record
+TRACE_START = 2  # consumer thread 0 has the record (the task's top)
+TRACE_END = 3  # consumer thread 0 is past the task's last barrier (its epilogue issued)
+TRACE_WHERE = 4  # smid | cta << 32
+TRACE_WHAT = 5  # is1 (0 W2, 1 W1) | tile << 8 | split index << 16 | pool block << 24 | generation << 48
+TRACE_LAST_STAGE = 6  # the producer has issued the task's last weight stage
+TRACE_SPARE = 7
 
 
 def shared_split_blocks(spec: "LayoutSpec") -> int:
@@ -341,6 +359,9 @@ class WorkspaceLayout:
                  "role2 W1 split-K arrivals per (pool block, W1 tile); the last arrival zeroes its word"),
                 ("w1_partials", "f32", (W1_SPLIT_MAX_BLOCKS, 2 * I // 256, W1_SPLIT, 256 * W1_SPLIT_BM), False,
                  "role2 W1 split-K FP32 partials, summed by each tile's last arrival"),
+                # appended (session 23, role2's task trace; written only by TRACE builds): last, nothing above moves
+                ("role2_trace", "u64", (ROLE2_TRACE_TASKS, ROLE2_TRACE_WORDS), False,
+                 "role2 task trace (TRACE dev builds only): %globaltimer stamps and coordinates per task"),
             ]
         regions: dict[str, Region] = {}
         off = 0

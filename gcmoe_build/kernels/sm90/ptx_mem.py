@@ -113,6 +113,18 @@ def st_global_f32(addr, x, *, loc=None, ip=None):
 
 
 @dsl_user_op
+def globaltimer(*, loc=None, ip=None) -> Int64:
+    """``%globaltimer`` (ns, the GPU-wide clock every SM reads alike): for stamps compared across SMs."""
+    return Int64(_asm("mov.u64 $0, %globaltimer;", "=l", [], 1, T.i64())[0])
+
+
+@dsl_user_op
+def smid(*, loc=None, ip=None) -> Int32:
+    """``%smid``: the SM this thread runs on (for traces; not a stable id across launches)."""
+    return Int32(_asm("mov.u32 $0, %smid;", "=r", [], 1)[0])
+
+
+@dsl_user_op
 def bar_sync(bar_id: int, nthreads: int, *, loc=None, ip=None):
     """Named barrier over ``nthreads`` threads (multiple of 32)."""
     _asm(f"bar.sync {int(bar_id)}, {int(nthreads)};", "", [], 0)

@@ -90,6 +90,13 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   with two ranges the sum's bits do not depend on which arrives last. (Session 22 split the W2 tiles the same way,
   DSV-4.1-Flash T = 1 with 120 W2 tiles: +6.9 % against the W1 split alone, ptxas' K loops 7 % longer; removed.)
 
+* **Task trace (session 23; dev, ``TRACE``).** With ``TRACE`` on, the 384-thread builds stamp each task's
+  ``%globaltimer`` into ``role2_trace[task]`` (``gcmoe_runtime.workspace.layout``: ``TRACE_*`` words): the producer
+  thread when it begins the task's acquires, when it has them (a W2 task: its block's W1 bits) and after its last
+  weight stage; consumer thread 0 at the task's top (record in hand) and past its last barrier; plus the SM and the
+  task's coordinates. ``python -m gcmoe_runtime.bench tasks`` reads it after one replay: which SM runs what when, how
+  long W2 tasks wait for W1, where the grid idles. Plain stores, a few per task (tasks take microseconds).
+
 Thread variants (the heuristic's ``threads``): 384 = producer warpgroup streaming K128 weight stages
 with ``cp.async.bulk`` (EVICT_FIRST) across task boundaries + two consumer warpgroups; 256 = the
 consumer warpgroups load their weight fragments straight from HBM (EVICT_FIRST) into registers.
@@ -135,10 +142,14 @@ CODE_HEADER = 11
 CODE_RECV = 12
 CODE_STAGE = 13
 
+#: Dev instrument (module docstring, "Task trace"): True stamps every task into the workspace's ``role2_trace``.
+#: Never True in a shipped build; flip it for an experiment bundle (the records re-key: the source changed).
+TRACE = False
+
 #: by-value u64 region offsets, in parameter order (names = layout regions with an ``o_`` prefix)
 OFFSET_PARAMS = ("ring_x", "ring_sf", "ring_meta", "ring_block", "l2_x", "l2_sf", "l1_full_count",
                  "l1_empty_count", "l2_full_mask", "l2_empty_count", "recv_count", "recv_parity", "combine",
-                 "act_maps", "w1_split_count", "w1_partials")
+                 "act_maps", "w1_split_count", "w1_partials", "role2_trace")
 #: transformed routed weights (``gcmoe_runtime.moe.GcMoeWeights``: tiles, scales, expert factor)
 WEIGHT_PARAMS = ("w1_tiles", "w1_scales", "w1_factor", "w2_tiles", "w2_scales", "w2_factor")
 SCALAR_PARAMS_U64 = ("err", "timeout_ns")
@@ -357,11 +368,12 @@ def _trace_parts(cfg):
 
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
 
+    from gcmoe_runtime.workspace import layout as wsl
     from gcmoe_runtime.workspace.layout import ACT_MAP_BYTES, act_map_slot, w1_partial_slot
 
-    from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, fence_tensormap_acquire, launch_coords,
-                          ld_global_cg_f32, ld_global_f32, ld_global_v4, ld_shared_v4, mbar_init, red_release_add_u32,
-                          red_release_or_b64, setmaxnreg, st_global_f32, st_shared_v4)
+    from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, fence_tensormap_acquire, globaltimer,
+                          launch_coords, ld_global_cg_f32, ld_global_f32, ld_global_v4, ld_shared_v4, mbar_init,
+                          red_release_add_u32, red_release_or_b64, setmaxnreg, smid, st_global_f32, st_shared_v4)
     from .ring_sync import (atom_add_acqrel_gpu_u32, atom_add_release_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32,
                             mbar_wait_rt, shfl_bfly_s32, st_relaxed_gpu_u32, st_relaxed_gpu_u64, st_shared_b32,
                             trap_if_ne, wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
@@ -403,6 +415,13 @@ def _trace_parts(cfg):
     SKIP = 2  # signal record ``is1`` of a split W1 task that is not its tile's last: no release
     SPLIT_SLOT = 256 * W1_SPLIT_BM  # floats of one split's partial (layout.w1_partial_slot)
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
+    TR = bool(TRACE) and PIPE  # the task trace (module docstring); the 256-thread builds have no producer thread
+
+    @cute.jit
+    def stamp(trace: Int64, task: Int32, word: cutlass.Constexpr, value: Int64):
+        """Word ``word`` of task ``task``'s trace row := ``value`` (TRACE builds; ``globaltimer()`` for a time)."""
+        if task < wsl.ROLE2_TRACE_TASKS:
+            st_relaxed_gpu_u64(trace + (Int64(task) * wsl.ROLE2_TRACE_WORDS + word) * 8, value)
 
     def ring_act_scale_addr(mode, base, rb, row0, sf_stride, grp, tok):
         """Address of the activation scale of token ``tok``, K group ``grp`` of ring block ``rb``
@@ -479,10 +498,12 @@ def _trace_parts(cfg):
     def produce_task(smem: Int32, li: Int32, gs0: Int32, cta: Int32, ncta: Int32, nq: Int32, ws: Int64,
                      o_l1_full_count: Int64, o_ring_block: Int64, o_l2_full_mask: Int64, w1_tiles: Int64,
                      w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64,
-                     ring_blocks: Int32, policy: Int64, err: Int64, timeout_ns: Int64, srun: Int32):
+                     ring_blocks: Int32, policy: Int64, err: Int64, timeout_ns: Int64, srun: Int32, trace: Int64):
         """The producer thread's task ``li`` (384 threads): acquire it, check the header, wait for W2's W1 mask bits,
         publish its record (module docstring, "Task records"), then stream its K128 weight stages from stage
         ``gs0`` (a split W1 task: its split's K range); returns the next task's first stage."""
+        if const_expr(TR):
+            stamp(trace, cta + li * ncta, wsl.TRACE_CLAIM, globaltimer())
         q, is1, tile, gen, rb, sp = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count, ring_blocks, err,
                                                   timeout_ns, srun=srun if const_expr(SPLIT > 1) else None)
         # the task record: header (checked here), W2's W1 mask bits, the expert factor
@@ -492,6 +513,12 @@ def _trace_parts(cfg):
         trap_if_ne(ld_relaxed_gpu_u32(hdr + 12), gen, err, CODE_HEADER)
         if is1 == 0:
             wait_mask_u64_rt(ws + o_l2_full_mask + Int64(rb) * 8, Int64(I_BITS), err, CODE_L2_MASK, timeout_ns)
+        if const_expr(TR):
+            t_ = cta + li * ncta
+            stamp(trace, t_, wsl.TRACE_READY, globaltimer())
+            stamp(trace, t_, wsl.TRACE_WHERE, Int64(smid()) | (Int64(cta) << 32))
+            stamp(trace, t_, wsl.TRACE_WHAT, Int64(is1) | (Int64(tile) << 8) | (Int64(sp) << 16) | (Int64(q) << 24)
+                  | (Int64(gen) << 48))
         fbase = w2_factor + Int64(is1) * (w1_factor - w2_factor)
         publish_task(smem + SLOT_OFF, li, cta + li * ncta, el, ld_relaxed_gpu_u32(hdr + 4),
                      ld_global_f32(fbase + Int64(el) * 4), NSLOT)
@@ -509,11 +536,15 @@ def _trace_parts(cfg):
                 _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, gs0 + kb,
                               lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
                               wbase + kb0 * 4096, sbase + kb0 * 256, slab0, Int64(nk), kb, policy)
+            if const_expr(TR):
+                stamp(trace, cta + li * ncta, wsl.TRACE_LAST_STAGE, globaltimer())
             return gs0 + nrun
         for kb in cutlass.range(nk, unroll=1):
             _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, gs0 + kb,
                           lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
                           wbase, sbase, slab0, Int64(nk), kb, policy)
+        if const_expr(TR):
+            stamp(trace, cta + li * ncta, wsl.TRACE_LAST_STAGE, globaltimer())
         return gs0 + nk
 
     @cute.jit
@@ -608,7 +639,8 @@ def _trace_parts(cfg):
     def kernel(peer: cute.Pointer, o_ring_x: Int64, o_ring_sf: Int64, o_ring_meta: Int64, o_ring_block: Int64,
                o_l2_x: Int64, o_l2_sf: Int64, o_l1_full_count: Int64, o_l1_empty_count: Int64,
                o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_recv_count: Int64, o_recv_parity: Int64,
-               o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64, w1_tiles: Int64,
+               o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64,
+               o_role2_trace: Int64, w1_tiles: Int64,
                w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64,
                timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32):
         tid, cta, ncta = launch_coords()
@@ -660,7 +692,8 @@ def _trace_parts(cfg):
                     if tid == 0:
                         gs0 = produce_task(smem, li, gs0, cta, ncta, nq, ws, o_l1_full_count, o_ring_block,
                                            o_l2_full_mask, w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales,
-                                           w2_factor, ring_blocks, policy, err, timeout_ns, srun)
+                                           w2_factor, ring_blocks, policy, err, timeout_ns, srun,
+                                           ws + o_role2_trace)
                     elif tid >= SIGNAL_WARP_TIDS[0] and tid < SIGNAL_WARP_TIDS[1]:
                         # the signal warp: the task's hand-over barrier, then the coordinates record the consumers
                         # wrote at the task's top, then the task's releases
@@ -675,7 +708,8 @@ def _trace_parts(cfg):
                     for li in cutlass.range(nlocal, unroll=1):
                         gs0 = produce_task(smem, li, gs0, cta, ncta, nq, ws, o_l1_full_count, o_ring_block,
                                            o_l2_full_mask, w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales,
-                                           w2_factor, ring_blocks, policy, err, timeout_ns, srun)
+                                           w2_factor, ring_blocks, policy, err, timeout_ns, srun,
+                                           ws + o_role2_trace)
         else:
             # ---------------- consumer warpgroups ----------------
             if const_expr(PIPE):
@@ -695,6 +729,9 @@ def _trace_parts(cfg):
                     _, el, ntok, efac_rec = next_task(
                         smem + SLOT_OFF, li, lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
                         record=True, nslots=NSLOT)
+                    if const_expr(TR):
+                        if ctid == 0:
+                            stamp(ws + o_role2_trace, cta + li * ncta, wsl.TRACE_START, globaltimer())
                     q, is1, tile, gen, rb, sp = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count,
                                                               ring_blocks, err, timeout_ns, wait=False,
                                                               srun=srun if const_expr(SPLIT > 1) else None)
@@ -777,6 +814,9 @@ def _trace_parts(cfg):
                         if ctid == 0:
                             hand_back_if_last(old, gen, rb, ws + o_l2_full_mask, ws + o_l2_empty_count,
                                               ws + o_l1_empty_count)
+                if const_expr(TR):
+                    if ctid == 0:
+                        stamp(ws + o_role2_trace, cta + li * ncta, wsl.TRACE_END, globaltimer())
                 if const_expr(SPLIT > 1):
                     split_on = Int32(srun > 1)
                     gs0 = gs0 + NK2 + is1 * (NK1 // srun - NK2)
@@ -789,12 +829,14 @@ def _trace_parts(cfg):
     def host(peer: cute.Pointer, o_ring_x: Int64, o_ring_sf: Int64, o_ring_meta: Int64, o_ring_block: Int64,
              o_l2_x: Int64, o_l2_sf: Int64, o_l1_full_count: Int64, o_l1_empty_count: Int64,
              o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_recv_count: Int64, o_recv_parity: Int64,
-             o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64, w1_tiles: Int64,
+             o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64,
+               o_role2_trace: Int64, w1_tiles: Int64,
              w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64,
              timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32):
         kernel(peer, o_ring_x, o_ring_sf, o_ring_meta, o_ring_block, o_l2_x, o_l2_sf, o_l1_full_count,
                o_l1_empty_count, o_l2_full_mask, o_l2_empty_count, o_recv_count, o_recv_parity, o_combine,
-               o_act_maps, o_w1_split_count, o_w1_partials, w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales,
+               o_act_maps, o_w1_split_count, o_w1_partials, o_role2_trace, w1_tiles, w1_scales, w1_factor, w2_tiles,
+               w2_scales,
                w2_factor, err, timeout_ns, ring_blocks, bm_stride, sf_stride).launch(
                    grid=(1, 1, 1), block=(THREADS, 1, 1), smem=cfg.smem_bytes, **cfg.w1.occupancy_launch)
 

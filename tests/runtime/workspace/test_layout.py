@@ -5,6 +5,8 @@ import pytest
 from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 from gcmoe_runtime.workspace.layout import (
     LAYOUT_VERSION,
+    ROLE2_TRACE_TASKS,
+    ROLE2_TRACE_WORDS,
     REGION_ALIGN,
     LayoutError,
     LayoutSpec,
@@ -130,8 +132,11 @@ def test_offsets_are_pinned():
     assert got == PINNED_V4
     # version 6 appended role2's W1 split-K regions after act_maps: everything of version 5 stays where it was
     assert lay.offset("w1_split_count") == PINNED_V5_TOTAL
-    assert LAYOUT_VERSION == 6 and lay.offset("act_maps") == PINNED_V5_TOTAL - 1024
-    assert list(lay.regions)[-2:] == ["w1_split_count", "w1_partials"]
+    assert lay.offset("act_maps") == PINNED_V5_TOTAL - 1024
+    # version 7 appended role2's task trace after them: nothing of version 6 moved
+    assert LAYOUT_VERSION == 7 and lay.offset("role2_trace") == lay.region("w1_partials").end
+    assert list(lay.regions)[-3:] == ["w1_split_count", "w1_partials", "role2_trace"]
+    assert lay.region("role2_trace").shape == (ROLE2_TRACE_TASKS, ROLE2_TRACE_WORDS)
 
 
 def test_shared_expert_regions_are_appended_only_with_shared_experts():
@@ -140,13 +145,13 @@ def test_shared_expert_regions_are_appended_only_with_shared_experts():
     plain = WorkspaceLayout.build(spec())
     shared = WorkspaceLayout.build(spec(shared_experts=True))
     assert not any(n.startswith("shared_") for n in plain.regions)
-    w1_split = ["w1_split_count", "w1_partials"]  # role2's (version 6): last in both specs
+    w1_split = ["w1_split_count", "w1_partials", "role2_trace"]  # role2's (versions 6, 7): last in both specs
     before = [n for n in shared.regions if not n.startswith("shared_") and n not in w1_split]
     assert before == [n for n in plain.regions if n not in w1_split]
     assert all(shared.offset(n) == plain.offset(n) for n in before)
-    assert list(shared.regions)[-7:] == ["shared_l2_x", "shared_l2_sf", "shared_sync", "shared_split_count",
+    assert list(shared.regions)[-8:] == ["shared_l2_x", "shared_l2_sf", "shared_sync", "shared_split_count",
                                          "shared_partials"] + w1_split
-    assert list(plain.regions)[-2:] == w1_split
+    assert list(plain.regions)[-3:] == w1_split
     assert shared.region("shared_l2_x").offset >= plain.region("dispatch_grid").end
     assert shared.region("shared_l2_x").shape == (64, 512) and shared.region("shared_l2_x").dtype == "u8"
     assert shared.region("shared_l2_sf").shape == (64, 512 // 128)

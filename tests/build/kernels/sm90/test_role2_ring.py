@@ -374,3 +374,21 @@ def test_slab_groups_builds():
     assert cfg.smem_bytes <= 113 * 1024
     with pytest.raises(ValueError, match="ctas_per_sm=2 must be 1, or 2 with bm <= 32"):
         Role2RingConfig({**BASE, "bm": 64, "threads": 384, "ctas_per_sm": 2})
+
+
+def test_trace_builds_stamp_each_task_and_shipped_builds_do_not(role2_arts, monkeypatch):
+    """role2_ring.TRACE (a dev instrument, module docstring "Task trace"): the 384-thread build stamps five
+    ``%globaltimer`` reads and the SM into ``role2_trace`` per task (relaxed u64 stores); with TRACE off (every
+    shipped build) the PTX reads no ``%smid`` and has the same number of ``%globaltimer`` reads as before (the bounded
+    waits' only)."""
+    from gcmoe_build.compile import compile_variant
+    from gcmoe_build.kernels.sm90 import role2_ring
+
+    assert role2_ring.TRACE is False
+    v = next(v for v in _role2_variants() if v.params["threads"] == 384 and v.params["ranks"] == 1)
+    plain = role2_arts[(1, 64, 384)].ptx
+    monkeypatch.setattr(role2_ring, "TRACE", True)
+    traced = compile_variant(v).ptx
+    assert "%smid" not in plain and traced.count("%smid") == 1
+    assert traced.count("%globaltimer") == plain.count("%globaltimer") + 5
+    assert traced.count("st.relaxed.gpu.global.u64") >= plain.count("st.relaxed.gpu.global.u64") + 7

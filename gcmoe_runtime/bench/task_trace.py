@@ -1,0 +1,238 @@
+"""Where role2's time goes inside one replay, task by task: reads the workspace's ``role2_trace`` that role2 builds
+with ``role2_ring.TRACE`` write (``ci/build_trace_bundles.sh``; a dev instrument, never in a shipped bundle).
+
+``python -m gcmoe_runtime.bench tasks --model M [--shared] [--tokens 1,2] --out DIR`` (one GPU, world 1, the bundles
+``GCMOE_BENCH_BUNDLES`` names, which must be trace builds): for each T the gc-moe operator is prepared as the sweep
+prepares it and replayed a few times; then, ``--replays`` times, the trace region is zeroed, the L2 flushed and one
+replay recorded. Each task row holds ``%globaltimer`` stamps (``gcmoe_runtime.workspace.layout``: ``TRACE_*``): when the
+producer thread began its acquires (claim), had them (ready: a W2 task's wait for its block's W1 tiles ends here),
+issued its last weight stage; when consumer thread 0 took the task (start) and finished it (end); the SM, CTA and
+the task's coordinates. Writes ``tasks.json`` (every task of every recorded replay), ``tasks.md`` (per point: phases,
+waits, per-task stream rates, how busy the SMs were) and ``tasks.png`` (a Gantt chart per point: one row per SM).
+
+Why: the layer's timeline (``bench timeline``) shows role2 as one bar; its T = 1-2 gap to the byte floor (0.45-0.61,
+results/operator/NEXT.md item 2) is in how W1 and W2 tasks share the grid, which only per-task times show.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from gcmoe_runtime.workspace import layout as wsl
+
+#: bytes a task streams per weight row and K element: E2M1 codes + one UE8M0 scale per 32 (the routed recipe)
+WEIGHT_BYTES_PER_ELEM = 0.5 + 1 / 32
+ROWS_PER_TASK = 256
+
+
+def decode(rows: Iterable[Sequence[int]]) -> list[dict]:
+    """Trace rows (``ROLE2_TRACE_WORDS`` u64 each, as the kernel wrote them into a zeroed region) -> one dict per
+    stamped task (a row whose start and end are set), times in ns as written. Raises on a row stamped out of order
+    (end before start, ready before claim): a torn or stale region, not a trace."""
+    out = []
+    for task, w in enumerate(rows):
+        w = [int(x) for x in w]
+        claim, ready, start, end = (w[wsl.TRACE_CLAIM], w[wsl.TRACE_READY], w[wsl.TRACE_START], w[wsl.TRACE_END])
+        if start == 0 and end == 0:
+            continue
+        if not (0 < claim <= ready and 0 < start <= end):
+            raise ValueError(f"role2_trace task {task}: stamps out of order or missing "
+                             f"(claim {claim}, ready {ready}, start {start}, end {end})")
+        where, what = w[wsl.TRACE_WHERE], w[wsl.TRACE_WHAT]
+        out.append({"task": task, "claim": claim, "ready": ready, "start": start, "end": end,
+                    "last_stage": w[wsl.TRACE_LAST_STAGE], "sm": where & 0xFFFFFFFF, "cta": (where >> 32) & 0xFFFFFFFF,
+                    "w1": bool(what & 0xFF), "tile": (what >> 8) & 0xFF, "split": (what >> 16) & 0xFF,
+                    "block": (what >> 24) & 0xFFFFFF, "gen": (what >> 48) & 0xFFFF})
+    return out
+
+
+def _union_us(intervals: list[tuple[float, float]]) -> float:
+    tot, cur_a, cur_b = 0.0, None, None
+    for a, b in sorted(intervals):
+        if cur_b is None or a > cur_b:
+            if cur_b is not None:
+                tot += cur_b - cur_a
+            cur_a, cur_b = a, b
+        else:
+            cur_b = max(cur_b, b)
+    return tot + ((cur_b - cur_a) if cur_b is not None else 0.0)
+
+
+def summarize(tasks: list[dict], hidden: int, intermediate: int) -> dict:
+    """One replay's tasks -> phases and waits (µs from the first claim), per-task stream rates and SM occupancy."""
+    if not tasks:
+        raise ValueError("no stamped task: was the bundle built with role2_ring.TRACE (ci/build_trace_bundles.sh)?")
+    t0 = min(t["claim"] for t in tasks)
+    us = lambda ns: (ns - t0) / 1e3  # noqa: E731
+    med = statistics.median
+    res: dict[str, Any] = {"tasks": len(tasks), "span_us": us(max(t["end"] for t in tasks)),
+                           "sms": len({t["sm"] for t in tasks}), "ctas": len({t["cta"] for t in tasks})}
+    for name, sel, k in (("w1", True, hidden), ("w2", False, intermediate)):
+        ts = [t for t in tasks if t["w1"] == sel]
+        if not ts:
+            continue
+        splits = max(t["split"] for t in ts) + 1 if sel else 1
+        nbytes = ROWS_PER_TASK * k * WEIGHT_BYTES_PER_ELEM / splits
+        durs = [(t["end"] - t["start"]) / 1e3 for t in ts]
+        res[name] = {
+            "n": len(ts), "first_start_us": us(min(t["start"] for t in ts)), "last_end_us": us(max(t["end"] for t in ts)),
+            "median_end_us": med(us(t["end"]) for t in ts),
+            "dur_us": {"median": med(durs), "min": min(durs), "max": max(durs)},
+            "gbps_per_task_median": nbytes / med(durs) / 1e3,
+            "wait_ready_us": {"median": med((t["ready"] - t["claim"]) / 1e3 for t in ts),
+                              "max": max((t["ready"] - t["claim"]) / 1e3 for t in ts)},
+            "ready_to_start_us": {"median": med((t["start"] - t["ready"]) / 1e3 for t in ts)},
+            "bytes_per_task": nbytes,
+        }
+    per_sm: dict[int, list] = {}
+    for t in tasks:
+        per_sm.setdefault(t["sm"], []).append((us(t["start"]), us(t["end"])))
+    busy = [_union_us(v) / res["span_us"] for v in per_sm.values()] if res["span_us"] > 0 else [0.0]
+    res["sm_busy"] = {"mean": statistics.fmean(busy), "min": min(busy), "max": max(busy)}
+    counts = [len(v) for v in per_sm.values()]
+    res["sm_task_counts"] = {n: counts.count(n) for n in sorted(set(counts))}  # tasks per SM -> SMs
+    return res
+
+
+def markdown(result: dict) -> str:
+    lines = [f"# role2 per task — {result['gpu']}, {result['date']}", "", f"Command: `{result['command']}`", "",
+             "µs from the replay's first task claim (the producer thread beginning a task's acquires); median over the "
+             f"{result['replays']} recorded replays of each point (each after a trace reset and an L2 flush). W1 / W2: "
+             "tasks, first start, median end, last end, median task (start -> end) and its weight stream per CTA, the "
+             "producer's wait for the task's acquires (ready - claim; W2: its block's W1 tiles). SM busy: the part of "
+             "role2's span an SM had a task in its consumers (mean / min).", "",
+             "| model | T | tasks | span | W1 n / first start / median end / last end | W1 task µs (GB/s) "
+             "| W2 n / first start / median end / last end | W2 task µs (GB/s) | W2 wait median / max | SM busy "
+             "mean / min |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for model in result["models"]:
+        for p in model["points"]:
+            s = p["median"]
+            w1, w2 = s.get("w1"), s.get("w2")
+
+            def phase(w):
+                return (f"{w['n']:.0f} / {w['first_start_us']:.1f} / {w['median_end_us']:.1f} / {w['last_end_us']:.1f}"
+                        if w else "-")
+
+            def task(w):
+                return f"{w['dur_us']:.1f} ({w['gbps']:.1f})" if w else "-"
+
+            lines.append(f"| {model['model']}{' + shared' if result['shared'] else ''} | {p['tokens']} | "
+                         f"{s['tasks']:.0f} | {s['span_us']:.1f} | {phase(w1)} | {task(w1)} | {phase(w2)} | {task(w2)} | "
+                         + (f"{w2['wait_median_us']:.1f} / {w2['wait_max_us']:.1f}" if w2 else "-")
+                         + f" | {s['sm_busy_mean']:.2f} / {s['sm_busy_min']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def median_summary(summaries: list[dict]) -> dict:
+    """Medians over replays of the numbers :func:`markdown` prints."""
+    med = statistics.median
+    out: dict[str, Any] = {"tasks": med(s["tasks"] for s in summaries), "span_us": med(s["span_us"] for s in summaries),
+                           "sm_busy_mean": med(s["sm_busy"]["mean"] for s in summaries),
+                           "sm_busy_min": med(s["sm_busy"]["min"] for s in summaries)}
+    for k in ("w1", "w2"):
+        ws = [s[k] for s in summaries if k in s]
+        if ws:
+            out[k] = {"n": med(w["n"] for w in ws), "first_start_us": med(w["first_start_us"] for w in ws),
+                      "median_end_us": med(w["median_end_us"] for w in ws),
+                      "last_end_us": med(w["last_end_us"] for w in ws), "dur_us": med(w["dur_us"]["median"] for w in ws),
+                      "gbps": med(w["gbps_per_task_median"] for w in ws),
+                      "wait_median_us": med(w["wait_ready_us"]["median"] for w in ws),
+                      "wait_max_us": med(w["wait_ready_us"]["max"] for w in ws)}
+    return out
+
+
+def plot(result: dict, path: Path) -> None:
+    """A Gantt chart per (model, T): one row per SM, W1 tasks blue, W2 orange, a W2 task's wait for its W1 tiles
+    grey (claim -> ready); the replay whose span is the median."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(m["model"], p) for m in result["models"] for p in m["points"]]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, 3.2 * len(panels)), squeeze=False)
+    for ax, (model, p) in zip(axes[:, 0], panels):
+        reps = p["replays"]
+        rep = sorted(reps, key=lambda r: r["summary"]["span_us"])[len(reps) // 2]
+        tasks = rep["tasks"]
+        t0 = min(t["claim"] for t in tasks)
+        sms = sorted({t["sm"] for t in tasks})
+        row = {sm: i for i, sm in enumerate(sms)}
+        # two CTAs of an SM side by side in its row
+        ctas_of = {sm: sorted({t["cta"] for t in tasks if t["sm"] == sm}) for sm in sms}
+        for t in tasks:
+            lane = ctas_of[t["sm"]].index(t["cta"])
+            y = row[t["sm"]] + (lane - 0.5) * 0.4 if len(ctas_of[t["sm"]]) > 1 else row[t["sm"]]
+            if not t["w1"] and t["ready"] > t["claim"]:
+                ax.plot([(t["claim"] - t0) / 1e3, (t["ready"] - t0) / 1e3], [y, y], color="0.75", lw=0.6)
+            ax.barh(y, (t["end"] - t["start"]) / 1e3, left=(t["start"] - t0) / 1e3, height=0.35,
+                    color="tab:blue" if t["w1"] else "tab:orange", lw=0)
+        ax.set_ylim(-1, len(sms))
+        ax.set_ylabel("SM (sorted)")
+        ax.set_xlabel("µs from the first task claim")
+        s = rep["summary"]
+        ax.set_title(f"{model}{' + shared' if result['shared'] else ''}, T = {p['tokens']}: role2 tasks "
+                     f"(W1 blue, W2 orange, W2 waiting for W1 grey); span {s['span_us']:.1f} µs")
+        ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, command: str, seed: int = 0) -> dict:
+    """Record ``replays`` traced replays of every (model, T) at world 1; write the JSON, markdown and plot."""
+    import datetime
+    import torch
+
+    from .impl import RankContext, make
+    from .protocol import L2Flusher, PAPER, capture_graph
+    from .routing import Layout, build_point
+
+    device = torch.device("cuda:0")
+    torch.cuda.set_device(0)
+    layout = Layout(world=1, ep=1)
+    ctx = RankContext(rank=0, world=1, device=device, seed=seed)
+    flush = L2Flusher(PAPER.l2_flush_bytes, device)
+    result: dict[str, Any] = {"gpu": torch.cuda.get_device_name(), "shared": shared, "replays": replays,
+                              "command": command,
+                              "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                              "models": []}
+    for shape in models:
+        impl = make("gc-moe")
+        why = impl.unsupported(shape, layout, shared)
+        if why:
+            raise SystemExit(f"{shape.name}: {why}")
+        impl.load_model(shape, layout, ctx, shared)
+        trace = impl.workspace().view("role2_trace")
+        entry: dict[str, Any] = {"model": shape.name, "loaded": impl.describe(), "points": []}
+        for T in tokens:
+            prep = impl.prepare(build_point(shape, T, layout, 0, seed))
+            graph = None if prep.replay is not None else capture_graph(prep.step)
+            replay = prep.replay or graph.replay
+            for _ in range(3):
+                replay()
+            recorded = []
+            for _ in range(replays):
+                torch.cuda.synchronize()
+                trace.zero_()
+                flush()
+                torch.cuda.synchronize()
+                replay()
+                torch.cuda.synchronize()
+                tasks = decode(trace.cpu().tolist())
+                recorded.append({"summary": summarize(tasks, shape.hidden, shape.intermediate), "tasks": tasks})
+            prep.close()
+            del graph
+            point = {"tokens": T, "replays": recorded, "median": median_summary([r["summary"] for r in recorded])}
+            entry["points"].append(point)
+            print(f"{shape.name} T={T}: role2 span {point['median']['span_us']:.1f} us, "
+                  f"{point['median']['tasks']:.0f} tasks", flush=True)
+        impl.unload_model()
+        result["models"].append(entry)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tasks.json").write_text(json.dumps(result))
+    (out / "tasks.md").write_text(markdown(result))
+    plot(result, out / "tasks.png")
+    return result

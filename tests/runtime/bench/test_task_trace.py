@@ -1,0 +1,75 @@
+"""bench.task_trace on synthetic trace rows (CPU): decoding the kernel's words, phases, waits, SM occupancy, report
+and plot. The kernel side (role2_ring.TRACE) is compiled in tests/build and run on the GPU by `bench tasks`."""
+import pytest
+
+from gcmoe_runtime.bench import task_trace as tt
+from gcmoe_runtime.workspace import layout as wsl
+
+
+def row(claim, ready, start, end, sm, cta, w1, tile=0, split=0, block=0, gen=0, last=None):
+    w = [0] * wsl.ROLE2_TRACE_WORDS
+    w[wsl.TRACE_CLAIM], w[wsl.TRACE_READY], w[wsl.TRACE_START], w[wsl.TRACE_END] = claim, ready, start, end
+    w[wsl.TRACE_WHERE] = sm | cta << 32
+    w[wsl.TRACE_WHAT] = int(w1) | tile << 8 | split << 16 | block << 24 | gen << 48
+    w[wsl.TRACE_LAST_STAGE] = last or end
+    return w
+
+
+T0 = 1_700_000_000_000_000_000  # %globaltimer is ns since an epoch: large values
+
+
+def sample():
+    """Two SMs, one CTA each: W1 tasks 0-10 µs and 0-12 µs; W2 tasks claimed at 1 µs, ready when W1 ends (12 µs)."""
+    us = lambda x: T0 + int(x * 1000)  # noqa: E731
+    rows = [row(us(0), us(0), us(0.5), us(10), sm=3, cta=0, w1=True, tile=0),
+            row(us(0), us(0), us(0.5), us(12), sm=7, cta=1, w1=True, tile=1),
+            row(us(1), us(12), us(12.2), us(20), sm=3, cta=0, w1=False, tile=0),
+            row(us(1), us(12), us(12.5), us(22), sm=7, cta=1, w1=False, tile=1)]
+    return rows + [[0] * wsl.ROLE2_TRACE_WORDS] * 3  # unstamped rows (the region is zeroed before the replay)
+
+
+def test_decode_reads_the_kernels_words_and_skips_unstamped_rows():
+    tasks = tt.decode(sample())
+    assert [t["task"] for t in tasks] == [0, 1, 2, 3]
+    assert [(t["sm"], t["cta"], t["w1"], t["tile"]) for t in tasks] == [(3, 0, True, 0), (7, 1, True, 1),
+                                                                        (3, 0, False, 0), (7, 1, False, 1)]
+    bad = sample()
+    bad[2][wsl.TRACE_END] = bad[2][wsl.TRACE_START] - 1
+    with pytest.raises(ValueError, match="task 2"):
+        tt.decode(bad)
+
+
+def test_summary_phases_waits_and_busy_sms():
+    s = tt.summarize(tt.decode(sample()), hidden=512, intermediate=256)
+    assert s["tasks"] == 4 and s["sms"] == 2 and s["span_us"] == pytest.approx(22.0)
+    assert s["w1"]["last_end_us"] == pytest.approx(12.0) and s["w1"]["first_start_us"] == pytest.approx(0.5)
+    assert s["w2"]["wait_ready_us"]["median"] == pytest.approx(11.0) and s["w2"]["wait_ready_us"]["max"] == 11.0
+    assert s["w2"]["dur_us"]["median"] == pytest.approx((7.8 + 9.5) / 2)
+    # W1 bytes per task: 256 rows x H x (0.5 + 1/32) B over its median duration
+    assert s["w1"]["gbps_per_task_median"] == pytest.approx(256 * 512 * (0.5 + 1 / 32) / 10.5 / 1e3)
+    # SM 3 busy 0.5-10 and 12.2-20 of 22 µs
+    assert s["sm_busy"]["min"] == pytest.approx((9.5 + 7.8) / 22)
+    assert s["sm_task_counts"] == {2: 2}
+    with pytest.raises(ValueError, match="TRACE"):
+        tt.summarize([], 512, 256)
+
+
+def test_split_w1_tasks_count_their_share_of_the_bytes():
+    us = lambda x: T0 + int(x * 1000)  # noqa: E731
+    rows = [row(us(0), us(0), us(0), us(5), sm=1, cta=0, w1=True, split=0),
+            row(us(0), us(0), us(0), us(5), sm=1, cta=1, w1=True, split=1)]
+    s = tt.summarize(tt.decode(rows), hidden=512, intermediate=256)
+    assert s["w1"]["bytes_per_task"] == 256 * 512 * (0.5 + 1 / 32) / 2 and "w2" not in s
+
+
+def test_markdown_and_plot(tmp_path):
+    tasks = tt.decode(sample())
+    reps = [{"summary": tt.summarize(tasks, 512, 256), "tasks": tasks}] * 3
+    res = {"gpu": "test", "date": "2026-12-02", "command": "bench tasks", "shared": False, "replays": 3,
+           "models": [{"model": "tiny", "points": [{"tokens": 1, "replays": reps,
+                                                    "median": tt.median_summary([r["summary"] for r in reps])}]}]}
+    md = tt.markdown(res)
+    assert "| tiny | 1 | 4 | 22.0 | 2 / 0.5 / 11.0 / 12.0 |" in md and "11.0 / 11.0" in md
+    pytest.importorskip("matplotlib")
+    tt.plot(res, tmp_path / "tasks.png")
+    assert (tmp_path / "tasks.png").stat().st_size > 1000
