@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     tk.add_argument("--shared", action="store_true")
     tk.add_argument("--replays", type=int, default=5, help="recorded replays per point (each after a trace reset)")
     tk.add_argument("--seed", type=int, default=0)
+    tk.add_argument("--tile", default=None, help="role2 BM:THREADS[:CTAS[:SPLIT]] at every T (a build the bundle holds)")
     tk.add_argument("--out", type=Path, required=True)
 
     sub.add_parser("list", help="list registered implementations")
@@ -120,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         from .task_trace import markdown as tasks_markdown, run as run_tasks
 
         res = run_tasks([resolve_model(m) for m in a.model], list(a.tokens), a.shared, a.replays, a.out,
-                        "python -m gcmoe_runtime.bench " + shlex.join(sys.argv[1:] if argv is None else argv), a.seed)
+                        "python -m gcmoe_runtime.bench " + shlex.join(sys.argv[1:] if argv is None else argv), a.seed,
+                        tuple(int(v) for v in a.tile.split(":")) if a.tile else None)
         print(tasks_markdown(res))
         return 0
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -235,6 +235,16 @@ class GcMoeBench:
 
     def unload_model(self) -> None:
         self._m = None
+
+    def force_tile(self, tile: Optional[tuple]) -> None:
+        """Run role2's ``tile`` = (BM, threads[, ctas_per_sm[, w1_split]]) at every T instead of the heuristic's
+        (``moe.get_symm_buffer_for_gc_moe(tile=...)``; the loaded bundle must hold that variant): for instruments
+        that compare builds at one point (``bench.task_trace``)."""
+        if self._m is None:
+            raise RuntimeError(f"{self.name}: force_tile() before load_model()")
+        buf = self._m["buf"]
+        buf.forced_tile = self._m["api"].check_forced_tile(tile, buf.bm_candidates)
+        buf.kernel_cache.clear()
 
     def workspace(self) -> Any:
         """The loaded model's symmetric workspace (``gcmoe_runtime.workspace.symmetric``): for instruments that read

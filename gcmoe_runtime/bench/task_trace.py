@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from gcmoe_runtime.workspace import layout as wsl
 
@@ -46,6 +46,28 @@ def decode(rows: Iterable[Sequence[int]]) -> list[dict]:
                     "w1": bool(what & 0xFF), "tile": (what >> 8) & 0xFF, "split": (what >> 16) & 0xFF,
                     "block": (what >> 24) & 0xFFFFFF, "gen": (what >> 48) & 0xFFFF})
     return out
+
+
+TASK_FIELDS = ("task", "claim", "ready", "start", "end", "last_stage", "sm", "cta", "w1", "tile", "split", "block", "gen")
+
+
+def compact_point(tokens: int, recorded: list[dict]) -> dict:
+    """One point's record for ``tasks.json``: every replay's summary and their medians, and the tasks of the replay
+    whose span is the median, as rows of ``TASK_FIELDS`` with times in ns from that replay's first claim (the whole
+    trace of every replay is ~1 MB per point: not worth keeping)."""
+    rep = sorted(recorded, key=lambda r: r["summary"]["span_us"])[len(recorded) // 2]
+    t0 = min(t["claim"] for t in rep["tasks"])
+    rel = {"claim", "ready", "start", "end", "last_stage"}
+    rows = [[(t[f] - t0 if t[f] else -1) if f in rel else int(t[f]) for f in TASK_FIELDS] for t in rep["tasks"]]
+    return {"tokens": tokens, "summaries": [r["summary"] for r in recorded],
+            "median": median_summary([r["summary"] for r in recorded]),
+            "median_replay": {"fields": list(TASK_FIELDS), "rows": rows}}
+
+
+def point_tasks(point: dict) -> list[dict]:
+    """The median replay's tasks of a :func:`compact_point` record, as :func:`decode` dicts (times relative)."""
+    f = point["median_replay"]["fields"]
+    return [dict(zip(f, r)) for r in point["median_replay"]["rows"]]
 
 
 def _union_us(intervals: list[tuple[float, float]]) -> float:
@@ -144,45 +166,43 @@ def median_summary(summaries: list[dict]) -> dict:
 
 
 def plot(result: dict, path: Path) -> None:
-    """A Gantt chart per (model, T): one row per SM, W1 tasks blue, W2 orange, a W2 task's wait for its W1 tiles
-    grey (claim -> ready); the replay whose span is the median."""
+    """A Gantt chart per (model, T) of the replay whose span is the median: one row per CTA, grouped by SM (the SMs in
+    ``%smid`` order, an SM's two CTAs side by side), W1 tasks blue, W2 orange, a W2 task's wait for its block's W1
+    tiles (claim -> ready) as a thin grey line."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     panels = [(m["model"], p) for m in result["models"] for p in m["points"]]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(12, 3.2 * len(panels)), squeeze=False)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, 3.4 * len(panels)), squeeze=False)
     for ax, (model, p) in zip(axes[:, 0], panels):
-        reps = p["replays"]
-        rep = sorted(reps, key=lambda r: r["summary"]["span_us"])[len(reps) // 2]
-        tasks = rep["tasks"]
-        t0 = min(t["claim"] for t in tasks)
-        sms = sorted({t["sm"] for t in tasks})
-        row = {sm: i for i, sm in enumerate(sms)}
-        # two CTAs of an SM side by side in its row
-        ctas_of = {sm: sorted({t["cta"] for t in tasks if t["sm"] == sm}) for sm in sms}
+        tasks = point_tasks(p)
+        lanes = sorted({(t["sm"], t["cta"]) for t in tasks})
+        row = {lane: i for i, lane in enumerate(lanes)}
         for t in tasks:
-            lane = ctas_of[t["sm"]].index(t["cta"])
-            y = row[t["sm"]] + (lane - 0.5) * 0.4 if len(ctas_of[t["sm"]]) > 1 else row[t["sm"]]
+            y = row[(t["sm"], t["cta"])]
             if not t["w1"] and t["ready"] > t["claim"]:
-                ax.plot([(t["claim"] - t0) / 1e3, (t["ready"] - t0) / 1e3], [y, y], color="0.75", lw=0.6)
-            ax.barh(y, (t["end"] - t["start"]) / 1e3, left=(t["start"] - t0) / 1e3, height=0.35,
-                    color="tab:blue" if t["w1"] else "tab:orange", lw=0)
-        ax.set_ylim(-1, len(sms))
-        ax.set_ylabel("SM (sorted)")
+                ax.plot([t["claim"] / 1e3, t["ready"] / 1e3], [y, y], color="0.8", lw=0.4, zorder=1)
+            ax.barh(y, (t["end"] - t["start"]) / 1e3, left=t["start"] / 1e3, height=0.8,
+                    color="tab:blue" if t["w1"] else "tab:orange", lw=0, zorder=2)
+        ax.set_ylim(-1, len(lanes))
+        ax.set_ylabel(f"CTA ({len(lanes)}), by SM")
         ax.set_xlabel("µs from the first task claim")
-        s = rep["summary"]
-        ax.set_title(f"{model}{' + shared' if result['shared'] else ''}, T = {p['tokens']}: role2 tasks "
-                     f"(W1 blue, W2 orange, W2 waiting for W1 grey); span {s['span_us']:.1f} µs")
+        s = p["median"]
+        ax.set_title(f"{model}{' + shared' if result['shared'] else ''}, T = {p['tokens']}"
+                     + (f", tile {':'.join(map(str, result['tile']))}" if result.get("tile") else "")
+                     + f": role2 tasks (W1 blue, W2 orange, W2 waiting for W1 grey); span {s['span_us']:.1f} µs")
         ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=90)
     plt.close(fig)
 
 
-def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, command: str, seed: int = 0) -> dict:
-    """Record ``replays`` traced replays of every (model, T) at world 1; write the JSON, markdown and plot."""
+def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, command: str, seed: int = 0,
+        tile: Optional[tuple] = None) -> dict:
+    """Record ``replays`` traced replays of every (model, T) at world 1; write the JSON, markdown and plot.
+    ``tile``: role2's (BM, threads[, ctas_per_sm[, w1_split]]) at every T instead of the heuristic's."""
     import datetime
     import torch
 
@@ -196,7 +216,7 @@ def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, 
     ctx = RankContext(rank=0, world=1, device=device, seed=seed)
     flush = L2Flusher(PAPER.l2_flush_bytes, device)
     result: dict[str, Any] = {"gpu": torch.cuda.get_device_name(), "shared": shared, "replays": replays,
-                              "command": command,
+                              "command": command, "tile": list(tile) if tile else None,
                               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                               "models": []}
     for shape in models:
@@ -205,6 +225,8 @@ def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, 
         if why:
             raise SystemExit(f"{shape.name}: {why}")
         impl.load_model(shape, layout, ctx, shared)
+        if tile:
+            impl.force_tile(tuple(tile))
         trace = impl.workspace().view("role2_trace")
         entry: dict[str, Any] = {"model": shape.name, "loaded": impl.describe(), "points": []}
         for T in tokens:
@@ -225,7 +247,7 @@ def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, 
                 recorded.append({"summary": summarize(tasks, shape.hidden, shape.intermediate), "tasks": tasks})
             prep.close()
             del graph
-            point = {"tokens": T, "replays": recorded, "median": median_summary([r["summary"] for r in recorded])}
+            point = compact_point(T, recorded)
             entry["points"].append(point)
             print(f"{shape.name} T={T}: role2 span {point['median']['span_us']:.1f} us, "
                   f"{point['median']['tasks']:.0f} tasks", flush=True)

@@ -62,12 +62,22 @@ def test_split_w1_tasks_count_their_share_of_the_bytes():
     assert s["w1"]["bytes_per_task"] == 256 * 512 * (0.5 + 1 / 32) / 2 and "w2" not in s
 
 
+def test_compact_point_keeps_the_median_replay_relative():
+    tasks = tt.decode(sample())
+    slow = [dict(t, end=t["end"] + 5000) for t in tasks]  # a replay 5 µs longer
+    reps = [{"summary": tt.summarize(ts, 512, 256), "tasks": ts} for ts in (tasks, slow, slow)]
+    p = tt.compact_point(1, reps)
+    assert len(p["summaries"]) == 3 and p["median"]["span_us"] == pytest.approx(27.0)
+    back = tt.point_tasks(p)
+    assert [t["task"] for t in back] == [0, 1, 2, 3] and back[0]["claim"] == 0 and back[3]["end"] == 27000
+    assert back[2]["ready"] == 12000 and back[2]["w1"] == 0 and back[1]["sm"] == 7
+
+
 def test_markdown_and_plot(tmp_path):
     tasks = tt.decode(sample())
     reps = [{"summary": tt.summarize(tasks, 512, 256), "tasks": tasks}] * 3
     res = {"gpu": "test", "date": "2026-12-02", "command": "bench tasks", "shared": False, "replays": 3,
-           "models": [{"model": "tiny", "points": [{"tokens": 1, "replays": reps,
-                                                    "median": tt.median_summary([r["summary"] for r in reps])}]}]}
+           "tile": [8, 384, 2], "models": [{"model": "tiny", "points": [tt.compact_point(1, reps)]}]}
     md = tt.markdown(res)
     assert "| tiny | 1 | 4 | 22.0 | 2 / 0.5 / 11.0 / 12.0 |" in md and "11.0 / 11.0" in md
     pytest.importorskip("matplotlib")
