@@ -15,7 +15,10 @@
 #
 # `bash ci/prepare_device_wheels.sh --runtime-only` fills .whl-rt/ with the first two alone (5.6 MB instead of 17): the
 # tree (tracked files alone ~59 MB since session 16) plus carry must stay under the device's 64 MiB, so a call that
-# runs no peer baseline carries `.whl-rt` and sets GCMOE_WHEELS=.whl-rt for ci/gpu_env.sh.
+# runs no peer baseline carries `.whl-rt` and sets GCMOE_WHEELS=.whl-rt for ci/gpu_env.sh. Since session 23 (tracked
+# tree ~56 MB, 63.6 MiB in 4 KB blocks) .whl-rt's zstandard wheel is trimmed to its C backend (2.7 MB instead of 5.5):
+# the cffi backend (`_cffi*.so`, `backend_cffi.py`) is what `import zstandard` falls back to only when the C one fails
+# to load; the trimmed wheel's RECORD drops their lines, so pip installs it as any wheel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WHEELS=("zstandard==0.25.0" "pytest-timeout==2.4.0" "humming-kernels==0.1.20" "nvidia-cuda-cccl==13.0.85"
@@ -33,4 +36,24 @@ done
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   -d "$DIR" "${WHEELS[@]}" 2>&1 | grep -v "is ignored" || true
+if [[ $DIR == .whl-rt ]]; then
+  python3 - "$DIR"/zstandard-*.whl <<'PY'
+import sys, zipfile, os
+for path in sys.argv[1:]:
+    drop = lambda n: n.startswith("zstandard/_cffi") or n == "zstandard/backend_cffi.py"  # noqa: E731
+    with zipfile.ZipFile(path) as z:
+        names = z.namelist()
+        if not any(drop(n) for n in names):
+            continue  # trimmed already
+        items = [(i, z.read(i.filename)) for i in z.infolist() if not drop(i.filename)]
+    tmp = path + ".tmp"
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as out:
+        for info, data in items:
+            if info.filename.endswith(".dist-info/RECORD"):
+                data = b"".join(l for l in data.splitlines(keepends=True) if not drop(l.split(b",")[0].decode()))
+            out.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
+    os.replace(tmp, path)
+    print(f"trimmed {path}: cffi backend dropped")
+PY
+fi
 ls -la "$DIR"
