@@ -63,3 +63,54 @@ def makespan(coords, nq, ring_blocks, ctas, nt1, nt2, d1, d2):
             if w1_left[q] == 0:
                 w1_done[q] = free[c]
     return max(free) if tasks else 0.0
+
+
+# ---- Stream-K (not in any kernel yet: the design of results/operator/NEXT.md item 1, session 23) ----------------------
+# The per-task trace (session 23, ``bench tasks``) shows role2 at T = 1-4 losing 10-25 % of its span to whole-tile
+# quantisation: 108 W1 tiles on 128 SMs (DSV-4.1-Flash T = 1), 198 tiles on 128 SM pairs (T = 2), 1.5 W2 tiles per SM
+# (GLM-5.2 T = 1). Stream-K cuts each phase's work (W1, then W2) into K256 units, ``tile_units`` per tile, and gives
+# CTA ``c`` of ``G`` the contiguous units ``[c*U//G, (c+1)*U//G)``; a tile split between CTAs is finished by the last
+# of its pieces to arrive (FP32 partials in the workspace, summed in slot order so the bits do not depend on which
+# arrives last). These functions are the host mirror the kernel will follow and the model that predicts it.
+
+
+def stream_k_range(cta, ctas, units):
+    """CTA ``cta``'s units ``[a, b)`` of a phase of ``units`` units over ``ctas`` CTAs (may be empty)."""
+    return cta * units // ctas, (cta + 1) * units // ctas
+
+
+def stream_k_owner(unit, ctas, units):
+    """The CTA whose range holds ``unit``: the largest ``c`` with ``c*units//ctas <= unit``."""
+    return ((unit + 1) * ctas - 1) // units
+
+
+def stream_k_pieces(cta, ctas, ntiles, tile_units):
+    """CTA ``cta``'s pieces of a phase of ``ntiles`` tiles x ``tile_units`` units, in order: ``(tile, u0, u1, slot,
+    npieces)``: units ``[u0, u1)`` of the tile (0-based within it), this piece's slot among the tile's pieces (the
+    partial's index, 0 = the piece holding the tile's first unit) and how many pieces the tile has (the arrival count
+    its last piece waits for). Every unit of every tile is in exactly one piece (tests/build/.../test_role2_schedule).
+    A phase with fewer units than CTAs runs on ``units`` CTAs, one unit each (the others get no piece), so that every
+    range is non-empty and a piece's slot is simply its CTA's distance from the tile's first owner."""
+    units = ntiles * tile_units
+    ctas = min(ctas, units)
+    if cta >= ctas:
+        return []
+    a, b = stream_k_range(cta, ctas, units)
+    out = []
+    x = a
+    while x < b:
+        t = x // tile_units
+        end = min(b, (t + 1) * tile_units)
+        first = stream_k_owner(t * tile_units, ctas, units)
+        last = stream_k_owner((t + 1) * tile_units - 1, ctas, units)
+        out.append((t, x - t * tile_units, end - t * tile_units, cta - first, last - first + 1))
+        x = end
+    return out
+
+
+def stream_k_span(w1_bytes, w2_bytes, rate_bps, start_us=4.0, handoff_us=1.0, tail_us=2.0):
+    """Predicted role2 span (µs) of a Stream-K replay: both phases streamed at ``rate_bps`` (every SM busy, the
+    phase's bytes balanced over them) after ``start_us`` (role2's first block arrives: role1 at P = 1 ~4 µs in the
+    trace), one hand-over from W1 to W2 (the last W1 pieces' sums and epilogues, W2's first stages) and the last
+    W2 epilogues. A model: the trace of the first Stream-K build is what tests it."""
+    return start_us + (w1_bytes + w2_bytes) / rate_bps * 1e6 + handoff_us + tail_us

@@ -38,3 +38,45 @@ def test_model_prefers_the_phased_order(nq):
     block = makespan(block_major_coords, nq, 192, 128, 16, 24, w1, w2)
     assert ideal <= phased < block
     assert phased / ideal < 1.5 and block / ideal > 1.6
+
+
+@pytest.mark.parametrize("ntiles,tile_units,ctas", [
+    (108, 20, 128),              # DSV-4.1-Flash T = 1 W1 (108 tiles x K256 units of H = 5120) on one CTA per SM
+    (120, 9, 128),               # its W2 (I = 2304)
+    (198, 20, 256),              # T = 2 on the two-CTA build
+    (192, 8, 256),               # GLM-5.2 T = 1 W2 (I = 2048)
+    (3, 24, 256),                # fewer units than CTAs: most CTAs have nothing
+    (1, 1, 7),
+])
+def test_stream_k_pieces_cover_every_unit_once_with_consistent_slots(ntiles, tile_units, ctas):
+    from gcmoe_build.kernels.sm90.role2_schedule import stream_k_pieces
+
+    seen = {}
+    per_tile = {}
+    for c in range(ctas):
+        prev_end = None
+        for t, u0, u1, slot, n in stream_k_pieces(c, ctas, ntiles, tile_units):
+            assert 0 <= u0 < u1 <= tile_units and 0 <= slot < n
+            if prev_end is not None:  # a CTA's pieces are contiguous: the next starts where the last ended
+                assert (t, u0) == (prev_end[0] + 1, 0) and prev_end[1] == tile_units
+            prev_end = (t, u1)
+            for u in range(u0, u1):
+                assert (t, u) not in seen
+                seen[(t, u)] = c
+            per_tile.setdefault(t, []).append((slot, n, u0))
+    assert len(seen) == ntiles * tile_units
+    for t, ps in per_tile.items():
+        ps.sort()
+        assert [s for s, _, _ in ps] == list(range(len(ps)))  # slots 0..n-1, once each
+        assert all(n == len(ps) for _, n, _ in ps)  # every piece knows the tile's arrival count
+        assert ps[0][2] == 0  # slot 0 holds the tile's first unit
+
+
+def test_stream_k_balances_what_whole_tiles_cannot():
+    """DSV-4.1-Flash T = 1: 108 W1 tiles of 20 units on 128 CTAs: whole tiles leave 20 CTAs idle and take 20 units;
+    Stream-K gives every CTA 16 or 17 units, and no tile more than three pieces."""
+    from gcmoe_build.kernels.sm90.role2_schedule import stream_k_pieces
+
+    loads = [sum(u1 - u0 for _, u0, u1, _, _ in stream_k_pieces(c, 128, 108, 20)) for c in range(128)]
+    assert set(loads) == {16, 17} and sum(loads) == 108 * 20
+    assert max(n for c in range(128) for *_, n in stream_k_pieces(c, 128, 108, 20)) <= 3
