@@ -122,7 +122,7 @@ SELFTEST_PAYLOAD = 8  # producer writes payload words [8, 8 + SELFTEST_PAYLOAD_W
 SELFTEST_PAYLOAD_WORDS = 32
 
 # role2's task trace (dev builds with ``role2_ring.TRACE``): one row of u64 words per task, by static task index
-ROLE2_TRACE_TASKS = 8192
+ROLE2_TRACE_TASKS = 32768  # GLM-5.2 P = 1 T = 256: ~14 000 tasks
 ROLE2_TRACE_WORDS = 8
 TRACE_CLAIM = 0  # the producer thread begins the task's acquires (l1_full, header)
 TRACE_READY = 1  # ... has them all (a W2 task: every W1 mask bit of its block) and publishes the record
