@@ -7,7 +7,7 @@ prepares it and replayed a few times; then, ``--replays`` times, the trace regio
 replay recorded. Each task row holds ``%globaltimer`` stamps (``gcmoe_runtime.workspace.layout``: ``TRACE_*``): when the
 producer thread began its acquires (claim), had them (ready: a W2 task's wait for its block's W1 tiles ends here),
 issued its last weight stage; when consumer thread 0 took the task (start) and finished it (end); the SM, CTA and
-the task's coordinates. Writes ``tasks.json`` (every task of every recorded replay), ``tasks.md`` (per point: phases,
+the task's coordinates. Writes ``tasks.json.gz`` (every replay's summary and the tasks of the median one), ``tasks.md`` (per point: phases,
 waits, per-task stream rates, how busy the SMs were) and ``tasks.png`` (a Gantt chart per point: one row per SM).
 
 Why: the layer's timeline (``bench timeline``) shows role2 as one bar; its T = 1-2 gap to the byte floor (0.45-0.61,
@@ -15,6 +15,7 @@ results/operator/NEXT.md item 2) is in how W1 and W2 tasks share the grid, which
 """
 from __future__ import annotations
 
+import gzip
 import json
 import statistics
 from pathlib import Path
@@ -52,7 +53,7 @@ TASK_FIELDS = ("task", "claim", "ready", "start", "end", "last_stage", "sm", "ct
 
 
 def compact_point(tokens: int, recorded: list[dict]) -> dict:
-    """One point's record for ``tasks.json``: every replay's summary and their medians, and the tasks of the replay
+    """One point's record for ``tasks.json.gz``: every replay's summary and their medians, and the tasks of the replay
     whose span is the median, as rows of ``TASK_FIELDS`` with times in ns from that replay's first claim (the whole
     trace of every replay is ~1 MB per point: not worth keeping)."""
     rep = sorted(recorded, key=lambda r: r["summary"]["span_us"])[len(recorded) // 2]
@@ -254,7 +255,8 @@ def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, 
         impl.unload_model()
         result["models"].append(entry)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "tasks.json").write_text(json.dumps(result))
+    with gzip.open(out / "tasks.json.gz", "wt") as f:  # 10-15 000 task rows per point at T = 256
+        json.dump(result, f)
     (out / "tasks.md").write_text(markdown(result))
     plot(result, out / "tasks.png")
     return result

@@ -7,6 +7,7 @@ replay's tiles at 4.4 TB/s) and ``role2_schedule.stream_k_span`` at the aggregat
 CTA streaming W1: 3.15 TB/s at T = 1 (GLM-5.2's split halves, 256 x 12.3 GB/s; one CTA alone on an SM 24.3-27.5 GB/s,
 so DSV-4.1-Flash's 128 CTAs reach ~3.2) and 3.85 TB/s from T = 2 (GLM-5.2 T = 4's first W1 round, 256 x 15.1 GB/s).
 """
+import gzip
 import json
 from pathlib import Path
 
@@ -18,7 +19,7 @@ SHAPES = {"glm-5.2": (6144, 2048), "deepseek-v4.1-flash": (5120, 2304)}
 B = tt.WEIGHT_BYTES_PER_ELEM
 rows = []
 for name in ("glm", "dsv"):
-    res = json.loads((HERE / "call-a" / "tasks" / name / "tasks.json").read_text())
+    res = json.loads(gzip.decompress((HERE / "call-a" / "tasks" / name / "tasks.json.gz").read_bytes()))
     for m in res["models"]:
         H, I = SHAPES[m["model"]]
         for p in m["points"]:
