@@ -204,28 +204,15 @@ def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, 
         tile: Optional[tuple] = None) -> dict:
     """Record ``replays`` traced replays of every (model, T) at world 1; write the JSON, markdown and plot.
     ``tile``: role2's (BM, threads[, ctas_per_sm[, w1_split]]) at every T instead of the heuristic's."""
-    import datetime
     import torch
 
-    from .impl import RankContext, make
-    from .protocol import L2Flusher, PAPER, capture_graph
-    from .routing import Layout, build_point
+    from .protocol import capture_graph
+    from .routing import build_point
+    from .timeline import loaded_gcmoe, one_gpu_run
 
-    device = torch.device("cuda:0")
-    torch.cuda.set_device(0)
-    layout = Layout(world=1, ep=1)
-    ctx = RankContext(rank=0, world=1, device=device, seed=seed)
-    flush = L2Flusher(PAPER.l2_flush_bytes, device)
-    result: dict[str, Any] = {"gpu": torch.cuda.get_device_name(), "shared": shared, "replays": replays,
-                              "command": command, "tile": list(tile) if tile else None,
-                              "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                              "models": []}
+    layout, ctx, flush, result = one_gpu_run(shared, replays, command, seed=seed, tile=list(tile) if tile else None)
     for shape in models:
-        impl = make("gc-moe")
-        why = impl.unsupported(shape, layout, shared)
-        if why:
-            raise SystemExit(f"{shape.name}: {why}")
-        impl.load_model(shape, layout, ctx, shared)
+        impl = loaded_gcmoe(shape, layout, ctx, shared)
         if tile:
             impl.force_tile(tuple(tile))
         trace = impl.workspace().view("role2_trace")

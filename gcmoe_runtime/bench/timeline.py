@@ -137,30 +137,48 @@ def trace_point(replay, flush, replays: int, warm: int = 3) -> list[tuple[str, f
             if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
-def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, command: str, seed: int = 0) -> dict:
-    """Trace every (model, T) at world 1 with the gc-moe implementation; write the JSON, markdown and plot."""
+def one_gpu_run(shared: bool, replays: int, command: str, **extra) -> tuple:
+    """What the one-GPU instruments (this module, ``task_trace``) share: the device, world-1 layout and rank context,
+    an L2 flusher (the protocol's) and the result header; returns ``(layout, ctx, flush, result)``."""
     import datetime
     import torch
 
-    from .impl import RankContext, make
-    from .protocol import L2Flusher, PAPER, capture_graph
-    from .routing import Layout, build_point
+    from .impl import RankContext
+    from .protocol import L2Flusher, PAPER
+    from .routing import Layout
 
     device = torch.device("cuda:0")
     torch.cuda.set_device(0)
     layout = Layout(world=1, ep=1)
-    ctx = RankContext(rank=0, world=1, device=device, seed=seed)
+    ctx = RankContext(rank=0, world=1, device=device, seed=extra.pop("seed", 0))
     flush = L2Flusher(PAPER.l2_flush_bytes, device)
     result: dict[str, Any] = {"gpu": torch.cuda.get_device_name(), "shared": shared, "replays": replays,
-                              "command": command,
+                              "command": command, **extra,
                               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                               "models": []}
+    return layout, ctx, flush, result
+
+
+def loaded_gcmoe(shape, layout, ctx, shared: bool):
+    """The gc-moe implementation (green contexts, overlap on) with ``shape`` loaded, or SystemExit with the reason."""
+    from .impl import make
+
+    impl = make("gc-moe")
+    why = impl.unsupported(shape, layout, shared)
+    if why:
+        raise SystemExit(f"{shape.name}: {why}")
+    impl.load_model(shape, layout, ctx, shared)
+    return impl
+
+
+def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, command: str, seed: int = 0) -> dict:
+    """Trace every (model, T) at world 1 with the gc-moe implementation; write the JSON, markdown and plot."""
+    from .protocol import capture_graph
+    from .routing import build_point
+
+    layout, ctx, flush, result = one_gpu_run(shared, replays, command, seed=seed)
     for shape in models:
-        impl = make("gc-moe")
-        why = impl.unsupported(shape, layout, shared)
-        if why:
-            raise SystemExit(f"{shape.name}: {why}")
-        impl.load_model(shape, layout, ctx, shared)
+        impl = loaded_gcmoe(shape, layout, ctx, shared)
         entry: dict[str, Any] = {"model": shape.name, "loaded": impl.describe(), "points": []}
         for T in tokens:
             prep = impl.prepare(build_point(shape, T, layout, 0, seed))
