@@ -65,13 +65,23 @@ def makespan(coords, nq, ring_blocks, ctas, nt1, nt2, d1, d2):
     return max(free) if tasks else 0.0
 
 
-# ---- Stream-K (not in any kernel yet: the design of results/operator/NEXT.md item 1, session 23) ----------------------
-# The per-task trace (session 23, ``bench tasks``) shows role2 at T = 1-4 losing 10-25 % of its span to whole-tile
+# ---- Stream-K (session 23: built and measured on branch ``stream-k``, 29fa2fb / 654765f; refuted) --------------------
+# The per-task trace (session 23, ``bench tasks``) shows role2 at T = 1-4 losing 5-13 % of its span to whole-tile
 # quantisation: 108 W1 tiles on 128 SMs (DSV-4.1-Flash T = 1), 198 tiles on 128 SM pairs (T = 2), 1.5 W2 tiles per SM
 # (GLM-5.2 T = 1). Stream-K cuts each phase's work (W1, then W2) into K256 units, ``tile_units`` per tile, and gives
 # CTA ``c`` of ``G`` the contiguous units ``[c*U//G, (c+1)*U//G)``; a tile split between CTAs is finished by the last
 # of its pieces to arrive (FP32 partials in the workspace, summed in slot order so the bits do not depend on which
-# arrives last). These functions are the host mirror the kernel will follow and the model that predicts it.
+# arrives last). The kernel (the K-split build running these pieces) was correct and 5-23 % slower in the layer at
+# T = 1-4 (docs/PERFORMANCE.md "Session 23"): a piece pays a task's fixed cost (task top, activation chunk, pipeline
+# drain, epilogue: ~5-8 µs at BM 8), and Stream-K doubles the tasks per CTA. These functions stay as the model (and
+# the host mirror the branch's kernel followed) for a design that hides a task's fixed cost first.
+
+
+def stream_k_ctas(ctas, units, tile_units, max_pieces):
+    """The CTAs a Stream-K phase runs on: all ``ctas`` when each then gets at least ``ceil(tile_units / (max_pieces -
+    1))`` units (so no tile has more than ``max_pieces`` pieces, the partials' slots), else fewer; at least one."""
+    cmin = -(-tile_units // (max_pieces - 1))
+    return min(ctas, max(1, units // cmin))
 
 
 def stream_k_range(cta, ctas, units):
@@ -84,15 +94,16 @@ def stream_k_owner(unit, ctas, units):
     return ((unit + 1) * ctas - 1) // units
 
 
-def stream_k_pieces(cta, ctas, ntiles, tile_units):
+def stream_k_pieces(cta, ctas, ntiles, tile_units, max_pieces=4):
     """CTA ``cta``'s pieces of a phase of ``ntiles`` tiles x ``tile_units`` units, in order: ``(tile, u0, u1, slot,
     npieces)``: units ``[u0, u1)`` of the tile (0-based within it), this piece's slot among the tile's pieces (the
     partial's index, 0 = the piece holding the tile's first unit) and how many pieces the tile has (the arrival count
     its last piece waits for). Every unit of every tile is in exactly one piece (tests/build/.../test_role2_schedule).
-    A phase with fewer units than CTAs runs on ``units`` CTAs, one unit each (the others get no piece), so that every
-    range is non-empty and a piece's slot is simply its CTA's distance from the tile's first owner."""
+    The phase runs on :func:`stream_k_ctas` CTAs (the others get no piece): every range is non-empty, so a piece's
+    slot is its CTA's distance from the tile's first owner. ``role2_ring`` (``sk_phase``, ``split_coords``) computes
+    the same on the device, line for line, with ``max_pieces`` = ``heuristics.SK_MAX_PIECES``."""
     units = ntiles * tile_units
-    ctas = min(ctas, units)
+    ctas = stream_k_ctas(ctas, units, tile_units, max_pieces)
     if cta >= ctas:
         return []
     a, b = stream_k_range(cta, ctas, units)

@@ -47,16 +47,19 @@ def test_model_prefers_the_phased_order(nq):
     (192, 8, 256),               # GLM-5.2 T = 1 W2 (I = 2048)
     (3, 24, 256),                # fewer units than CTAs: most CTAs have nothing
     (1, 1, 7),
+    (16 * 16, 24, 256),          # GLM-5.2 T = 2 W1: 16 blocks
+    (32 * 24, 8, 256),           # 32 blocks' W2 (heuristics.SK_MAX_BLOCKS)
 ])
 def test_stream_k_pieces_cover_every_unit_once_with_consistent_slots(ntiles, tile_units, ctas):
     from gcmoe_build.kernels.sm90.role2_schedule import stream_k_pieces
+    SK_MAX_PIECES = 4  # the branch kernel's partial slots per tile (stream_k_pieces' default)
 
     seen = {}
     per_tile = {}
     for c in range(ctas):
         prev_end = None
-        for t, u0, u1, slot, n in stream_k_pieces(c, ctas, ntiles, tile_units):
-            assert 0 <= u0 < u1 <= tile_units and 0 <= slot < n
+        for t, u0, u1, slot, n in stream_k_pieces(c, ctas, ntiles, tile_units, SK_MAX_PIECES):
+            assert 0 <= u0 < u1 <= tile_units and 0 <= slot < n <= SK_MAX_PIECES
             if prev_end is not None:  # a CTA's pieces are contiguous: the next starts where the last ended
                 assert (t, u0) == (prev_end[0] + 1, 0) and prev_end[1] == tile_units
             prev_end = (t, u1)
