@@ -43,13 +43,16 @@ def decode(rows: Iterable[Sequence[int]]) -> list[dict]:
                              f"(claim {claim}, ready {ready}, start {start}, end {end})")
         where, what = w[wsl.TRACE_WHERE], w[wsl.TRACE_WHAT]
         out.append({"task": task, "claim": claim, "ready": ready, "start": start, "end": end,
-                    "last_stage": w[wsl.TRACE_LAST_STAGE], "sm": where & 0xFFFFFFFF, "cta": (where >> 32) & 0xFFFFFFFF,
+                    "last_stage": w[wsl.TRACE_LAST_STAGE], "chunk0": w[wsl.TRACE_CHUNK0] if len(w) > wsl.TRACE_CHUNK0 else 0,
+                    "kloop_end": w[wsl.TRACE_KLOOP_END] if len(w) > wsl.TRACE_KLOOP_END else 0,
+                    "sm": where & 0xFFFFFFFF, "cta": (where >> 32) & 0xFFFFFFFF,
                     "w1": bool(what & 0xFF), "tile": (what >> 8) & 0xFF, "split": (what >> 16) & 0xFF,
                     "block": (what >> 24) & 0xFFFFFF, "gen": (what >> 48) & 0xFFFF})
     return out
 
 
-TASK_FIELDS = ("task", "claim", "ready", "start", "end", "last_stage", "sm", "cta", "w1", "tile", "split", "block", "gen")
+TASK_FIELDS = ("task", "claim", "ready", "start", "end", "last_stage", "sm", "cta", "w1", "tile", "split", "block", "gen",
+               "chunk0", "kloop_end")
 
 
 def compact_point(tokens: int, recorded: list[dict]) -> dict:
@@ -58,7 +61,7 @@ def compact_point(tokens: int, recorded: list[dict]) -> dict:
     trace of every replay is ~1 MB per point: not worth keeping)."""
     rep = sorted(recorded, key=lambda r: r["summary"]["span_us"])[len(recorded) // 2]
     t0 = min(t["claim"] for t in rep["tasks"])
-    rel = {"claim", "ready", "start", "end", "last_stage"}
+    rel = {"claim", "ready", "start", "end", "last_stage", "chunk0", "kloop_end"}
     rows = [[(t[f] - t0 if t[f] else -1) if f in rel else int(t[f]) for f in TASK_FIELDS] for t in rep["tasks"]]
     return {"tokens": tokens, "summaries": [r["summary"] for r in recorded],
             "median": median_summary([r["summary"] for r in recorded]),
@@ -107,6 +110,12 @@ def summarize(tasks: list[dict], hidden: int, intermediate: int) -> dict:
             "wait_ready_us": {"median": med((t["ready"] - t["claim"]) / 1e3 for t in ts),
                               "max": max((t["ready"] - t["claim"]) / 1e3 for t in ts)},
             "ready_to_start_us": {"median": med((t["start"] - t["ready"]) / 1e3 for t in ts)},
+            # a task's parts (builds since session 23's second trace): top (record -> first chunk landed), K loop,
+            # after it (epilogue / split hand-over, the release barrier)
+            "parts_us": ({"top": med((t["chunk0"] - t["start"]) / 1e3 for t in ts),
+                          "kloop": med((t["kloop_end"] - t["chunk0"]) / 1e3 for t in ts),
+                          "after": med((t["end"] - t["kloop_end"]) / 1e3 for t in ts)}
+                         if all(t["chunk0"] and t["kloop_end"] for t in ts) else None),
             "bytes_per_task": nbytes,
         }
     per_sm: dict[int, list] = {}
@@ -145,6 +154,16 @@ def markdown(result: dict) -> str:
                          f"{s['tasks']:.0f} | {s['span_us']:.1f} | {phase(w1)} | {task(w1)} | {phase(w2)} | {task(w2)} | "
                          + (f"{w2['wait_median_us']:.1f} / {w2['wait_max_us']:.1f}" if w2 else "-")
                          + f" | {s['sm_busy_mean']:.2f} / {s['sm_busy_min']:.2f} |")
+    parts = [(model["model"], p) for model in result["models"] for p in model["points"]
+             if any("parts_us" in p["median"].get(k, {}) for k in ("w1", "w2"))]
+    if parts:
+        lines += ["", "A task's parts (median µs): top = record in hand -> its first activation chunk landed; K loop = "
+                  "-> every wgmma waited; after = -> past its last barrier (epilogue or split hand-over, release).", "",
+                  "| model | T | W1 top / K loop / after | W2 top / K loop / after |", "|---|---|---|---|"]
+        for name, p in parts:
+            cell = lambda w: ("{top:.1f} / {kloop:.1f} / {after:.1f}".format(**w["parts_us"])  # noqa: E731
+                              if w and "parts_us" in w else "-")
+            lines.append(f"| {name} | {p['tokens']} | {cell(p['median'].get('w1'))} | {cell(p['median'].get('w2'))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -163,6 +182,8 @@ def median_summary(summaries: list[dict]) -> dict:
                       "gbps": med(w["gbps_per_task_median"] for w in ws),
                       "wait_median_us": med(w["wait_ready_us"]["median"] for w in ws),
                       "wait_max_us": med(w["wait_ready_us"]["max"] for w in ws)}
+            if all(w.get("parts_us") for w in ws):
+                out[k]["parts_us"] = {part: med(w["parts_us"][part] for w in ws) for part in ("top", "kloop", "after")}
     return out
 
 

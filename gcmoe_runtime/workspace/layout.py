@@ -123,7 +123,7 @@ SELFTEST_PAYLOAD_WORDS = 32
 
 # role2's task trace (dev builds with ``role2_ring.TRACE``): one row of u64 words per task, by static task index
 ROLE2_TRACE_TASKS = 32768  # GLM-5.2 P = 1 T = 256: ~14 000 tasks
-ROLE2_TRACE_WORDS = 8
+ROLE2_TRACE_WORDS = 10
 TRACE_CLAIM = 0  # the producer thread begins the task's acquires (l1_full, header)
 TRACE_READY = 1  # ... has them all (a W2 task: every W1 mask bit of its block) and publishes the record
 TRACE_START = 2  # consumer thread 0 has the record (the task's top)
@@ -131,7 +131,9 @@ TRACE_END = 3  # consumer thread 0 is past the task's last barrier (its epilogue
 TRACE_WHERE = 4  # smid | cta << 32
 TRACE_WHAT = 5  # is1 (0 W2, 1 W1) | tile << 8 | split index << 16 | pool block << 24 | generation << 48
 TRACE_LAST_STAGE = 6  # the producer has issued the task's last weight stage
-TRACE_SPARE = 7
+TRACE_CHUNK0 = 7  # consumer thread 0: the task's first activation chunk landed (every consumer past its barrier)
+TRACE_KLOOP_END = 8  # ... the task's K loop is done (every wgmma waited), before the epilogue (or split hand-over)
+TRACE_SPARE = 9
 
 
 def shared_split_blocks(spec: "LayoutSpec") -> int:

@@ -58,12 +58,12 @@ from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2, FOLD_LUT_WORDS
 
 from .fp4_decode import byte_of, decode_fp4x8_e4m3, fold_lut
 from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_4_zfill, cp_async_wait_all,
-                      evict_first_policy, fence_proxy_async_shared, ld_global_f32, ld_global_f32_if, ld_global_s32,
+                      evict_first_policy, fence_proxy_async_shared, globaltimer, ld_global_f32, ld_global_f32_if, ld_global_s32,
                       ld_global_u8, ld_global_u8_if, ld_global_v2_stream, ld_global_v4, ld_global_v4_stream,
                       ld_shared_f32, ld_shared_u64, ld_shared_v2, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx,
                       mbar_init, mbar_init_fence, mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4,
                       st_shared_f32, st_shared_u64, st_shared_u8, st_shared_v4, fence_proxy_async_global, tma_load_2d)
-from .ring_sync import ld_shared_b32, st_shared_b32, st_shared_u16
+from .ring_sync import ld_shared_b32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16
 from .task_queue import TASK_SLOTS_BYTES
 from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, min_u32, sel_f32, shfl_bfly_f32, sigmoid, to_bf16_bits,
                          to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
@@ -926,7 +926,7 @@ def _issue_act_chunk_tma(cfg: "Role2GemmConfig", smem, buf, src: ActTma, kc, b):
 
 @cute.jit
 def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row_addr, scale_addr, ctid, ntok, body,
-                   wait_chunk=None, c0=None, nkc=None):
+                   wait_chunk=None, c0=None, nkc=None, stamp_first=None):
     """Consumers, one task: stage each K chunk of the block's activations and scales in shared memory and run
     ``body(kc, act_buf, asc_buf, prefetch)`` (the chunk's MMAs; every wgmma waited when it returns) on it.
     ``row_addr(tok)``: token row ``tok``'s first byte; ``scale_addr(kc, tok, kk)``: the address of its scale of group
@@ -945,6 +945,9 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
 
     ``c0`` / ``nkc`` (act_buffers=2 only): run the ``nkc`` chunks from chunk ``c0`` (a split-K task's K range; default
     every chunk of K): activations and scales are read at chunk ``c0 + kc``, ``body`` and the buffers count from 0.
+
+    ``stamp_first`` (or None): a global address where consumer thread 0 stores ``%globaltimer`` once the first chunk
+    has landed and every thread passed its barrier (``role2_ring.TRACE``'s task trace).
 
     ``cfg.act_tma`` (2 buffers): ``row_addr`` is an :class:`ActTma` and consumer thread 0 copies each chunk by tensor
     map (:func:`_issue_act_chunk_tma`: chunk 0 at the task's top, chunk ``kc + 1`` right after chunk ``kc``'s
@@ -994,6 +997,9 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
             cp_async_wait_all()
             fence_proxy_async_shared()
         bar_sync(1, CONSUMER_THREADS)  # every thread's; chunk kc's scales stored; chunk kc - 1's buffer free
+        if const_expr(stamp_first is not None):
+            if Int32(kc == 0) * Int32(ctid == 0) != 0:
+                st_relaxed_gpu_u64(stamp_first, globaltimer())
         cur = kc & 1
         nxt = kc + 1
         if nxt < nkc:

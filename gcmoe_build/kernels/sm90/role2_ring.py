@@ -93,8 +93,8 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
 * **Task trace (session 23; dev, ``TRACE``).** With ``TRACE`` on, the 384-thread builds stamp each task's
   ``%globaltimer`` into ``role2_trace[task]`` (``gcmoe_runtime.workspace.layout``: ``TRACE_*`` words): the producer
   thread when it begins the task's acquires, when it has them (a W2 task: its block's W1 bits) and after its last
-  weight stage; consumer thread 0 at the task's top (record in hand) and past its last barrier; plus the SM and the
-  task's coordinates. ``python -m gcmoe_runtime.bench tasks`` reads it after one replay: which SM runs what when, how
+  weight stage; consumer thread 0 at the task's top (record in hand), when its first activation chunk has landed, when
+  its K loop is done and past its last barrier; plus the SM and the task's coordinates. ``python -m gcmoe_runtime.bench tasks`` reads it after one replay: which SM runs what when, how
   long W2 tasks wait for W1, where the grid idles. Plain stores, a few per task (tasks take microseconds).
 
 Thread variants (the heuristic's ``threads``): 384 = producer warpgroup streaming K128 weight stages
@@ -551,7 +551,8 @@ def _trace_parts(cfg):
     def mainloop(mode: cutlass.Constexpr, smem: Int32, ctid: Int32, acc: cute.Tensor, wbuf: cute.Tensor, el: Int32,
                  tile: Int32, ntok: Int32, gs0: Int32, rb: Int32, row0: Int64, ws: Int64, o_act: Int64,
                  o_asc: Int64, o_mask: Int64, w: Int64, wsc: Int64, sf_stride: Int32, policy: Int64, err: Int64,
-                 timeout_ns: Int64, o_maps: Int64, aph: Int32, bm_stride: Int32, c0: Int32, nch: Int32):
+                 timeout_ns: Int64, o_maps: Int64, aph: Int32, bm_stride: Int32, c0: Int32, nch: Int32,
+                 o_trace: Int64, task: Int32):
         """K loop of one 256-row task (the verified mainloop) over its K chunks ``[c0, c0 + nch)`` (split builds' W1;
         all of K otherwise, the arguments unused): weights from the producer's stages (384)
         or the register stream (256); activations + scales staged per K chunk into shared memory (padded
@@ -604,6 +605,11 @@ def _trace_parts(cfg):
         else:
             act_src = lambda tok: ws + o_act + (row0 + Int64(tok)) * K  # noqa: E731
         rng = dict(c0=c0, nkc=nch) if const_expr(SPLIT > 1 and mode == "w1") else {}
+        if const_expr(TR):  # the task trace's first-chunk stamp (module docstring, "Task trace")
+            over = Int32(task >= wsl.ROLE2_TRACE_TASKS)  # rows past the region: row TASKS - 1's spare word
+            row = task - over * (task - (wsl.ROLE2_TRACE_TASKS - 1))
+            word = wsl.TRACE_CHUNK0 + over * (wsl.TRACE_SPARE - wsl.TRACE_CHUNK0)
+            rng["stamp_first"] = ws + o_trace + (Int64(row) * wsl.ROLE2_TRACE_WORDS + Int64(word)) * 8
         for_each_chunk(mc, smem, ACT_OFF, ASC_OFF, act_src,
                        lambda kc, tok, kk: ring_act_scale_addr(mode, ws + o_asc, rb, row0, sf_stride, kc * NGS + kk,
                                                                tok),
@@ -757,7 +763,10 @@ def _trace_parts(cfg):
                     # ================= W1: ring_x x W1 -> SwiGLU x weight -> FP8 l2_x =================
                     mainloop("w1", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_ring_x, o_ring_sf,
                              o_l2_full_mask, w1_tiles, w1_scales, sf_stride, policy, err, timeout_ns, o_act_maps,
-                             aph, bm_stride, sp * nch1, nch1)
+                             aph, bm_stride, sp * nch1, nch1, o_role2_trace, cta + li * ncta)
+                    if const_expr(TR):
+                        if ctid == 0:
+                            stamp(ws + o_role2_trace, cta + li * ncta, wsl.TRACE_KLOOP_END, globaltimer())
                     efac = efac_rec if const_expr(PIPE) else ld_global_f32(w1_factor + Int64(el) * 4)
                     last = Int32(1)
                     if const_expr(SPLIT > 1):
@@ -788,7 +797,10 @@ def _trace_parts(cfg):
                     # ================= W2: l2_x x W2 -> BF16 partials -> source rank's combine =================
                     mainloop("w2", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_l2_x, o_l2_sf,
                              o_l2_full_mask, w2_tiles, w2_scales, sf_stride, policy, err, timeout_ns, o_act_maps,
-                             aph, bm_stride, Int32(0), Int32(0))
+                             aph, bm_stride, Int32(0), Int32(0), o_role2_trace, cta + li * ncta)
+                    if const_expr(TR):
+                        if ctid == 0:
+                            stamp(ws + o_role2_trace, cta + li * ncta, wsl.TRACE_KLOOP_END, globaltimer())
                     efac = efac_rec if const_expr(PIPE) else ld_global_f32(w2_factor + Int64(el) * 4)
 
                     def combine_row(n):  # ring_meta = (routing weight, src_rank, src_token, slot): token n's

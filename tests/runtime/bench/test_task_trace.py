@@ -12,6 +12,8 @@ def row(claim, ready, start, end, sm, cta, w1, tile=0, split=0, block=0, gen=0, 
     w[wsl.TRACE_WHERE] = sm | cta << 32
     w[wsl.TRACE_WHAT] = int(w1) | tile << 8 | split << 16 | block << 24 | gen << 48
     w[wsl.TRACE_LAST_STAGE] = last or end
+    w[wsl.TRACE_CHUNK0] = start + 1000  # 1 µs task top
+    w[wsl.TRACE_KLOOP_END] = end - 500  # 0.5 µs after the K loop
     return w
 
 
@@ -50,6 +52,7 @@ def test_summary_phases_waits_and_busy_sms():
     # SM 3 busy 0.5-10 and 12.2-20 of 22 µs
     assert s["sm_busy"]["min"] == pytest.approx((9.5 + 7.8) / 22)
     assert s["sm_task_counts"] == {2: 2}
+    assert s["w2"]["parts_us"] == pytest.approx({"top": 1.0, "kloop": (6.3 + 8.0) / 2, "after": 0.5})
     with pytest.raises(ValueError, match="TRACE"):
         tt.summarize([], 512, 256)
 
@@ -80,6 +83,7 @@ def test_markdown_and_plot(tmp_path):
            "tile": [8, 384, 2], "models": [{"model": "tiny", "points": [tt.compact_point(1, reps)]}]}
     md = tt.markdown(res)
     assert "| tiny | 1 | 4 | 22.0 | 2 / 0.5 / 11.0 / 12.0 |" in md and "11.0 / 11.0" in md
+    assert "| tiny | 1 | 1.0 / 9.0 / 0.5 | 1.0 / 7.2 / 0.5 |" in md
     pytest.importorskip("matplotlib")
     tt.plot(res, tmp_path / "tasks.png")
     assert (tmp_path / "tasks.png").stat().st_size > 1000
