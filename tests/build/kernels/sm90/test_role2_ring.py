@@ -377,10 +377,10 @@ def test_slab_groups_builds():
 
 
 def test_trace_builds_stamp_each_task_and_shipped_builds_do_not(role2_arts, monkeypatch):
-    """role2_ring.TRACE (a dev instrument, module docstring "Task trace"): the 384-thread build stamps five
-    ``%globaltimer`` reads and the SM into ``role2_trace`` per task (relaxed u64 stores); with TRACE off (every
-    shipped build) the PTX reads no ``%smid`` and has the same number of ``%globaltimer`` reads as before (the bounded
-    waits' only)."""
+    """role2_ring.TRACE (a dev instrument, module docstring "Task trace"): the 384-thread build stamps nine
+    ``%globaltimer`` reads (claim, ready, last stage, start, end, and the first chunk and K loop end in the W1 and the
+    W2 code paths) and the SM into ``role2_trace`` per task (relaxed u64 stores); with TRACE off (every shipped build)
+    the PTX reads no ``%smid`` and no ``%globaltimer`` but the bounded waits'."""
     from gcmoe_build.compile import compile_variant
     from gcmoe_build.kernels.sm90 import role2_ring
 
@@ -390,5 +390,5 @@ def test_trace_builds_stamp_each_task_and_shipped_builds_do_not(role2_arts, monk
     monkeypatch.setattr(role2_ring, "TRACE", True)
     traced = compile_variant(v).ptx
     assert "%smid" not in plain and traced.count("%smid") == 1
-    assert traced.count("%globaltimer") == plain.count("%globaltimer") + 5
-    assert traced.count("st.relaxed.gpu.global.u64") >= plain.count("st.relaxed.gpu.global.u64") + 7
+    assert traced.count("%globaltimer") == plain.count("%globaltimer") + 9
+    assert traced.count("st.relaxed.gpu.global.u64") >= plain.count("st.relaxed.gpu.global.u64") + 11
