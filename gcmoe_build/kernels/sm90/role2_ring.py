@@ -90,12 +90,6 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   with two ranges the sum's bits do not depend on which arrives last. (Session 22 split the W2 tiles the same way,
   DSV-4.1-Flash T = 1 with 120 W2 tiles: +6.9 % against the W1 split alone, ptxas' K loops 7 % longer; removed.)
 
-* **W2 stages first (session 23).** The producer issues a W2 task's first ``min(NS, I/128)`` weight stages before it
-  waits for the block's W1 bits (the weights do not depend on them; the record, which lets the consumers read
-  ``l2_x``, still follows the wait), so the stage ring refills while the W1 tiles finish: the per-task trace put a W2
-  task's top at 1.5-3.2 µs, on the critical path where a CTA's W2 task follows the W1 phase (T <= 2). Slot reuse
-  (``task_queue``) holds: record ``li`` is still written after every stage of task ``li - 1``.
-
 * **Task trace (session 23; dev, ``TRACE``).** With ``TRACE`` on, the 384-thread builds stamp each task's
   ``%globaltimer`` into ``role2_trace[task]`` (``gcmoe_runtime.workspace.layout``: ``TRACE_*`` words): the producer
   thread when it begins the task's acquires, when it has them (a W2 task: its block's W1 bits) and after its last
@@ -422,7 +416,6 @@ def _trace_parts(cfg):
     SPLIT_SLOT = 256 * W1_SPLIT_BM  # floats of one split's partial (layout.w1_partial_slot)
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     TR = bool(TRACE) and PIPE  # the task trace (module docstring); the 256-thread builds have no producer thread
-    W2_PRESTAGES = min(NS, NK2) if PIPE else 0  # a W2 task's stages issued before its W1-bits wait
 
     @cute.jit
     def stamp(trace: Int64, task: Int32, word: cutlass.Constexpr, value: Int64):
@@ -518,19 +511,7 @@ def _trace_parts(cfg):
         el = ld_relaxed_gpu_u32(hdr)
         trap_if_ne(ld_relaxed_gpu_u32(hdr + 8), q, err, CODE_HEADER)
         trap_if_ne(ld_relaxed_gpu_u32(hdr + 12), gen, err, CODE_HEADER)
-        nk = NK2 + is1 * (NK1 - NK2)
-        nslab = NSLAB2 + is1 * (NSLAB1 - NSLAB2)
-        wbase = w2_tiles + Int64(is1) * (w1_tiles - w2_tiles)
-        sbase = w2_scales + Int64(is1) * (w1_scales - w2_scales)
-        slab0 = Int64(el) * Int64(nslab) + Int64(tile) * 4
-        # a W2 task's first stages before its wait for the W1 bits (module docstring, "W2 stages first"): the
-        # weights do not depend on them
-        npre = (1 - is1) * W2_PRESTAGES
         if is1 == 0:
-            for kb in cutlass.range_constexpr(W2_PRESTAGES):
-                _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, gs0 + kb,
-                              lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
-                              wbase, sbase, slab0, Int64(NK2), Int32(kb), policy)
             wait_mask_u64_rt(ws + o_l2_full_mask + Int64(rb) * 8, Int64(I_BITS), err, CODE_L2_MASK, timeout_ns)
         if const_expr(TR):
             t_ = cta + li * ncta
@@ -541,19 +522,24 @@ def _trace_parts(cfg):
         fbase = w2_factor + Int64(is1) * (w1_factor - w2_factor)
         publish_task(smem + SLOT_OFF, li, cta + li * ncta, el, ld_relaxed_gpu_u32(hdr + 4),
                      ld_global_f32(fbase + Int64(el) * 4), NSLOT)
+        nk = NK2 + is1 * (NK1 - NK2)
+        nslab = NSLAB2 + is1 * (NSLAB1 - NSLAB2)
+        wbase = w2_tiles + Int64(is1) * (w1_tiles - w2_tiles)
+        sbase = w2_scales + Int64(is1) * (w1_scales - w2_scales)
+        slab0 = Int64(el) * Int64(nslab) + Int64(tile) * 4
         if const_expr(SPLIT > 1):
             nrun = nk // (1 + is1 * (srun - 1))  # a split W1 task streams its split's K128 steps
             # its first step folded into the bases (a tile's steps are consecutive: 4096 code / 256 scale bytes
             # each), so the loop carries no more values than the unsplit one (the producer has 32 registers)
-            kb0 = Int64(sp * nrun)  # 0 for a W2 task (npre > 0 only there)
-            for kb in cutlass.range(npre, nrun, unroll=1):
+            kb0 = Int64(sp * nrun)
+            for kb in cutlass.range(nrun, unroll=1):
                 _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, gs0 + kb,
                               lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
                               wbase + kb0 * 4096, sbase + kb0 * 256, slab0, Int64(nk), kb, policy)
             if const_expr(TR):
                 stamp(trace, cta + li * ncta, wsl.TRACE_LAST_STAGE, globaltimer())
             return gs0 + nrun
-        for kb in cutlass.range(npre, nk, unroll=1):
+        for kb in cutlass.range(nk, unroll=1):
             _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, gs0 + kb,
                           lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
                           wbase, sbase, slab0, Int64(nk), kb, policy)
