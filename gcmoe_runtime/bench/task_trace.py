@@ -7,8 +7,9 @@ prepares it and replayed a few times; then, ``--replays`` times, the trace regio
 replay recorded. Each task row holds ``%globaltimer`` stamps (``gcmoe_runtime.workspace.layout``: ``TRACE_*``): when the
 producer thread began its acquires (claim), had them (ready: a W2 task's wait for its block's W1 tiles ends here),
 issued its last weight stage; when consumer thread 0 took the task (start) and finished it (end); the SM, CTA and
-the task's coordinates. Writes ``tasks.json.gz`` (every replay's summary and the tasks of the median one), ``tasks.md`` (per point: phases,
-waits, per-task stream rates, how busy the SMs were) and ``tasks.png`` (a Gantt chart per point: one row per SM).
+the task's coordinates. Writes ``tasks.json.gz`` (every replay's summary and the tasks of the median one),
+``tasks.md`` (per point: phases, waits, per-task stream rates, a task's parts, how busy the SMs were) and ``tasks.png``
+(a Gantt chart per point: one row per CTA, grouped by SM).
 
 Why: the layer's timeline (``bench timeline``) shows role2 as one bar; its T = 1-2 gap to the byte floor (0.45-0.61,
 results/operator/NEXT.md item 2) is in how W1 and W2 tasks share the grid, which only per-task times show.
@@ -43,16 +44,15 @@ def decode(rows: Iterable[Sequence[int]]) -> list[dict]:
                              f"(claim {claim}, ready {ready}, start {start}, end {end})")
         where, what = w[wsl.TRACE_WHERE], w[wsl.TRACE_WHAT]
         out.append({"task": task, "claim": claim, "ready": ready, "start": start, "end": end,
-                    "last_stage": w[wsl.TRACE_LAST_STAGE], "chunk0": w[wsl.TRACE_CHUNK0] if len(w) > wsl.TRACE_CHUNK0 else 0,
-                    "kloop_end": w[wsl.TRACE_KLOOP_END] if len(w) > wsl.TRACE_KLOOP_END else 0,
-                    "sm": where & 0xFFFFFFFF, "cta": (where >> 32) & 0xFFFFFFFF,
+                    "last_stage": w[wsl.TRACE_LAST_STAGE], "chunk0": w[wsl.TRACE_CHUNK0],
+                    "kloop_end": w[wsl.TRACE_KLOOP_END], "sm": where & 0xFFFFFFFF, "cta": (where >> 32) & 0xFFFFFFFF,
                     "w1": bool(what & 0xFF), "tile": (what >> 8) & 0xFF, "split": (what >> 16) & 0xFF,
                     "block": (what >> 24) & 0xFFFFFF, "gen": (what >> 48) & 0xFFFF})
     return out
 
 
-TASK_FIELDS = ("task", "claim", "ready", "start", "end", "last_stage", "sm", "cta", "w1", "tile", "split", "block", "gen",
-               "chunk0", "kloop_end")
+TASK_FIELDS = ("task", "claim", "ready", "start", "end", "last_stage", "sm", "cta", "w1", "tile", "split", "block",
+               "gen", "chunk0", "kloop_end")
 
 
 def compact_point(tokens: int, recorded: list[dict]) -> dict:
@@ -103,7 +103,8 @@ def summarize(tasks: list[dict], hidden: int, intermediate: int) -> dict:
         nbytes = ROWS_PER_TASK * k * WEIGHT_BYTES_PER_ELEM / splits
         durs = [(t["end"] - t["start"]) / 1e3 for t in ts]
         res[name] = {
-            "n": len(ts), "first_start_us": us(min(t["start"] for t in ts)), "last_end_us": us(max(t["end"] for t in ts)),
+            "n": len(ts), "first_start_us": us(min(t["start"] for t in ts)),
+            "last_end_us": us(max(t["end"] for t in ts)),
             "median_end_us": med(us(t["end"]) for t in ts),
             "dur_us": {"median": med(durs), "min": min(durs), "max": max(durs)},
             "gbps_per_task_median": nbytes / med(durs) / 1e3,

@@ -64,7 +64,7 @@ role2's task trace (appended last, layout version 7, session 23; Hopper; written
 ``role2_ring.TRACE``, a dev instrument: the shipped builds never touch it)
   role2_trace   [ROLE2_TRACE_TASKS, ROLE2_TRACE_WORDS] u64   per task of the replay (task index = the static order's):
                 ``%globaltimer`` stamps and coordinates (``TRACE_*`` word indices below); tasks past the first
-                ROLE2_TRACE_TASKS are not stamped; read by ``gcmoe_runtime.bench.task_trace``
+                ROLE2_TRACE_TASKS write only the last row's spare word; read by ``gcmoe_runtime.bench.task_trace``
 
 Ring capacity (paper §4.3): max routed assignments A = capacity * P * min(k, E_local); the pool of
 logical blocks is ceil(A / BM) + E_local; the live ring holds min(pool, live_model) blocks where
@@ -133,7 +133,7 @@ TRACE_WHAT = 5  # is1 (0 W2, 1 W1) | tile << 8 | split index << 16 | pool block 
 TRACE_LAST_STAGE = 6  # the producer has issued the task's last weight stage
 TRACE_CHUNK0 = 7  # consumer thread 0: the task's first activation chunk landed (every consumer past its barrier)
 TRACE_KLOOP_END = 8  # ... the task's K loop is done (every wgmma waited), before the epilogue (or split hand-over)
-TRACE_SPARE = 9
+TRACE_SPARE = 9  # unused; the sink of tasks past ROLE2_TRACE_TASKS (role2_ring's trace_addr)
 
 
 def shared_split_blocks(spec: "LayoutSpec") -> int:

@@ -58,9 +58,9 @@ from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2, FOLD_LUT_WORDS
 
 from .fp4_decode import byte_of, decode_fp4x8_e4m3, fold_lut
 from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_4_zfill, cp_async_wait_all,
-                      evict_first_policy, fence_proxy_async_shared, globaltimer, ld_global_f32, ld_global_f32_if, ld_global_s32,
-                      ld_global_u8, ld_global_u8_if, ld_global_v2_stream, ld_global_v4, ld_global_v4_stream,
-                      ld_shared_f32, ld_shared_u64, ld_shared_v2, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx,
+                      evict_first_policy, fence_proxy_async_shared, globaltimer, ld_global_f32, ld_global_f32_if,
+                      ld_global_s32, ld_global_u8, ld_global_u8_if, ld_global_v2_stream, ld_global_v4,
+                      ld_global_v4_stream, ld_shared_f32, ld_shared_u64, ld_shared_v2, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx,
                       mbar_init, mbar_init_fence, mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4,
                       st_shared_f32, st_shared_u64, st_shared_u8, st_shared_v4, fence_proxy_async_global, tma_load_2d)
 from .ring_sync import ld_shared_b32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16

@@ -94,8 +94,9 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   ``%globaltimer`` into ``role2_trace[task]`` (``gcmoe_runtime.workspace.layout``: ``TRACE_*`` words): the producer
   thread when it begins the task's acquires, when it has them (a W2 task: its block's W1 bits) and after its last
   weight stage; consumer thread 0 at the task's top (record in hand), when its first activation chunk has landed, when
-  its K loop is done and past its last barrier; plus the SM and the task's coordinates. ``python -m gcmoe_runtime.bench tasks`` reads it after one replay: which SM runs what when, how
-  long W2 tasks wait for W1, where the grid idles. Plain stores, a few per task (tasks take microseconds).
+  its K loop is done and past its last barrier; plus the SM and the task's coordinates. ``python -m
+  gcmoe_runtime.bench tasks`` reads it after one replay: which SM runs what when, how long W2 tasks wait for W1, where
+  the grid idles. Plain stores, a few per task (tasks take microseconds).
 
 Thread variants (the heuristic's ``threads``): 384 = producer warpgroup streaming K128 weight stages
 with ``cp.async.bulk`` (EVICT_FIRST) across task boundaries + two consumer warpgroups; 256 = the
@@ -417,11 +418,16 @@ def _trace_parts(cfg):
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     TR = bool(TRACE) and PIPE  # the task trace (module docstring); the 256-thread builds have no producer thread
 
-    @cute.jit
-    def stamp(trace: Int64, task: Int32, word: cutlass.Constexpr, value: Int64):
-        """Word ``word`` of task ``task``'s trace row := ``value`` (TRACE builds; ``globaltimer()`` for a time)."""
-        if task < wsl.ROLE2_TRACE_TASKS:
-            st_relaxed_gpu_u64(trace + (Int64(task) * wsl.ROLE2_TRACE_WORDS + word) * 8, value)
+    def trace_addr(trace, task, word):
+        """The address of word ``word`` of task ``task``'s trace row (TRACE builds); tasks past
+        ``ROLE2_TRACE_TASKS`` all write the last row's spare word, a sink the reader ignores."""
+        over = Int32(task >= wsl.ROLE2_TRACE_TASKS)
+        row = task - over * (task - (wsl.ROLE2_TRACE_TASKS - 1))
+        return trace + (Int64(row) * wsl.ROLE2_TRACE_WORDS + Int64(word + over * (wsl.TRACE_SPARE - word))) * 8
+
+    def stamp(trace, task, word, value):
+        """Word ``word`` of task ``task``'s trace row := ``value`` (``globaltimer()`` for a time)."""
+        st_relaxed_gpu_u64(trace_addr(trace, task, word), value)
 
     def ring_act_scale_addr(mode, base, rb, row0, sf_stride, grp, tok):
         """Address of the activation scale of token ``tok``, K group ``grp`` of ring block ``rb``
@@ -606,10 +612,7 @@ def _trace_parts(cfg):
             act_src = lambda tok: ws + o_act + (row0 + Int64(tok)) * K  # noqa: E731
         rng = dict(c0=c0, nkc=nch) if const_expr(SPLIT > 1 and mode == "w1") else {}
         if const_expr(TR):  # the task trace's first-chunk stamp (module docstring, "Task trace")
-            over = Int32(task >= wsl.ROLE2_TRACE_TASKS)  # rows past the region: row TASKS - 1's spare word
-            row = task - over * (task - (wsl.ROLE2_TRACE_TASKS - 1))
-            word = wsl.TRACE_CHUNK0 + over * (wsl.TRACE_SPARE - wsl.TRACE_CHUNK0)
-            rng["stamp_first"] = ws + o_trace + (Int64(row) * wsl.ROLE2_TRACE_WORDS + Int64(word)) * 8
+            rng["stamp_first"] = trace_addr(ws + o_trace, task, wsl.TRACE_CHUNK0)
         for_each_chunk(mc, smem, ACT_OFF, ASC_OFF, act_src,
                        lambda kc, tok, kk: ring_act_scale_addr(mode, ws + o_asc, rb, row0, sf_stride, kc * NGS + kk,
                                                                tok),
@@ -842,14 +845,13 @@ def _trace_parts(cfg):
              o_l2_x: Int64, o_l2_sf: Int64, o_l1_full_count: Int64, o_l1_empty_count: Int64,
              o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_recv_count: Int64, o_recv_parity: Int64,
              o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64,
-               o_role2_trace: Int64, w1_tiles: Int64,
+             o_role2_trace: Int64, w1_tiles: Int64,
              w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64,
              timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32):
         kernel(peer, o_ring_x, o_ring_sf, o_ring_meta, o_ring_block, o_l2_x, o_l2_sf, o_l1_full_count,
                o_l1_empty_count, o_l2_full_mask, o_l2_empty_count, o_recv_count, o_recv_parity, o_combine,
                o_act_maps, o_w1_split_count, o_w1_partials, o_role2_trace, w1_tiles, w1_scales, w1_factor, w2_tiles,
-               w2_scales,
-               w2_factor, err, timeout_ns, ring_blocks, bm_stride, sf_stride).launch(
+               w2_scales, w2_factor, err, timeout_ns, ring_blocks, bm_stride, sf_stride).launch(
                    grid=(1, 1, 1), block=(THREADS, 1, 1), smem=cfg.smem_bytes, **cfg.w1.occupancy_launch)
 
     fake = (fake_peer_desc(),) + tuple(Int64(0) for _ in OFFSET_PARAMS + WEIGHT_PARAMS + SCALAR_PARAMS_U64) + tuple(
