@@ -38,15 +38,24 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help="comma-separated name suffixes; '' is the 256-thread kernel (e.g. ',_p,_pp,_p_lag3')")
+    ap.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated model shapes (default: both)")
+    ap.add_argument("--points", default="",
+                    help="comma-separated TOKENS:BM pairs (default: " + ",".join(f"{m}:{b}" for m, b in POINTS) + ")")
+    ap.add_argument("--experts", default="",
+                    help="comma-separated active expert counts, each timed (default: the shape's E/8); a sweep "
+                         "of it separates a launch's fixed cost from the per-task cost (tasks per CTA grow with it)")
     ap.add_argument("--batch", type=int, default=8,
                     help="back-to-back launches per timed sample (1: one launch after an idle GPU, host path included)")
     a = ap.parse_args()
     variants = tuple(a.variants.split(","))
+    points = [tuple(int(x) for x in p.split(":")) for p in a.points.split(",") if p] or POINTS
     k = Role2Kernels()
     bw = stream_read_bw(torch, a.batch)
     rows = []
     gen = torch.Generator(device="cuda").manual_seed(7)
-    for shape, (h, i, e) in SHAPES.items():
+    runs = [(shape, h, i, e1) for shape in a.shapes.split(",") for h, i, e0 in [SHAPES[shape]]
+            for e1 in ([int(x) for x in a.experts.split(",") if x] or [e0])]
+    for shape, h, i, e in runs:
         # random bytes are valid packed codes; stored scales inside the window the transform guarantees
         # (sm90_window: byte STORED_BIAS + r, r in 0..WINDOW_STEPS; the folding decoder assumes it)
         lo, hi = STORED_BIAS, STORED_BIAS + WINDOW_STEPS + 1
@@ -56,7 +65,7 @@ def main():
         s2 = torch.randint(lo, hi, (e * h * i // 32,), dtype=torch.uint8, device="cuda", generator=gen)
         ef = torch.full((e,), 64.0, device="cuda")
         bexp = torch.arange(e, dtype=torch.int32, device="cuda")
-        for (m, bm), var in [(pt, v) for pt in POINTS for v in variants]:
+        for (m, bm), var in [(pt, v) for pt in points for v in variants]:
             name1, name2 = f"role2_w1_{shape}_bm{bm}{var}", f"role2_w2_{shape}_bm{bm}{var}"
             if name1 not in k.index or name2 not in k.index:
                 continue
@@ -97,9 +106,9 @@ def main():
                          "w1_frac_bw": b1 / t1 / bw, "w2_frac_bw": b2 / t2 / bw,
                          "floor_us": (b1 + b2) / bw * 1e6})
     print(f"stream read bandwidth: {bw / 1e12:.2f} TB/s ({torch.cuda.get_device_name()})")
-    print(f"{'shape':11s} {'var':6s} {'m':>3s} {'BM':>3s} {'W1 us':>8s} {'W2 us':>8s} {'floor us':>8s} {'W1 %bw':>7s} {'W2 %bw':>7s}")
+    print(f"{'shape':11s} {'var':10s} {'E':>3s} {'m':>3s} {'BM':>3s} {'W1 us':>8s} {'W2 us':>8s} {'floor us':>8s} {'W1 %bw':>7s} {'W2 %bw':>7s}")
     for r in rows:
-        print(f"{r['shape']:11s} {r['variant'][:6]:6s} {r['tokens_per_expert']:3d} {r['bm']:3d} {r['w1_us']:8.1f} {r['w2_us']:8.1f} "
+        print(f"{r['shape']:11s} {r['variant'][:10]:10s} {r['experts']:3d} {r['tokens_per_expert']:3d} {r['bm']:3d} {r['w1_us']:8.1f} {r['w2_us']:8.1f} "
               f"{r['floor_us']:8.1f} {100 * r['w1_frac_bw']:6.1f}% {100 * r['w2_frac_bw']:6.1f}%")
     if a.json:
         Path(a.json).write_text(json.dumps({"stream_read_Bps": bw, "batch": a.batch, "gpu": torch.cuda.get_device_name(),
