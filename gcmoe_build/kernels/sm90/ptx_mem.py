@@ -176,17 +176,6 @@ def mbar_wait_or_trap(saddr, parity, timeout_ns: int, *, loc=None, ip=None):
 
 
 @dsl_user_op
-def mbar_test_parity(saddr, parity, *, loc=None, ip=None) -> Int32:
-    """1 if the phase with ``parity`` of the mbarrier at ``saddr`` has completed, else 0, without waiting
-    (``mbarrier.test_wait``: a peek, so it needs no timeout; acquire at CTA scope when it returns 1)."""
-    return Int32(_asm(
-        "{\n.reg .pred p;\n"
-        "mbarrier.test_wait.parity.shared::cta.b64 p, [$1], $2;\n"
-        "selp.u32 $0, 1, 0, p;\n}",
-        "=r,r,r", [_v(saddr), _v(parity)], 1)[0])
-
-
-@dsl_user_op
 def bulk_copy_g2s(sdst, gsrc, nbytes: int, mbar, policy, *, loc=None, ip=None):
     """1-D bulk copy global -> shared (``cp.async.bulk``, no tensor map), completing ``nbytes`` of
     transaction count on ``mbar``, with an L2 cache policy."""

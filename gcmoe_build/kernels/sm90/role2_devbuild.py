@@ -92,13 +92,6 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_pp2ksapc": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, slab_passes=2,
                                       act_kb=64),
-                    # ... and a task's top overlapped with the task before (session 24: Role2GemmConfig.carry_chunk0;
-                    # built where the chunk count is even), at two CTAs (BM 8-32) and one (BM 8-64)
-                    "_pp2ksag1c": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
-                                       staged_fold_scale=True, signal_warp=True, act_tma=True, slab_groups=1,
-                                       carry_chunk0=True),
-                    "_ppksac": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
-                                    signal_warp=True, act_tma=True, carry_chunk0=True),
                     # ... and the shipped forms (and the slab passes) without the FP4 decode: a timing probe of what
                     # the decode costs the MMA warps (session 17: Role2GemmConfig.dev_no_decode; outputs meaningless)
                     "_ppksax": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
@@ -229,7 +222,7 @@ def main(argv=None):
                        "task_records": cfg.task_records, "w2_early_release": cfg.w2_early_release,
                        "staged_fold_scale": cfg.staged_fold_scale, "signal_warp": cfg.signal_warp,
                        "act_tma": cfg.act_tma, "slab_groups": cfg.slab_groups, "slab_passes": cfg.slab_passes,
-                       "dev_no_decode": cfg.dev_no_decode, "carry_chunk0": cfg.carry_chunk0,
+                       "dev_no_decode": cfg.dev_no_decode,
                        "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
                        "mma_steps_per_call": cfg.mma_steps_per_call,

@@ -61,7 +61,7 @@ from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_4_zfi
                       evict_first_policy, fence_proxy_async_shared, globaltimer, ld_global_f32, ld_global_f32_if,
                       ld_global_s32, ld_global_u8, ld_global_u8_if, ld_global_v2_stream, ld_global_v4,
                       ld_global_v4_stream, ld_shared_f32, ld_shared_u64, ld_shared_v2, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx,
-                      mbar_init, mbar_init_fence, mbar_test_parity, mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4,
+                      mbar_init, mbar_init_fence, mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4,
                       st_shared_f32, st_shared_u64, st_shared_u8, st_shared_v4, fence_proxy_async_global, tma_load_2d)
 from .ring_sync import ld_shared_b32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16
 from .task_queue import TASK_SLOTS_BYTES
@@ -201,14 +201,6 @@ class Role2GemmConfig:
     slab_passes: int = 1
     #: dev experiment: the activation budget over both chunk buffers in KB instead of :attr:`act_budget`'s rule (0)
     act_kb: int = 0
-    #: persistent kernels with act_tma + task_records: a task's top overlaps the task before it. The producer
-    #: publishes task li + 1's record right after task li's first weight stage (one record ahead), consumer thread 0
-    #: peeks at it (``mbarrier.test_wait``, never a wait) at the top of task li's last chunk and, when it is there,
-    #: copies task li + 1's chunk 0 into the buffer the last chunk leaves free while every consumer loads its scales
-    #: under the last chunk's MMAs; the epilogue stages in the last chunk's buffer; task li + 1 starts with its chunk
-    #: in flight or landed (:func:`for_each_chunk`'s ``carry``). Needs an even chunk count (every task starts in
-    #: buffer 0) and a buffer that holds the epilogue's staging.
-    carry_chunk0: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -265,16 +257,6 @@ class Role2GemmConfig:
         if self.kc % (128 * self.mma_steps_per_call):
             raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: K chunk {self.kc} is not a "
                              f"multiple of {128 * self.mma_steps_per_call}")
-        if self.carry_chunk0:
-            if not (self.act_tma and self.task_records and self.slab_passes == 1):
-                raise ValueError("role2 carry_chunk0: the next task's chunk 0 comes by tensor map from its record, in "
-                                 "one pass, so act_tma=True, task_records=True, slab_passes=1")
-            if (self.k // self.kc) % 2:
-                raise ValueError(f"role2 carry_chunk0: K={self.k} in {self.k // self.kc} chunks of {self.kc}; needs an "
-                                 "even count (every task starts in buffer 0, the last chunk ends in buffer 1)")
-            if self.epilogue_stage_bytes > self.act_buffer_bytes:
-                raise ValueError(f"role2 carry_chunk0: the {self.mode} epilogue stages {self.epilogue_stage_bytes} B, "
-                                 f"more than one chunk buffer ({self.act_buffer_bytes} B)")
         if self.act_buffers == 2 and self.bm * (self.kc // self.act_scale_group) > 2 * CONSUMER_THREADS:
             raise ValueError(f"role2 act_buffers=2: BM={self.bm} x {self.kc // self.act_scale_group} scale groups "
                              f"per chunk > {2 * CONSUMER_THREADS} (two prefetched scales per consumer thread)")
@@ -396,20 +378,8 @@ class Role2GemmConfig:
 
     @property
     def queue_bytes(self) -> int:
-        """Shared memory after the stage barriers: the task slots (dynamic_tasks, task_records), then
-        :attr:`carry_chunk0`'s flag word (16 B)."""
-        return (TASK_SLOTS_BYTES if self.dynamic_tasks or self.task_records else 0) + (16 if self.carry_chunk0 else 0)
-
-    @property
-    def epilogue_stage_bytes(self) -> int:
-        """What the epilogue stages in the activation area: W1 :func:`w1_stage_bytes`, W2 ``[bm][256]`` BF16."""
-        return w1_stage_bytes(self.bm) if self.mode == "w1" else self.bm * 512
-
-    @property
-    def epilogue_stage_off(self) -> int:
-        """Offset of the epilogue's staging inside the activation area: buffer 0, or with :attr:`carry_chunk0` the
-        last chunk's buffer 1 (buffer 0 then holds the next task's chunk 0)."""
-        return self.act_buffer_bytes if self.carry_chunk0 else 0
+        """Shared memory after the stage barriers: the task slots (dynamic_tasks, task_records)."""
+        return TASK_SLOTS_BYTES if self.dynamic_tasks or self.task_records else 0
 
     @property
     def smem_bytes(self) -> int:
@@ -932,24 +902,6 @@ class ActTma:
         self.tmap, self.row0, self.phases, self.bar_off = tmap, row0, phases, bar_off
 
 
-@dataclass(frozen=True)  # frozen: the DSL treats it as read-only inside its staged loops (a plain class is carried)
-class ChunkCarry:
-    """What :func:`for_each_chunk` needs for :attr:`Role2GemmConfig.carry_chunk0` (persistent kernels): ``flag`` the
-    shared word that says whether this task's chunk 0 was copied and its scales staged during the task before (thread
-    0 rewrites it at the top of the last chunk for the next task), ``task`` this task, ``next_bar`` / ``next_parity``
-    the next task's record slot mbarrier and the parity of its publication, ``next_rec`` that record (task, expert,
-    tokens, factor: :mod:`.task_queue`), ``row0_of(task)`` a task's first activation row in the tensor map,
-    ``scale_addr_of(task, kc, tok, kk)`` the address of a task's scale of token ``tok``, group ``kk`` of chunk ``kc``."""
-
-    flag: object
-    task: object
-    next_bar: object
-    next_parity: object
-    next_rec: object
-    row0_of: object
-    scale_addr_of: object
-
-
 def _run_chunk(kc, c0):
     """Chunk ``kc`` of a :func:`for_each_chunk` run -> chunk of K (``c0`` None: the whole K, no add at all). A
     module function with ``c0`` passed in: the DSL rejects closures over its values inside staged branches."""
@@ -973,24 +925,8 @@ def _issue_act_chunk_tma(cfg: "Role2GemmConfig", smem, buf, src: ActTma, kc, b):
 
 
 @cute.jit
-def _first_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row_addr, scale_addr, ctid, ntok, k0,
-                 sfl: int):
-    """:func:`for_each_chunk` at a task's top: chunk ``k0``'s copy into buffer 0 and its scales."""
-    w1 = cfg.mode == "w1"
-    ngs = cfg.kc // cfg.act_scale_group
-    if const_expr(cfg.act_tma):
-        if ctid == 0:
-            fence_proxy_async_global()  # the acquire (ours or the producer's record hand-off) before the async reads
-            _issue_act_chunk_tma(cfg, smem, act_off, row_addr, k0, Int32(0))
-    else:
-        _copy_act_chunk_async(smem + act_off, row_addr, ctid, k0, ntok, cfg.bm, cfg.kc)
-    _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_addr(k0, tok, kk), w1,
-                                                           ctid, ntok, cfg.bm, ngs), w1, ctid, cfg.bm, ngs, sfl)
-
-
-@cute.jit
 def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row_addr, scale_addr, ctid, ntok, body,
-                   wait_chunk=None, c0=None, nkc=None, stamp_first=None, carry=None):
+                   wait_chunk=None, c0=None, nkc=None, stamp_first=None):
     """Consumers, one task: stage each K chunk of the block's activations and scales in shared memory and run
     ``body(kc, act_buf, asc_buf, prefetch)`` (the chunk's MMAs; every wgmma waited when it returns) on it.
     ``row_addr(tok)``: token row ``tok``'s first byte; ``scale_addr(kc, tok, kk)``: the address of its scale of group
@@ -1012,12 +948,6 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
 
     ``stamp_first`` (or None): a global address where consumer thread 0 stores ``%globaltimer`` once the first chunk
     has landed and every thread passed its barrier (``role2_ring.TRACE``'s task trace).
-
-    ``carry`` (a :class:`ChunkCarry`, ``cfg.carry_chunk0``; act_tma, the whole K): a task whose flag is set finds its
-    chunk 0 copied (or in flight) into buffer 0 and its scales staged, and issues neither. At the top of the last
-    chunk (buffer 1) consumer thread 0 peeks at the next task's record; when it is published (and not the end), thread
-    0 copies that task's chunk 0 into buffer 0 and every thread loads its scales in place of the repeat above, and
-    the flag says so to the next task.
 
     ``cfg.act_tma`` (2 buffers): ``row_addr`` is an :class:`ActTma` and consumer thread 0 copies each chunk by tensor
     map (:func:`_issue_act_chunk_tma`: chunk 0 at the task's top, chunk ``kc + 1`` right after chunk ``kc``'s
@@ -1051,13 +981,14 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     k0 = _run_chunk(Int32(0), c0)
     if const_expr(wait_chunk is not None):
         wait_chunk(k0)
-    if const_expr(carry is None):
-        _first_chunk(cfg, smem, act_off, asc_off, row_addr, scale_addr, ctid, ntok, k0, sfl)
+    if const_expr(tma):
+        if ctid == 0:
+            fence_proxy_async_global()  # the acquire (ours or the producer's record hand-off) before the async reads
+            _issue_act_chunk_tma(cfg, smem, act_off, row_addr, k0, Int32(0))
     else:
-        if const_expr(not tma or c0 is not None or nkc % 2):
-            raise ValueError("for_each_chunk carry: act_tma over the whole K in an even number of chunks")
-        if ld_shared_b32(carry.flag) == 0:  # written before the barrier above (the task before's last chunk)
-            _first_chunk(cfg, smem, act_off, asc_off, row_addr, scale_addr, ctid, ntok, k0, sfl)
+        _copy_act_chunk_async(smem + act_off, row_addr, ctid, k0, ntok, bm, kcl)
+    _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_addr(k0, tok, kk), w1,
+                                                           ctid, ntok, bm, ngs), w1, ctid, bm, ngs, sfl)
     for kc in cutlass.range(nkc, unroll=1):
         if const_expr(tma):  # chunk kc's boxes landed (async proxy: wgmma reads them as they are)
             mbar_wait_or_trap(smem + row_addr.bar_off + 8 * (kc & 1), ((row_addr.phases >> (kc & 1)) ^ (kc >> 1)) & 1,
@@ -1065,13 +996,6 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
         else:  # chunk kc's copies (this thread's) landed; fence them for wgmma's async proxy
             cp_async_wait_all()
             fence_proxy_async_shared()
-        if const_expr(carry is not None):
-            if kc == nkc - 1:
-                if ctid == 0:  # the next task's record, if the producer published it: a peek, never a wait
-                    got = mbar_test_parity(carry.next_bar, carry.next_parity)
-                    if got != 0:
-                        got = Int32(ld_shared_b32(carry.next_rec) >= 0)
-                    st_shared_b32(carry.flag, got)
         bar_sync(1, CONSUMER_THREADS)  # every thread's; chunk kc's scales stored; chunk kc - 1's buffer free
         if const_expr(stamp_first is not None):
             if Int32(kc == 0) * Int32(ctid == 0) != 0:
@@ -1088,24 +1012,7 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
                     _issue_act_chunk_tma(cfg, smem, act_off + (1 - cur) * ab, row_addr, _run_chunk(nxt, c0),
                                          1 - cur)
         nxs = nxt - Int32(nxt >= nkc)
-        if const_expr(carry is None):
-            sv = _load_chunk_scales(lambda tok, kk: scale_addr(_run_chunk(nxs, c0), tok, kk), w1, ctid, ntok, bm, ngs)
-        else:
-            # at the last chunk with the next task's record in hand: that task's chunk 0 (copy + scales) instead of
-            # the repeat; the flag read here is the one thread 0 wrote before the barrier above only at the last chunk
-            cf = Int32(nxt >= nkc) * ld_shared_b32(carry.flag)
-            ntask = ld_shared_b32(carry.next_rec)
-            stask = cf * ntask + (1 - cf) * carry.task
-            sntok = cf * ld_shared_b32(carry.next_rec + 8) + (1 - cf) * ntok
-            skc = (1 - cf) * nxs
-            sv = _load_chunk_scales(lambda tok, kk: carry.scale_addr_of(stask, skc, tok, kk), w1, ctid, sntok, bm,
-                                    ngs)
-            if cf != 0:
-                if ctid == 0:
-                    fence_proxy_async_global()  # the producer's acquire for that task before the async reads
-                    _issue_act_chunk_tma(cfg, smem, act_off + (1 - cur) * ab,
-                                         ActTma(row_addr.tmap, carry.row0_of(ntask), 0, row_addr.bar_off), Int32(0),
-                                         1 - cur)
+        sv = _load_chunk_scales(lambda tok, kk: scale_addr(_run_chunk(nxs, c0), tok, kk), w1, ctid, ntok, bm, ngs)
         nbuf = smem + act_off + (1 - cur) * ab
 
         def prefetch(i):  # MMA call i of chunk kc: its share of chunk kc + 1's copies

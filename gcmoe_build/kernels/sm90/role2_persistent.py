@@ -41,14 +41,13 @@ from cutlass import Int32, Int64, Float32, Uint8, const_expr
 from .ptx_mem import (bar_sync, evict_first_policy, fence_tensormap_acquire, launch_coords, ld_global_f32,
                       ld_global_s32, mbar_init, mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
-from .role2_gemm import (ActTma, ChunkCarry, CONSUMER_THREADS, act_tma_phase_flips, L2_SCALE_GROUP, PRODUCER_THREADS,
+from .role2_gemm import (ActTma, CONSUMER_THREADS, act_tma_phase_flips, L2_SCALE_GROUP, PRODUCER_THREADS,
                          SIGNAL_BAR, SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS,
                          Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers,
                          _mma_k128_steps, _produce_k128, _token_major_scale_addr, _w1_epilogue, for_each_chunk,
                          row_table_dst, stage_k128_step, all_w1_tile_bits, w1_tile_bits, w2_epilogue,
                          w2_stash_slab)
-from .ring_sync import st_shared_b32
-from .task_queue import TASK_SLOTS_BYTES, check_slot_reuse, claim_task, init_task_slots, next_task, publish_task, task_record
+from .task_queue import check_slot_reuse, claim_task, init_task_slots, next_task, publish_task
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
 TRAP_L2_MASK = 9
@@ -93,12 +92,6 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     TASK_BITS = 0 if W1 else all_w1_tile_bits(K)  # W2: every W1 mask bit of the block's I
     if SLOTS:
         check_slot_reuse(NK128 * NP, NS, f"role2 {cfg.mode} persistent")
-    CARRY = cfg.carry_chunk0  # the next task's chunk 0 during this task's last chunk (Role2GemmConfig.carry_chunk0)
-    FLAG_OFF = TASK_OFF + TASK_SLOTS_BYTES  # its flag word (Role2GemmConfig.queue_bytes)
-    if CARRY and NS > NK128:
-        # the producer publishes task li + 1 into task li - 1's slot after task li's first stage, which waited for
-        # the release of the stage NS before it: a stage of task li - 1 (whose record was read) only if NS <= K/128
-        raise ValueError(f"role2 {cfg.mode} carry_chunk0: {NS} stages > K/128 = {NK128} (two task slots, one ahead)")
 
     def pass_base(li, p: int):
         """The weight-stage stream index of K128 step 0 of pass ``p`` of the CTA's ``li``-th task (producer and
@@ -181,65 +174,25 @@ def build_role2_persistent(cfg: Role2GemmConfig):
             _init_stage_barriers(smem, BAR_OFF, NS)
             if const_expr(SLOTS):
                 init_task_slots(smem + TASK_OFF)
-            if const_expr(CARRY):
-                st_shared_b32(smem + FLAG_OFF, Int32(0))  # the first task finds no chunk of its own in flight
         bar_sync(0, P0 + CT)
 
         if tid < P0:
             setmaxnreg(cfg.setmaxnreg[0], False)
-            if const_expr(CARRY):
-                if tid == 0:
-                    # one record ahead (Role2GemmConfig.carry_chunk0): task li + 1 is acquired and published right
-                    # after task li's first weight stage, so the consumers can see it during task li's last chunk
-                    li = Int32(0)
+            if tid == 0:
+                li = Int32(0)
+                task = producer_task(ticket, cta, li, ntasks, ncta)
+                while task >= 0:
+                    blk, ntile, expert = acquire_task(task, bgen, bexp, l1_full, err)
+                    announce_task(smem, li, task, blk, expert, bntok, ef, l2_mask, err)
+                    slab0 = Int64(expert) * NSLAB + Int64(ntile) * 4
+                    for p in cutlass.range_constexpr(NP):  # slab_passes = 2: slabs p and 2 + p, one per warpgroup
+                        for kb in cutlass.range(NK128, unroll=1):
+                            _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, pass_base(li, p) + kb,
+                                          lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), w, ws,
+                                          slab0 + p if p else slab0, NK128, kb, policy, 2 * NSL, NP)
+                    li = li + 1
                     task = producer_task(ticket, cta, li, ntasks, ncta)
-                    expert = Int32(0)
-                    ntile = Int32(0)
-                    if task >= 0:
-                        blk0, ntile0, expert0 = acquire_task(task, bgen, bexp, l1_full, err)
-                        announce_task(smem, li, task, blk0, expert0, bntok, ef, l2_mask, err)
-                        expert = expert0
-                        ntile = ntile0
-                    else:
-                        announce_end(smem, li)
-                    while task >= 0:
-                        slab0 = Int64(expert) * NSLAB + Int64(ntile) * 4
-                        _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, pass_base(li, 0), lambda bar, ph: mbar_wait_or_trap(
-                            bar, ph, TMO), w, ws, slab0, NK128, Int32(0), policy, 2 * NSL, NP)
-                        ntask = producer_task(ticket, cta, li + 1, ntasks, ncta)
-                        nexpert = Int32(0)
-                        nntile = Int32(0)
-                        if ntask >= 0:
-                            blk1, ntile1, expert1 = acquire_task(ntask, bgen, bexp, l1_full, err)
-                            announce_task(smem, li + 1, ntask, blk1, expert1, bntok, ef, l2_mask, err)
-                            nexpert = expert1
-                            nntile = ntile1
-                        else:
-                            announce_end(smem, li + 1)
-                        for kb in cutlass.range(1, NK128, unroll=1):
-                            _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, pass_base(li, 0) + kb,
-                                          lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), w, ws, slab0, NK128, kb,
-                                          policy, 2 * NSL, NP)
-                        li = li + 1
-                        task = ntask
-                        expert = nexpert
-                        ntile = nntile
-            else:
-                if tid == 0:
-                    li = Int32(0)
-                    task = producer_task(ticket, cta, li, ntasks, ncta)
-                    while task >= 0:
-                        blk, ntile, expert = acquire_task(task, bgen, bexp, l1_full, err)
-                        announce_task(smem, li, task, blk, expert, bntok, ef, l2_mask, err)
-                        slab0 = Int64(expert) * NSLAB + Int64(ntile) * 4
-                        for p in cutlass.range_constexpr(NP):  # slab_passes = 2: slabs p and 2 + p, one per warpgroup
-                            for kb in cutlass.range(NK128, unroll=1):
-                                _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, pass_base(li, p) + kb,
-                                              lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), w, ws,
-                                              slab0 + p if p else slab0, NK128, kb, policy, 2 * NSL, NP)
-                        li = li + 1
-                        task = producer_task(ticket, cta, li, ntasks, ncta)
-                    announce_end(smem, li)
+                announce_end(smem, li)
             if const_expr(SIG):
                 if tid >= SIGNAL_WARP_TIDS[0] and tid < SIGNAL_WARP_TIDS[1]:
                     # the signal warp: the consumers' task sequence (static split), one hand-over per task
@@ -272,8 +225,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     efac = ld_global_f32(ef + Int64(expert) * 4)
 
                 def w1_epilogue_task(part: int):  # _w1_epilogue's part (slab_passes = 2: 1 after pass 0, 2 after 1)
-                    _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF + cfg.epilogue_stage_off, efac, ntok, ntile, wg, warp,
-                                 g, t,
+                    _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF, efac, ntok, ntile, wg, warp, g, t,
                                  lambda n: aux + (Int64(blk) * BM + Int64(n)) * 4,
                                  lambda n, col: out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col),
                                  lambda n, grp: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // L2_SCALE_GROUP)
@@ -309,17 +261,10 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                                          ACT_BAR_OFF)
                     else:
                         act_src = lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K  # noqa: E731
-                    carry = None
-                    if const_expr(CARRY):
-                        carry = ChunkCarry(smem + FLAG_OFF, task, smem + TASK_OFF + 8 * ((li + 1) % 2),
-                                           ((li + 1) // 2) & 1, task_record(smem + TASK_OFF, li + 1),
-                                           lambda tk: (tk // NT) * BM,
-                                           lambda tk, kc, tok, kk: _token_major_scale_addr(asc, W1, tk // NT, BM, NKG,
-                                                                                           kc, NGS, tok, kk))
                     for_each_chunk(cfg, smem, ACT_OFF, ASC_OFF, act_src,
                                    lambda kc, tok, kk: _token_major_scale_addr(asc, W1, blk, BM, NKG, kc, NGS, tok,
                                                                                kk),
-                                   ctid, ntok, chunk_mma, None if W1 or REC else wait_w1_tiles, carry=carry)
+                                   ctid, ntok, chunk_mma, None if W1 or REC else wait_w1_tiles)
                     if const_expr(NP == 2 and p == 0):  # the first slab's epilogue values wait in the stash
                         if const_expr(W1):
                             w1_epilogue_task(1)
@@ -333,7 +278,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         if ctid == 0:
                             release_task(task, l2_mask, l1_empty)
 
-                    w2_epilogue(acc, efac, smem, ACT_OFF + cfg.epilogue_stage_off, AMAX_OFF, ntok, ctid,
+                    w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid,
                                 lambda n: row_table_dst(out, aux + (Int64(blk) * BM + Int64(n)) * 4, cfg.rows, ntile),
                                 BM, early_release if EARLY and not SIG else None,
                                 (SIGNAL_BAR, SIGNAL_BAR_THREADS) if EARLY and SIG else (1, CT),
