@@ -84,14 +84,6 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     # ... one group at a time: BM 32 at two CTAs per SM (the only two-CTA experiment built at BM 32)
                     "_pp2ksag1": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, slab_groups=1),
-                    # ... with smaller activation chunks and more weight stages (session 24: act 32 KB -> 4 stages,
-                    # 16 KB -> 5, against 3-4 at the default 48 KB)
-                    "_pp2ksag1a32": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
-                                         staged_fold_scale=True, signal_warp=True, act_tma=True, slab_groups=1,
-                                         act_kb=32),
-                    "_pp2ksag1a16": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
-                                         staged_fold_scale=True, signal_warp=True, act_tma=True, slab_groups=1,
-                                         act_kb=16),
                     # ... each warpgroup's two slabs one after the other over K: BM 64 at two CTAs per SM (session 16:
                     # Role2GemmConfig.slab_passes; built at BM 32 / 64)
                     "_pp2ksap": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,

@@ -46,8 +46,6 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
             # releases on the signal warp _ppks / _pp2ks; session 14: their chunks by tensor map _ppksa / _pp2ksa,
             # whose padded rows the copy brings in as they are: NaN here; session 15: one commit group per (step,
             # slab) _ppksag / _pp2ksag)
-         + [(sh, 32, v) for sh in ("glm52", "dsv41flash") for v in ("_pp2ksag1a32", "_pp2ksag1a16")]  # smaller
-         # activation chunks, more weight stages (session 24)
          + [(sh, bm, "_pp2ksag1") for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32)]  # one slab group at a
          # time: the two-CTA build that fits BM 32 (session 15)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (32, 64) for v in ("_pp2ksap", "_pp2ksapc")]
