@@ -7,7 +7,9 @@ per sample / ``--batch`` (the weights are several x the L2, so repeats stream fr
 launch after an idle GPU, which includes the host's launch path (a ctypes call per launch, different for the
 persistent kernels' 17 parameters): what sessions 3-11 (call C) reported. Bandwidth = (packed weight + scale bytes of
 the active experts) / time, against the HBM read bandwidth of a streaming reduction measured in the same run (same
-batching).
+batching). ``--shapes`` / ``--points TOKENS:BM,...`` pick a subset; ``--experts N,...`` times each point at other
+active-expert counts than E/8: a sweep of it sets the tasks per CTA and separates a launch's fixed cost from the
+per-task time (session 24, ``results/operator/2026-12-02-h200-session24/plot_sweep.py``).
 """
 from __future__ import annotations
 
