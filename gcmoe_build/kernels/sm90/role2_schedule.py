@@ -100,8 +100,9 @@ def stream_k_pieces(cta, ctas, ntiles, tile_units, max_pieces=4):
     partial's index, 0 = the piece holding the tile's first unit) and how many pieces the tile has (the arrival count
     its last piece waits for). Every unit of every tile is in exactly one piece (tests/build/.../test_role2_schedule).
     The phase runs on :func:`stream_k_ctas` CTAs (the others get no piece): every range is non-empty, so a piece's
-    slot is its CTA's distance from the tile's first owner. ``role2_ring`` (``sk_phase``, ``split_coords``) computes
-    the same on the device, line for line, with ``max_pieces`` = ``heuristics.SK_MAX_PIECES``."""
+    slot is its CTA's distance from the tile's first owner. Branch ``stream-k``'s ``role2_ring`` (``sk_phase``,
+    ``split_coords``; not on main) computed the same on the device, line for line, with ``max_pieces`` = its
+    ``heuristics.SK_MAX_PIECES``."""
     units = ntiles * tile_units
     ctas = stream_k_ctas(ctas, units, tile_units, max_pieces)
     if cta >= ctas:
