@@ -71,6 +71,15 @@ def st_shared_v4(saddr, x0, x1, x2, x3, *, loc=None, ip=None):
 
 
 @dsl_user_op
+def stmatrix_x4_trans(saddr, r0, r1, r2, r3, *, loc=None, ip=None):
+    """Warp-collective (every lane, converged): four 8x8 b16 matrices, each lane's register ``j`` holding row
+    ``lane / 4``, columns ``2 (lane % 4)`` and ``+1`` of matrix ``j`` (an MMA accumulator fragment), stored
+    transposed: column ``c`` of matrix ``j`` becomes the 16 contiguous bytes at lane ``8 j + c``'s ``saddr``."""
+    _asm("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [$0], {$1, $2, $3, $4};", "r,r,r,r,r",
+         [_v(saddr), _v(r0), _v(r1), _v(r2), _v(r3)], 0)
+
+
+@dsl_user_op
 def st_shared_f32(saddr, x, *, loc=None, ip=None):
     _asm("st.shared.f32 [$0], $1;", "r,f", [_v(saddr), _v(x, Float32)], 0)
 

@@ -61,11 +61,11 @@ from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_4_zfi
                       evict_first_policy, fence_proxy_async_shared, globaltimer, ld_global_f32, ld_global_f32_if,
                       ld_global_s32, ld_global_u8, ld_global_u8_if, ld_global_v2_stream, ld_global_v4,
                       ld_global_v4_stream, ld_shared_f32, ld_shared_u64, ld_shared_v2, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx,
-                      mbar_init, mbar_init_fence, mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4,
+                      mbar_init, mbar_init_fence, mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4, stmatrix_x4_trans,
                       st_shared_f32, st_shared_u64, st_shared_u8, st_shared_v4, fence_proxy_async_global, tma_load_2d)
-from .ring_sync import ld_shared_b32, st_relaxed_gpu_u64, st_shared_b32, st_shared_u16
+from .ring_sync import ld_shared_b32, st_relaxed_gpu_u64, st_shared_b32
 from .task_queue import TASK_SLOTS_BYTES
-from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, min_u32, sel_f32, shfl_bfly_f32, sigmoid, to_bf16_bits,
+from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, min_u32, pack_bf16x2, sel_f32, shfl_bfly_f32, sigmoid,
                          to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
 from .wgmma_rs import (fence_f32, smem_desc, smem_desc_sw128, wgmma_commit, wgmma_fence, wgmma_rs_e4m3,
                        wgmma_wait)
@@ -1138,13 +1138,35 @@ def _w1_quantize_store(ys, smem, amax_off: int, stage_off: int, ntok, tile, ctid
                 st_global_v4(q_addr(n, tile * 128 + c * 16), v[0], v[1], v[2], v[3])
 
 
+def _w2_stage_pair(acc, efac, smem, stash_off: int, ctid, nd: int, q: int, j: int):
+    """:func:`w2_epilogue`: this thread's register of matrix ``j`` of token group ``q`` (slab ``j >> 1``, row half
+    ``j & 1``): accumulators ``i = 4q + 2(j & 1)`` and ``i + 1`` (tokens ``8q + 2t`` and ``+1``) x ``efac`` as a BF16
+    pair, or with ``stash_off >= 0`` the first slab's pair from the stash (:func:`w2_stash_slab`)."""
+    s2, i = j >> 1, 4 * q + 2 * (j & 1)
+    if stash_off >= 0 and s2 == 0:
+        return ld_shared_b32(smem + stash_off + ((i // 2) * CONSUMER_THREADS + ctid) * 4)
+    base = (s2 if stash_off < 0 else 0) * nd + i
+    y0, y1 = acc[base], acc[base + 1]
+    if efac is not None:
+        y0, y1 = y0 * efac, y1 * efac
+    return pack_bf16x2(y0, y1)
+
+
+def w2_stage_chunk_off(stage_off, n, chunk):
+    """Shared offset of 16-byte chunk ``chunk`` (weight rows ``8 chunk .. 8 chunk + 7``) of token ``n``'s 256 BF16
+    outputs in :func:`w2_epilogue`'s staging: 512 B per token, the chunks XOR-swizzled by ``n % 8`` so that the eight
+    tokens of one transposed stmatrix write eight different bank groups (the reader applies the same map)."""
+    return stage_off + n * 512 + ((chunk ^ (n & 7)) << 4)
+
+
 @cute.jit
 def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_of, bm: int, after_loads=None,
                 loads_barrier=(1, CONSUMER_THREADS), stash_off: int = -1):
     """W2 epilogue of one 256-row task, inlined; every consumer thread calls it once the task's MMAs are waited.
 
     BF16 ``acc * efac`` of the task's 256 rows is staged in shared memory ``[bm][256]`` at ``stage_off`` (512 B per
-    token; the activation area, free once every warpgroup's last wgmma has read it: the first barrier), then leaves
+    token, 16-byte chunks swizzled: :func:`w2_stage_chunk_off`; the activation area, free once every warpgroup's last
+    wgmma has read it: the first barrier), then leaves
     in 16-byte stores, 32 per valid token, to ``dst_of(n)`` (the address of token n's 256 output rows, 16-byte
     aligned; it may load, e.g. the ring's ``ring_meta`` row). ``dst_of`` runs once per token, in thread ``n``, before
     the staging, and its address is handed over through shared memory at ``dst_off`` (8 B per token), so the loads
@@ -1165,22 +1187,15 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
         if ctid < ntok:
             dst = dst_of(ctid)
     bar_sync(1, CONSUMER_THREADS)  # every warpgroup's last wgmma has read the activation chunk
-    stashed = {}  # word j of the first slab's stashed BF16 pairs (stash_off >= 0)
-    for i in cutlass.range_constexpr(nd):
-        n = 8 * (i >> 2) + 2 * t + (i & 1)
-        hr = 16 * warp + g + 8 * ((i >> 1) & 1)
-        for s2 in cutlass.range_constexpr(2):
-            row = wg * 128 + s2 * 64 + hr
-            if const_expr(stash_off >= 0 and s2 == 0):
-                if const_expr(i // 2 not in stashed):
-                    stashed[i // 2] = ld_shared_b32(smem + stash_off + ((i // 2) * CONSUMER_THREADS + ctid) * 4)
-                st_shared_u16(smem + stage_off + n * 512 + row * 2,
-                              stashed[i // 2] if i % 2 == 0 else stashed[i // 2] >> 16)
-            else:
-                y = acc[(s2 if stash_off < 0 else 0) * nd + i]
-                if const_expr(efac is not None):
-                    y = y * efac
-                st_shared_u16(smem + stage_off + n * 512 + row * 2, to_bf16_bits(y))
+    # one stmatrix per 8 tokens: the four 8 x 8 accumulator fragments (slab s2, row half h) of tokens 8q..8q+7 as
+    # BF16 pairs, stored transposed, so each token's 8 weight rows land as one 16-byte chunk (lane 8j + c names token
+    # 8q + c's chunk of matrix j); 32 two-byte stores with 4-way bank conflicts before (session 24)
+    lane = ctid & 31
+    mj, mc = lane >> 3, lane & 7
+    chunk = wg * 16 + (mj >> 1) * 8 + 2 * warp + (mj & 1)  # (wg*128 + s2*64 + 16*warp + 8h) / 8 for matrix mj
+    for q in cutlass.range_constexpr(nd // 4):
+        stmatrix_x4_trans(smem + w2_stage_chunk_off(stage_off, 8 * q + mc, chunk),
+                          *[_w2_stage_pair(acc, efac, smem, stash_off, ctid, nd, q, j) for j in range(4)])
     if ctid < bm:
         st_shared_u64(smem + dst_off + ctid * 8, dst)
     bar_sync(*loads_barrier)
@@ -1192,7 +1207,7 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
             n = u >> 5
             c = u & 31
             if n < ntok:
-                v = ld_shared_v4(smem + stage_off + n * 512 + c * 16)
+                v = ld_shared_v4(smem + w2_stage_chunk_off(stage_off, n, c))
                 st_global_v4(ld_shared_u64(smem + dst_off + n * 8) + Int64(16 * c), v[0], v[1], v[2], v[3])
     return early
 
@@ -1206,7 +1221,7 @@ def w2_stash_slab(acc, efac, smem, stash_off: int, ctid, bm: int):
         if efac is not None:
             y0, y1 = y0 * efac, y1 * efac
         st_shared_b32(smem + stash_off + (j * CONSUMER_THREADS + ctid) * 4,
-                      (to_bf16_bits(y0) & 0xFFFF) | (to_bf16_bits(y1) << 16))
+                      pack_bf16x2(y0, y1))
 
 
 def row_table_dst(out, rowidx_addr, rows: int, tile):

@@ -39,6 +39,13 @@ def to_bf16_bits(x, *, loc=None, ip=None) -> Int32:
 
 
 @dsl_user_op
+def pack_bf16x2(lo, hi, *, loc=None, ip=None) -> Int32:
+    """Two FP32 -> BF16 (RNE) in one Int32: ``lo`` in the low 16 bits (the bits of :func:`to_bf16_bits` each)."""
+    return Int32(_asm("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,f,f", [_v(lo, Float32), _v(hi, Float32)], 1,
+                      volatile=False)[0])
+
+
+@dsl_user_op
 def sel_f32(pred, a, b, *, loc=None, ip=None) -> Float32:
     """``a if pred != 0 else b`` (pred: Int32)."""
     return Float32(_asm("{\n.reg .pred p;\nsetp.ne.s32 p, $1, 0;\nselp.f32 $0, $2, $3, p;\n}", "=f,r,f,f",

@@ -185,9 +185,9 @@ def _signal_warp_releases(ptx, start, end):
 def test_w1_and_w2_outputs_leave_in_16_byte_stores(role2_arts, bm, threads):
     """W1: E4M3 bytes staged in shared memory, then 8 st.global.v4 per token over the 256 consumer threads; the only
     byte store left is the token's UE8M0 scale, written by one thread per token after its amax reduction (one IEEE
-    division). W2 partials: BF16 staged in shared memory, then st.global.v4 to base + offsets[src_rank] + o_combine +
-    ... (the by-value peer descriptor), each token's destination computed once from its ring_meta row and read back
-    from shared memory (st/ld.shared.u64); no 2-byte global stores remain."""
+    division). W2 partials: BF16 staged in shared memory (transposed by stmatrix, one per 8 tokens), then st.global.v4
+    to base + offsets[src_rank] + o_combine + ... (the by-value peer descriptor), each token's destination computed
+    once from its ring_meta row and read back from shared memory (st/ld.shared.u64); no 2-byte global stores remain."""
     ptx = _ptx(role2_arts, bm, threads)
     w2_mma = _first(ptx, "wgmma.mma_async", _first(ptx, "st.global.u8"))  # the first MMA after W1's scale store
     w1, w2 = ptx[:w2_mma], ptx[w2_mma:]
@@ -201,11 +201,13 @@ def test_w1_and_w2_outputs_leave_in_16_byte_stores(role2_arts, bm, threads):
     meta = _first(w2, "ld.global.v4.u32")  # the token's (weight, src_rank, src_token, slot) row, once per token
     if threads == 384:  # (the 256-thread build also stages its activations with 16-byte loads)
         assert w2.count("ld.global.v4.u32") == 1
-    assert meta < _first(w2, "st.shared.u16") < _first(w2, "st.shared.u64") < stores[0]
+    stsm = "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16"  # the BF16 staging: one per 8 tokens (session 24)
+    assert meta < _first(w2, stsm) < _first(w2, "st.shared.u64") < stores[0]
+    assert w2.count(stsm) == bm // 8 and "st.shared.u16" not in w2
     for s in stores:
         window = w2[max(0, s - 1500):s]
         assert "ld.shared.v4.u32" in window and "ld.shared.u64" in window  # the staged unit, the destination
-    assert "st.global.u16" not in ptx and "st.shared.u16" in ptx
+    assert "st.global.u16" not in ptx
 
 
 def test_every_wait_is_bounded_with_a_trap_record(role2_arts):
