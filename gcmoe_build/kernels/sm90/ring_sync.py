@@ -169,12 +169,6 @@ def shfl_bfly_s32(x, lane_mask: int, *, loc=None, ip=None) -> Int32:
 
 
 @dsl_user_op
-def st_shared_u16(saddr, x, *, loc=None, ip=None):
-    """Low 16 bits of the Int32 ``x`` (PTX lets st.u16 take a 32-bit source register)."""
-    _asm("st.shared.u16 [$0], $1;", "r,r", [_v(saddr), _v(x)], 0)
-
-
-@dsl_user_op
 def st_shared_b32(saddr, x, *, loc=None, ip=None):
     _asm("st.shared.b32 [$0], $1;", "r,r", [_v(saddr), _v(x)], 0)
 
@@ -186,4 +180,4 @@ def ld_shared_b32(saddr, *, loc=None, ip=None) -> Int32:
 
 __all__ = ["atom_add_acqrel_gpu_u32", "atom_add_release_gpu_u32", "atom_add_relaxed_gpu_u32", "ld_relaxed_gpu_u32", "ld_shared_b32",
            "mbar_wait_rt", "shfl_bfly_s32", "st_relaxed_gpu_u32", "st_relaxed_gpu_u64", "st_shared_b32",
-           "st_shared_u16", "trap_if_ne", "wait_arrived_count", "wait_geq_u32_rt", "wait_mask_u64_rt"]
+           "trap_if_ne", "wait_arrived_count", "wait_geq_u32_rt", "wait_mask_u64_rt"]

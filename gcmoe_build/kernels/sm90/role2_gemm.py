@@ -61,12 +61,12 @@ from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_4_zfi
                       evict_first_policy, fence_proxy_async_shared, globaltimer, ld_global_f32, ld_global_f32_if,
                       ld_global_s32, ld_global_u8, ld_global_u8_if, ld_global_v2_stream, ld_global_v4,
                       ld_global_v4_stream, ld_shared_f32, ld_shared_u64, ld_shared_v2, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx,
-                      mbar_init, mbar_init_fence, mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4, stmatrix_x4_trans,
-                      st_shared_f32, st_shared_u64, st_shared_u8, st_shared_v4, fence_proxy_async_global, tma_load_2d)
+                      mbar_init, mbar_init_fence, mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4,
+                      stmatrix_x4_trans, st_shared_f32, st_shared_u64, st_shared_u8, st_shared_v4, fence_proxy_async_global, tma_load_2d)
 from .ring_sync import ld_shared_b32, st_relaxed_gpu_u64, st_shared_b32
 from .task_queue import TASK_SLOTS_BYTES
-from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, min_u32, pack_bf16x2, sel_f32, shfl_bfly_f32, sigmoid,
-                         to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
+from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, min_u32, pack_bf16x2, sel_f32, shfl_bfly_f32,
+                         sigmoid, to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
 from .wgmma_rs import (fence_f32, smem_desc, smem_desc_sw128, wgmma_commit, wgmma_fence, wgmma_rs_e4m3,
                        wgmma_wait)
 
@@ -1166,8 +1166,7 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
 
     BF16 ``acc * efac`` of the task's 256 rows is staged in shared memory ``[bm][256]`` at ``stage_off`` (512 B per
     token, 16-byte chunks swizzled: :func:`w2_stage_chunk_off`; the activation area, free once every warpgroup's last
-    wgmma has read it: the first barrier), then leaves
-    in 16-byte stores, 32 per valid token, to ``dst_of(n)`` (the address of token n's 256 output rows, 16-byte
+    wgmma has read it: the first barrier), then leaves in 16-byte stores, 32 per valid token, to ``dst_of(n)`` (the address of token n's 256 output rows, 16-byte
     aligned; it may load, e.g. the ring's ``ring_meta`` row). ``dst_of`` runs once per token, in thread ``n``, before
     the staging, and its address is handed over through shared memory at ``dst_off`` (8 B per token), so the loads
     behind it run under the staging instead of before every store. ``efac=None`` (role4's shared expert): no factor,
@@ -1181,7 +1180,7 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
     ``Role2GemmConfig.slab_passes = 2`` (``stash_off >= 0``): ``acc`` holds the warpgroup's second slab and the
     first slab's BF16 values wait at ``stash_off`` (:func:`w2_stash_slab`)."""
     nd = bm // 2
-    wg, warp, g, t, _ = _consumer_lane(ctid)
+    wg, warp, _, _, _ = _consumer_lane(ctid)
     dst = Int64(0)
     if ctid < bm:
         if ctid < ntok:

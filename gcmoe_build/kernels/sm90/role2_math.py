@@ -32,15 +32,8 @@ def bf16_round(x, *, loc=None, ip=None) -> Float32:
 
 
 @dsl_user_op
-def to_bf16_bits(x, *, loc=None, ip=None) -> Int32:
-    """FP32 -> BF16 (RNE) bits in the low 16 bits of an Int32."""
-    return Int32(_asm("{\n.reg .b16 h;\ncvt.rn.bf16.f32 h, $1;\ncvt.u32.u16 $0, h;\n}", "=r,f",
-                      [_v(x, Float32)], 1, volatile=False)[0])
-
-
-@dsl_user_op
 def pack_bf16x2(lo, hi, *, loc=None, ip=None) -> Int32:
-    """Two FP32 -> BF16 (RNE) in one Int32: ``lo`` in the low 16 bits (the bits of :func:`to_bf16_bits` each)."""
+    """Two FP32 -> BF16 (round to nearest even) in one Int32, ``lo`` in the low 16 bits."""
     return Int32(_asm("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,f,f", [_v(lo, Float32), _v(hi, Float32)], 1,
                       volatile=False)[0])
 

@@ -109,10 +109,12 @@ def main():
                          "floor_us": (b1 + b2) / bw * 1e6})
     print(f"stream read bandwidth: {bw / 1e12:.2f} TB/s ({torch.cuda.get_device_name()})")
     vw = max([len(r["variant"]) for r in rows] + [3])  # whole names: dev variants differ in their last letters
-    print(f"{'shape':11s} {'var':{vw}s} {'E':>3s} {'m':>3s} {'BM':>3s} {'W1 us':>8s} {'W2 us':>8s} {'floor us':>8s} {'W1 %bw':>7s} {'W2 %bw':>7s}")
+    print(f"{'shape':11s} {'var':{vw}s} {'E':>3s} {'m':>3s} {'BM':>3s} {'W1 us':>8s} {'W2 us':>8s} {'floor us':>8s} "
+          f"{'W1 %bw':>7s} {'W2 %bw':>7s}")
     for r in rows:
-        print(f"{r['shape']:11s} {r['variant']:{vw}s} {r['experts']:3d} {r['tokens_per_expert']:3d} {r['bm']:3d} {r['w1_us']:8.1f} {r['w2_us']:8.1f} "
-              f"{r['floor_us']:8.1f} {100 * r['w1_frac_bw']:6.1f}% {100 * r['w2_frac_bw']:6.1f}%")
+        print(f"{r['shape']:11s} {r['variant']:{vw}s} {r['experts']:3d} {r['tokens_per_expert']:3d} {r['bm']:3d} "
+              f"{r['w1_us']:8.1f} {r['w2_us']:8.1f} {r['floor_us']:8.1f} {100 * r['w1_frac_bw']:6.1f}% "
+              f"{100 * r['w2_frac_bw']:6.1f}%")
     if a.json:
         Path(a.json).write_text(json.dumps({"stream_read_Bps": bw, "batch": a.batch, "gpu": torch.cuda.get_device_name(),
                                             "rows": rows}, indent=1))
