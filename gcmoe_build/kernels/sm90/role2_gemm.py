@@ -201,11 +201,6 @@ class Role2GemmConfig:
     slab_passes: int = 1
     #: dev experiment: the activation budget over both chunk buffers in KB instead of :attr:`act_budget`'s rule (0)
     act_kb: int = 0
-    #: with ``slab_groups = 1``: the first this many (2 or 4) K32 A fragments of the next (step, slab) group are
-    #: decoded while the current group's four wgmmas run, and a group's four wgmmas go out back to back behind one
-    #: ``wgmma.fence`` (4 registers per fragment ahead live instead of a decode between every two wgmmas, each of
-    #: which is a warpgroup rendezvous); 0: off
-    decode_ahead: int = 0
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -250,12 +245,6 @@ class Role2GemmConfig:
             raise ValueError("role2 slab_groups: the per-slab commit groups chain a K128 step on one partial, which "
                              "the folded FP4 decode of the pipelined kernel gives, so pipelined=True, "
                              "fold_scales=True")
-        if self.decode_ahead not in (0, 2, 4):
-            raise ValueError(f"role2 decode_ahead={self.decode_ahead}: K32 fragments decoded ahead, 0 (off), 2 or 4")
-        if self.decode_ahead and (self.slab_groups != 1 or self.stage_release != "decoded"):
-            raise ValueError(f"role2 decode_ahead: decodes one (step, slab) commit group ahead and reads each slab's "
-                             f"words on its own, so slab_groups=1 and stage_release='decoded', got "
-                             f"{self.slab_groups} / {self.stage_release!r}")
         if self.slab_passes not in (1, 2):
             raise ValueError(f"role2 slab_passes={self.slab_passes}: must be 1 or 2")
         if self.slab_passes == 2 and not (self.pipelined and self.fold_scales and self.act_buffers == 2
@@ -463,30 +452,16 @@ class K128Step:
     ``issued`` (or None) once all its MMAs are issued and committed (work that should run under them: the next
     activation chunk's copies, :func:`for_each_chunk`)."""
 
-    def __init__(self, fetch, ascl, kl128, release=None, release_q: int = 3, issued=None, fetch_slab=None):
+    def __init__(self, fetch, ascl, kl128, release=None, release_q: int = 3, issued=None):
         self.fetch, self.ascl, self.kl128, self.release, self.release_q = fetch, ascl, kl128, release, release_q
         self.issued = issued
-        self.fetch_slab = fetch_slab
         self._words = None
-        self._slab_words = {}
 
     @property
     def words(self):
         if self._words is None:
             self._words = self.fetch()
         return self._words
-
-    def slab_words(self, sl: int):
-        """Slab ``sl``'s 10 words (8 code words, 2 scale words): read on their own where ``fetch_slab(sl, first)``
-        is given (``first``: the step's first read, which waits for the stage), so the other slab's words are not
-        live meanwhile; else cut from :attr:`words`."""
-        if sl not in self._slab_words:
-            if self.fetch_slab is None:
-                w = self.words
-                self._slab_words[sl] = w[sl * 8:sl * 8 + 8] + w[16 + sl * 2:16 + sl * 2 + 2]
-            else:
-                self._slab_words[sl] = self.fetch_slab(sl, not self._slab_words)
-        return self._slab_words[sl]
 
 
 def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None, scale_word: int = 16,
@@ -499,7 +474,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
-                    block_k128: bool = False, nslab: int = 2, decode: bool = True, decode_ahead: int = 0):
+                    block_k128: bool = False, nslab: int = 2, decode: bool = True):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -528,9 +503,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     MMAs chain on one partial and one FMA per K128 applies the scale of K32 0, as for FP4. ``nslab`` (FP4 only): the
     warpgroup's slabs in this call, 1 with ``Role2GemmConfig.slab_passes = 2``: a step's words are then that slab's
     8 code words and 2 scale words, one wgmma per K32, ``acc`` holds that slab's BM / 2 values. ``decode=False``
-    (FP4, the timing probe ``Role2GemmConfig.dev_no_decode``): the raw code words are the A registers.
-    ``decode_ahead`` (``slab_groups = 1`` only, ``Role2GemmConfig.decode_ahead``): the first that many K32 A
-    fragments of each group are decoded while the group before it is in flight."""
+    (FP4, the timing probe ``Role2GemmConfig.dev_no_decode``): the raw code words are the A registers."""
     if not overlap and len(steps) > 1:
         for step in steps:
             _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled,
@@ -540,16 +513,15 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     per_k128 = (block_k128 if a_regs is not None else fold) and steps[0].ascl.group == 128
     r0 = (Int32(FOLD_LUT_WORDS[0]), Int32(FOLD_LUT_WORDS[1]))
 
-    def slab_regs(step, q, sl, own: bool = False):  # the 4 A registers of slab ``sl``, K32 ``q``: its codes through
-        # the folded table; ``own``: from the slab's own words (:meth:`K128Step.slab_words`), else the step's 20
-        words, code0, scale0 = (step.slab_words(sl), 0, 8) if own else (step.words, sl * 8, 8 * nslab + sl * 2)
+    def slab_regs(step, q, sl):  # the 4 A registers of slab ``sl``, K32 ``q``: its codes through the folded table
+        words = step.words
         if const_expr(not decode):
-            return [words[code0 + 2 * q + (r & 1)] for r in range(4)]
-        sw = words[scale0 + q // 2]
+            return [words[sl * 8 + 2 * q + (r & 1)] for r in range(4)]
+        sw = words[8 * nslab + sl * 2 + q // 2]
         luts = [fold_lut(byte_of(sw, (q % 2) * 2 + hh)) if fold else r0 for hh in range(2)]
         a = []
         for r in range(2):
-            lo, hi = decode_fp4x8_e4m3(words[code0 + 2 * q + r], luts[0], luts[1])
+            lo, hi = decode_fp4x8_e4m3(words[sl * 8 + 2 * q + r], luts[0], luts[1])
             a.append(lo)
             a.append(hi)
         return a
@@ -607,30 +579,6 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             for i in range(nd):
                 acc[sl * nd + i] = acc[sl * nd + i] + fence_f32(p[i]) * tsc[(i >> 2) * 2 + (i & 1)]
 
-        if decode_ahead:
-            # The next group's first ``decode_ahead`` K32 A fragments are decoded while this group's MMAs run (their
-            # own registers: one group's A in flight, the next one's being built), the rest after this group is
-            # promoted, and a group's four wgmmas go out back to back behind one fence, not one warpgroup
-            # rendezvous per K32 with a decode between them.
-            groups = [(step, sl) for step in steps for sl in range(2)]
-            ahead = [slab_regs(groups[0][0], q, groups[0][1], own=True) for q in range(decode_ahead)]
-            for j, (step, sl) in enumerate(groups):
-                a_grp = ahead + [slab_regs(step, q, sl, own=True) for q in range(decode_ahead, 4)]
-                p = None
-                wgmma_fence()
-                for q in range(4):
-                    p = wgmma_rs_e4m3(bm, a_grp[q], b_desc(step, q), p)
-                    if sl == 1 and q == step.release_q and step.release is not None:
-                        step.release()  # slab 1 was decoded before its MMAs: every shared load consumed
-                wgmma_commit()
-                pend.append((sl, p, step))
-                if sl == 1 and step.issued is not None:
-                    step.issued()
-                if j + 1 < len(groups):
-                    ahead = [slab_regs(groups[j + 1][0], q, groups[j + 1][1], own=True)
-                             for q in range(decode_ahead)]
-                promote_slab(0)
-            return
         for step in steps:
             for sl in range(2):
                 if len(pend) == slab_groups:
@@ -740,16 +688,6 @@ def _read_k128_stage(stage, wg, tw, warp, g, nslab: int = 2):
     return words
 
 
-def _read_k128_slab(stage, wg, tw, warp, g, sl: int, nslab: int = 2):
-    """Consumer: this thread's 10 words of slab ``sl`` of a shared-memory K128 stage (8 code words, 2 scale words;
-    :func:`_read_k128_stage`'s words of that slab)."""
-    words = []
-    for h2 in range(2):
-        words.extend(ld_shared_v4(stage + (wg * nslab + sl) * 4096 + tw * 32 + 16 * h2))
-    words.extend(ld_shared_v2(stage + 2 * nslab * 4096 + (wg * nslab + sl) * 256 + (warp * 8 + g) * 8))
-    return words
-
-
 def _init_stage_barriers(smem, bar_off: int, ns: int):
     """One thread: the ``ns`` full barriers of the weight stages (one arrival: the producer's expect_tx) and the
     ``ns`` empty barriers (every consumer thread arrives), then the fence that makes them visible to the async
@@ -802,16 +740,9 @@ def stage_k128_step(cfg: Role2GemmConfig, smem, bar_off: int, stage_off: int, ns
     wg, tw, warp, g = lane
     release = ((lambda: _release_k128(smem, bar_off, ns, step_of())) if cfg.stage_release.startswith("decoded")
                else None)
-    def fetch_slab(sl, first):  # decode_ahead: one slab's words; the step's first read waits for the stage
-        s = step_of() % ns
-        if first:
-            wait_full(smem + bar_off + 8 * s, (step_of() // ns) & 1)
-        return _read_k128_slab(smem + stage_off + s * cfg.stage_bytes, wg, tw, warp, g, sl, cfg.slabs_per_pass)
-
     return K128Step(lambda: _consume_k128(smem, bar_off, stage_off, ns, step_of(), wait_full, wg, tw, warp, g,
                                           cfg.stage_release, cfg.slabs_per_pass, cfg.stage_bytes), ascl, kl128,
-                    release, EARLY_RELEASE_K32 if cfg.stage_release == "decoded_k32_2" else 3,
-                    fetch_slab=fetch_slab if cfg.decode_ahead else None)
+                    release, EARLY_RELEASE_K32 if cfg.stage_release == "decoded_k32_2" else 3)
 
 
 def _rounds(n: int) -> int:
@@ -1391,8 +1322,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                     if const_expr(prefetch is not None):
                         steps[-1].issued = lambda k2=k2: prefetch(k2)
                     _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales, overlap=PIPE,
-                                    prescaled=cfg.staged_fold_scale, slab_groups=cfg.slab_groups,
-                                    decode_ahead=cfg.decode_ahead)
+                                    prescaled=cfg.staged_fold_scale, slab_groups=cfg.slab_groups)
 
             for_each_chunk(cfg, smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
                            lambda kc, tok, kk: _token_major_scale_addr(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),
