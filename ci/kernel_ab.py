@@ -3,7 +3,7 @@ shape, tokens per expert and BM, the new variant's mean W1 / W2 time against its
 is "new" when its name ends with ``NEW_SUFFIX``; its base is the name with that suffix replaced by ``OLD_SUFFIX``.
 
     python3 ci/kernel_ab.py RUN.json[,RUN2.json,...] NEW_SUFFIX OLD_SUFFIX     (e.g. ... ks kef: _pp2ks vs _pp2kef)
-        [--plot OUT.png --title TITLE]
+        [--old-runs OLD.json,...] [--plot OUT.png --title TITLE]
 
 ``--plot`` (matplotlib) draws, per shape, every measured variant's W1 / W2 share of the run's read bandwidth over the
 tokens per expert (all runs pooled), against the issue's 70 % line.
@@ -24,16 +24,18 @@ def load(files) -> dict[tuple[str, str, int, int], list[tuple[float, float]]]:
     return out
 
 
-def pairs(files, new_sfx: str, old_sfx: str):
+def pairs(files, new_sfx: str, old_sfx: str, old_files=None):
     """Rows ``(shape, variant, m, bm, (old W1, new W1), (old W2, new W2))`` of mean times, for every new variant whose
-    base was measured too."""
+    base was measured too: in the same runs, or with ``old_files`` in those (another tree's cubins of the same
+    names, e.g. ``NEW_SUFFIX`` ``ksa`` and ``OLD_SUFFIX`` ``ksa`` compare one build across two trees)."""
     runs = load(files)
+    bases = load(old_files) if old_files else runs
     mean = lambda xs, i: sum(x[i] for x in xs) / len(xs)  # noqa: E731
     rows = []
     for (sh, v, m, bm), new in sorted(runs.items()):
         base = (sh, v[:len(v) - len(new_sfx)] + old_sfx, m, bm)
-        if v.endswith(new_sfx) and base in runs:
-            old = runs[base]
+        if v.endswith(new_sfx) and base in bases:
+            old = bases[base]
             rows.append((sh, v, m, bm, (mean(old, 0), mean(new, 0)), (mean(old, 1), mean(new, 1))))
     return rows
 
@@ -82,10 +84,12 @@ def main(argv=None):
     ap.add_argument("runs", help="comma-separated bench_role2.py --json files")
     ap.add_argument("new_suffix")
     ap.add_argument("old_suffix")
+    ap.add_argument("--old-runs", help="comma-separated runs of the base tree (the bases come from these)")
     ap.add_argument("--plot", help="write the share-of-bandwidth plot here (needs matplotlib)")
     ap.add_argument("--title", default="role2 kernel alone")
     a = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    for sh, v, m, bm, w1, w2 in pairs(a.runs.split(","), a.new_suffix, a.old_suffix):
+    old_runs = a.old_runs.split(",") if a.old_runs else None
+    for sh, v, m, bm, w1, w2 in pairs(a.runs.split(","), a.new_suffix, a.old_suffix, old_runs):
         print(f"{sh:11} {v:7} m={m:3} BM={bm:3} "
               + "  ".join(f"{n} {o:6.1f}->{x:6.1f} {(x / o - 1) * 100:+5.1f}%" for n, (o, x) in (("W1", w1), ("W2", w2))))
     if a.plot:

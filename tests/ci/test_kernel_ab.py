@@ -31,3 +31,15 @@ def test_shares_pool_the_runs(ci_tool, tmp_path):
     assert list(sh) == [("glm52", "_pp2ksa", 16, 16)]
     w1, w2 = sh[("glm52", "_pp2ksa", 16, 16)]
     assert abs(w1 - 0.85) < 1e-12 and abs(w2 - 0.65) < 1e-12
+
+
+def test_old_runs_give_the_bases(ci_tool, tmp_path, capsys):
+    """``--old-runs``: one build across two trees — the bases are the same names measured on the old tree's cubins,
+    never the new runs' own rows."""
+    tool = ci_tool("kernel_ab")
+    new = _run(tmp_path / "new.json", [("_ppksa", 1, 90.0, 60.0), ("_ppksaf", 1, 80.0, 60.0)])
+    old = _run(tmp_path / "old.json", [("_ppksa", 1, 100.0, 66.0)])
+    assert tool.pairs([new], "ksa", "ksa", [old]) == [("glm52", "_ppksa", 1, 8, (100.0, 90.0), (66.0, 60.0))]
+    assert tool.pairs([new], "ksaf", "ksa", [old]) == [("glm52", "_ppksaf", 1, 8, (100.0, 80.0), (66.0, 60.0))]
+    tool.main([new, "ksaf", "ksa", "--old-runs", old])
+    assert "-20.0%" in capsys.readouterr().out

@@ -123,6 +123,9 @@ class Role2GemmConfig:
     bm: int  # tokens per ring block (= wgmma N)
     alpha: float = 1.0
     clamp: float = 10.0
+    #: the manifest's ``activation.fast_math``: W1's sigmoid takes ``rcp.approx`` for its reciprocal
+    #: (:func:`.role2_math.sigmoid`); the exponent is ``ex2.approx`` either way
+    fast_math: bool = False
     pipelined: bool = False
     timeout_ns: int = 2_000_000_000  # bound of every mbarrier wait (trap on expiry)
     #: K32 MMA steps kept in flight while earlier partials are scaled (None: :attr:`lag`'s rule). 2-3 are dev-harness
@@ -1040,17 +1043,19 @@ def w1_stage_bytes(bm: int) -> int:
 
 @cute.jit
 def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg, warp, g, t, rw_addr, q_addr,
-                 sf_addr, bm: int, alpha: float, clamp: float, part: int = 0, stash_off: int = 0):
+                 sf_addr, bm: int, alpha: float, clamp: float, part: int = 0, stash_off: int = 0,
+                 fast_math: bool = False):
     """W1 epilogue of one 256-row task (numerics reference steps 3-4), inlined into the calling kernel; every
     consumer thread calls it once the task's MMAs are waited.
 
     Rows are gate/up interleaved in 8-row groups: accumulator element i (row half 0) is the gate and
     i + 2 (row half 1) the up value of I-column 32*slab + 8*warp + g, token n. Per value: BF16 round,
-    clamp, ``gate*sigmoid(alpha*gate)*up*rw`` (padded tokens 0), amax over the task's 128 I-columns, its one
-    :data:`L2_SCALE_GROUP` (shuffles, then the 16 warp partials, 4 slabs x 4 warps, through shared memory at
-    ``amax_off``, ``[16][bm]`` FP32), UE8M0 scale, E4M3 byte. Three barriers: after the partials; after one thread
-    per token has reduced its 16 partials into the scale (its inverse replaces partial 0; that thread writes the
-    token's scale byte); after the E4M3 bytes are staged in ``[bm][128]`` at ``stage_off``
+    clamp, ``gate*sigmoid(alpha*gate)*up*rw`` (padded tokens 0; ``fast_math``: the sigmoid's reciprocal by
+    ``rcp.approx``), amax over the task's 128 I-columns, its one :data:`L2_SCALE_GROUP` (each thread's two slabs
+    first, then shuffles, then the warp partials — 8 (wg, warp), or 16 (slab, warp) when ``part`` splits the slabs —
+    through shared memory at ``amax_off``, ``[16][bm]`` FP32), UE8M0 scale, E4M3 byte. Three barriers: after the
+    partials; after one thread per token has reduced its partials into the scale (its inverse replaces partial 0;
+    that thread writes the token's scale byte); after the E4M3 bytes are staged in ``[bm][128]`` at ``stage_off``
     (:data:`W1_STAGE_STRIDE`; the activation area, free once every MMA is waited), which then leaves in 16-byte
     stores, 8 per token. The caller orders the next use of either area (its next barrier).
 
@@ -1079,36 +1084,46 @@ def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg,
                     gv, uv = gv * efac, uv * efac
                 gte = fmin(bf16_round(gv), Float32(clamp))
                 up = fmax(fmin(bf16_round(uv), Float32(clamp)), Float32(-clamp))
-                y = gte * sigmoid(gte * Float32(alpha)) * up
+                y = gte * sigmoid(gte * Float32(alpha), fast_math) * up
                 if const_expr(rw_addr is not None):
                     y = y * rws[key]
-                y = sel_f32(Int32(n < ntok), y, Float32(0.0))
-                ys.append(y)
-                m = fabs(y)
-                m = fmax(m, shfl_bfly_f32(m, 4))
-                m = fmax(m, shfl_bfly_f32(m, 8))
-                m = fmax(m, shfl_bfly_f32(m, 16))
-                if g == 0:
-                    st_shared_f32(smem + amax_off + (((wg * 2 + sl) * 4 + warp) * bm + n) * 4, m)
+                ys.append(sel_f32(Int32(n < ntok), y, Float32(0.0)))
+    # amax partials: a thread's values of one token (both slabs when acc holds both) first, then the 8 lanes of
+    # its t (g = 0..7 hold the warp's 8 I-columns of the same tokens) by shuffles: half the shuffles of reducing
+    # each slab on its own; max is exact, so the scale is the same
+    per = nd // 2  # values per slab
+    for j in cutlass.range_constexpr(per):
+        i = 4 * (j >> 1) + (j & 1)  # the j-th gate element
+        n = 8 * (i >> 2) + 2 * t + (i & 1)
+        m = fabs(ys[j])
+        if const_expr(len(own) == 2):
+            m = fmax(m, fabs(ys[per + j]))
+        m = fmax(m, shfl_bfly_f32(m, 4))
+        m = fmax(m, shfl_bfly_f32(m, 8))
+        m = fmax(m, shfl_bfly_f32(m, 16))
+        if g == 0:
+            slot = wg * 4 + warp if part == 0 else (wg * 2 + own[0]) * 4 + warp
+            st_shared_f32(smem + amax_off + (slot * bm + n) * 4, m)
     if const_expr(part == 1):
         for j in cutlass.range_constexpr(len(ys)):
             st_shared_f32(smem + stash_off + (j * CONSUMER_THREADS + ctid) * 4, ys[j])
     else:
         _w1_quantize_store(([ld_shared_f32(smem + stash_off + (j * CONSUMER_THREADS + ctid) * 4)
                              for j in range(nd // 2)] if part == 2 else []) + ys,
-                           smem, amax_off, stage_off, ntok, tile, ctid, wg, warp, g, t, q_addr, sf_addr, bm)
+                           smem, amax_off, stage_off, ntok, tile, ctid, wg, warp, g, t, q_addr, sf_addr, bm,
+                           8 if part == 0 else 16)
 
 
 @cute.jit
 def _w1_quantize_store(ys, smem, amax_off: int, stage_off: int, ntok, tile, ctid, wg, warp, g, t, q_addr, sf_addr,
-                       bm: int):
-    """:func:`_w1_epilogue` once every amax partial is written: the scales, the E4M3 bytes of ``ys`` (the values of
-    both slabs, in order), their staging and 16-byte stores."""
+                       bm: int, partials: int = 16):
+    """:func:`_w1_epilogue` once every amax partial is written (``partials`` of them per token): the scales, the E4M3
+    bytes of ``ys`` (the values of both slabs, in order), their staging and 16-byte stores."""
     nd = bm // 2
     bar_sync(1, CONSUMER_THREADS)
     if ctid < bm:  # token ctid: its group's amax, scale byte, and 1/scale for everyone (in partial 0's slot)
         m = Float32(0.0)
-        for p in cutlass.range_constexpr(16):  # partial p: slab p // 4, warp p % 4
+        for p in cutlass.range_constexpr(partials):  # 16: slab p // 4, warp p % 4; 8: warpgroup p // 4, warp p % 4
             m = fmax(m, ld_shared_f32(smem + amax_off + (p * bm + ctid) * 4))
         scale, inv = ue8m0_scale_for(m)
         st_shared_f32(smem + amax_off + ctid * 4, inv)
@@ -1334,7 +1349,7 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                              lambda n: aux + (Int64(blk) * BM + Int64(n)) * 4,
                              lambda n, col: out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col),
                              lambda n, grp: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // L2_SCALE_GROUP)
-                                             + Int64(grp)), BM, alpha, clamp)
+                                             + Int64(grp)), BM, alpha, clamp, fast_math=cfg.fast_math)
             else:
                 # token n's output row: out[rowidx[blk][n]][rows], this task's 256 rows
                 w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid,

@@ -8,8 +8,9 @@ Owns the numerics that the FP32 reference must mirror bit-for-bit where the kern
 * ``ue8m0_scale_for(amax)``: the requantisation scale ``2**ceil(log2(amax / 448))`` with
   ``amax / 448`` an IEEE-rounded FP32 division; ``amax == 0`` gives 1.0;
 * ``to_e4m3_byte(x)``: ``cvt.rn.satfinite.e4m3x2.f32`` (saturates to +-448, NaN stays NaN);
-* ``sigmoid(x)``: ``1 / (1 + 2**(-x log2 e))`` with ``ex2.approx`` and an IEEE reciprocal (not
-  bit-exact to torch.sigmoid: compared with a tolerance).
+* ``sigmoid(x, fast)``: ``1 / (1 + 2**(-x log2 e))`` with ``ex2.approx`` and an IEEE reciprocal, or with
+  ``fast`` (``activation.fast_math``) ``rcp.approx`` (not bit-exact to torch.sigmoid either way: compared with a
+  tolerance).
 """
 from __future__ import annotations
 
@@ -74,10 +75,13 @@ def shfl_bfly_f32(x, lane_mask: int, *, loc=None, ip=None) -> Float32:
 
 
 @dsl_user_op
-def sigmoid(x, *, loc=None, ip=None) -> Float32:
+def sigmoid(x, fast: bool = False, *, loc=None, ip=None) -> Float32:
+    """``fast``: the reciprocal by ``rcp.approx.ftz`` (one MUFU, <= 1 ulp) instead of IEEE ``rcp.rn`` (MUFU, FMA
+    refinement and a range check around a slow-path call): the manifest's ``activation.fast_math``."""
+    rcp = "rcp.approx.ftz.f32" if fast else "rcp.rn.f32"
     return Float32(_asm(
         "{\n.reg .f32 t;\nmul.f32 t, $1, 0fBFB8AA3B;\nex2.approx.ftz.f32 t, t;\nadd.f32 t, t, 0f3F800000;\n"
-        "rcp.rn.f32 $0, t;\n}", "=f,f", [_v(x, Float32)], 1, T.f32(), volatile=False)[0])
+        f"{rcp} $0, t;\n}}", "=f,f", [_v(x, Float32)], 1, T.f32(), volatile=False)[0])
 
 
 @dsl_user_op

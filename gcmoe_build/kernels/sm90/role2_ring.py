@@ -120,9 +120,9 @@ Activations: the 384-thread builds' chunks come by tensor map (``Role2GemmConfig
 [BM rows x 128 B], 128-byte swizzle, issued by consumer thread 0 after its fence.proxy.async.global; the maps over
 ``ring_x`` / ``l2_x`` sit in the workspace's ``act_maps`` region, written at set-up by
 ``gcmoe_runtime.workspace.act_tma``; a padded row arrives as the ring holds it and only its own accumulator column
-sees it); the 256-thread builds' consumers load them. Not yet (say so, never fake): ``act_fast_math`` does not
-change the code (the exponent is always ``ex2.approx``, the reciprocal IEEE); no role4 wait (shared experts are
-role4's own node).
+sees it); the 256-thread builds' consumers load them. ``act_fast_math`` gives W1's sigmoid the ``rcp.approx``
+reciprocal (else IEEE); its exponent is ``ex2.approx`` with or without it (not yet an accurate ``exp`` for
+``fast_math: false``: say so, never fake). No role4 wait (shared experts are role4's own node).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
@@ -788,7 +788,7 @@ def _trace_parts(cfg):
                                      lambda n: ws + o_ring_meta + (row0 + Int64(n)) * 16,
                                      lambda n, col: ws + o_l2_x + (row0 + Int64(n)) * I + Int64(col),
                                      lambda n, grp: ws + o_l2_sf + (row0 + Int64(n)) * NIG + Int64(grp),
-                                     BM, alpha, clamp)
+                                     BM, alpha, clamp, fast_math=cfg.fast_math)
                     # publish: every consumer's stores, then the task's two W1 N128 mask bits (release_task)
                     if const_expr(SIG):
                         bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)

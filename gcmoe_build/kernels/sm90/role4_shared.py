@@ -132,6 +132,7 @@ class Role4Config:
             raise ValueError(f"role4: intermediate={self.inter} must be a multiple of 256 (W2 K chunks)")
         self.alpha = float(p.get("act_alpha", 1.0))
         self.clamp = float(p.get("act_clamp", 10.0))
+        self.fast_math = bool(p.get("act_fast_math", False))  # W1 epilogue's sigmoid: role2_math.sigmoid
         # role2's checked GEMM shapes give the MMA lag (256-thread register weight stream); the K chunk staged in
         # shared memory is that of one split's K range (it divides the whole K too)
         self.w1 = Role2GemmConfig(mode="w1", k=self.hidden, rows=2 * self.inter, bm=self.bm, alpha=self.alpha,
@@ -496,7 +497,7 @@ def _trace_parts(cfg):
                     _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF, None, nt, tile, wg, warp, g, t, None,
                                  lambda n, col: ws + o_shared_l2_x + Int64(t0 + n) * I + Int64(col),
                                  lambda n, grp: ws + o_shared_l2_sf + Int64(t0 + n) * NIG + Int64(grp),
-                                 BM, alpha, clamp)
+                                 BM, alpha, clamp, fast_math=cfg.fast_math)
                     # publish: every thread's stores, then one count for this W1 tile of block b
                     bar_sync(1, CT)
                     if ctid == 0:

@@ -48,6 +48,9 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
             # slab) _ppksag / _pp2ksag)
          + [(sh, bm, "_pp2ksag1") for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32)]  # one slab group at a
          # time: the two-CTA build that fits BM 32 (session 15)
+         + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 64)  # the shipped forms with the
+            for v in ("_ppksaf",) + (("_pp2ksaf",) if bm <= 16 else ("_pp2ksag1f",) if bm == 32 else ())]
+         # sigmoid's rcp.approx (activation.fast_math; session 25)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (32, 64) for v in ("_pp2ksap", "_pp2ksapc")]
          # each warpgroup's slabs one after the other over K (pass 0's epilogue values in the stash): BM 64 at two
          # CTAs (session 16; _pp2ksapc with 64 KB of activation chunks)
