@@ -185,7 +185,7 @@ def _signal_warp_releases(ptx, start, end):
 def test_w1_and_w2_outputs_leave_in_16_byte_stores(role2_arts, bm, threads):
     """W1: E4M3 bytes staged in shared memory, then 8 st.global.v4 per token over the 256 consumer threads; the only
     byte store left is the token's UE8M0 scale, written by one thread per token after its amax reduction (one IEEE
-    division). W2 partials: BF16 staged in shared memory (transposed by stmatrix, one per 8 tokens), then st.global.v4
+    division; the sigmoids' reciprocals are rcp.approx: the manifest's fast_math). W2 partials: BF16 staged in shared memory (transposed by stmatrix, one per 8 tokens), then st.global.v4
     to base + offsets[src_rank] + o_combine + ... (the by-value peer descriptor), each token's destination computed
     once from its ring_meta row and read back from shared memory (st/ld.shared.u64); no 2-byte global stores remain."""
     ptx = _ptx(role2_arts, bm, threads)
@@ -195,6 +195,11 @@ def test_w1_and_w2_outputs_leave_in_16_byte_stores(role2_arts, bm, threads):
     assert len(w1_stores) == (bm * 8 + 255) // 256
     assert all("ld.shared.v4.u32" in w1[max(0, s - 600):s] for s in w1_stores)
     assert w1.count("st.global.u8") == 1 and w1.count("div.rn.f32") == 1 and w1.count("st.shared.u8") == bm // 2
+    # test-tiny's activation.fast_math: every sigmoid's reciprocal is rcp.approx (session 25), and the amax takes
+    # three shuffles per token pair of a thread's two slabs (bm / 4 per thread), not per slab
+    assert w1.count("rcp.approx.ftz.f32") == bm // 2 and "rcp.rn.f32" not in w1
+    epi = w1[_first(w1, "rcp.approx.ftz.f32"):_first(w1, "div.rn.f32")]  # the values, then the amax partials
+    assert epi.count("shfl.sync.bfly.b32") == 3 * bm // 4
     stores = [m.start() for m in re.finditer(r"st\.global\.v4\.u32", w2)]
     assert len(stores) == (bm * 32 + 255) // 256  # BM tokens x 32 units of 8 BF16 over 256 consumer threads
     assert "[gcmoe_sm90_role2_ring_0_p_o_combine]" in ptx
