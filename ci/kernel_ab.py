@@ -49,6 +49,17 @@ def shares(files) -> dict[tuple[str, str, int, int], tuple[float, float]]:
     return {k: (sum(x[0] for x in v) / len(v), sum(x[1] for x in v) / len(v)) for k, v in acc.items()}
 
 
+def share_axes(ax, title: str, xlabel: str):
+    """One panel of a share-of-bandwidth plot: the issue's 70 % line, log2 tokens per expert, 0-100 %."""
+    ax.axhline(70, color="grey", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(0, 100)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("% of the measured read bandwidth")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+
+
 def plot(files, out: str, title: str):
     import matplotlib
     matplotlib.use("Agg")
@@ -65,13 +76,7 @@ def plot(files, out: str, title: str):
                 line, = ax.plot([p[0] for p in pts], [p[2][i] * 100 for p in pts], style, color=color,
                                 label=f"{gemm} {v}")
                 color = line.get_color()
-        ax.axhline(70, color="grey", lw=0.8)
-        ax.set_xscale("log", base=2)
-        ax.set_ylim(0, 100)
-        ax.set_xlabel("tokens per expert (BM = next tile)")
-        ax.set_ylabel("% of the measured read bandwidth")
-        ax.set_title(shape)
-        ax.legend(fontsize=7)
+        share_axes(ax, shape, "tokens per expert (BM = next tile)")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(out, dpi=110)

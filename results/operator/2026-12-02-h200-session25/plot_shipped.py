@@ -2,6 +2,7 @@
 (fast_math W1 epilogue), kernel alone, four runs each (BM 8 / 16: `_pp2ksa`, BM 32: `_pp2ksag1`, two CTAs per SM;
 BM 64: `_ppksa`, one CTA). python3 plot_shipped.py  (writes plots/shipped_forms.png next to this file)."""
 import json
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -10,6 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE.parents[2] / "ci"))
+from kernel_ab import share_axes  # noqa: E402
 SHIPPED = {8: "_pp2ksa", 16: "_pp2ksa", 32: "_pp2ksag1", 64: "_ppksa"}
 acc = defaultdict(list)
 for arm in ("old", "new"):
@@ -25,13 +28,7 @@ for ax, shape in zip(axes[0], shapes):
             bms = sorted(b for a, s, b in acc if a == arm and s == shape)
             ys = [100 * sum(x[i] for x in acc[(arm, shape, b)]) / len(acc[(arm, shape, b)]) for b in bms]
             ax.plot(bms, ys, style, color=color, label=f"{gemm} {arm}")
-    ax.axhline(70, color="red", lw=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_ylim(0, 100)
-    ax.set_xlabel("tokens per expert (= BM)")
-    ax.set_ylabel("% of the measured read bandwidth")
-    ax.set_title(shape)
-    ax.legend(fontsize=7)
+    share_axes(ax, shape, "tokens per expert (= BM)")
 fig.suptitle("role2 kernel alone, shipped forms: old (2585647) vs new (fast_math W1 epilogue), 4 runs each", fontsize=10)
 fig.tight_layout()
 (HERE / "plots").mkdir(exist_ok=True)
