@@ -76,7 +76,9 @@ class Activation(_Strict):
     kind: Literal["swiglu"]
     alpha: float  # SwiGLU sigmoid scale: silu(alpha * gate) style, > 0
     clamp: float  # |gate|, |up| clamp applied before the activation, > 0
-    fast_math: bool  # polynomial exp/reciprocal in the sigmoid
+    #: the sigmoid's reciprocal by rcp.approx (the SM90 role2 / role4 W1 epilogues); its exponent is ex2.approx
+    #: either way
+    fast_math: bool
 
 
 class Device(_Strict):
