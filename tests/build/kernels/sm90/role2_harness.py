@@ -26,15 +26,28 @@ def _check(res):
     return None if len(res) == 1 else (res[1] if len(res) == 2 else res[1:])
 
 
-def time_launch(fn, reps: int = 30, batch: int = 1, warm: int = 5) -> float:
+def time_launch(fn, reps: int = 30, batch: int = 1, warm: int = 5, sustain_s: float = 0.0,
+                window: list | None = None) -> float:
     """Seconds per call of ``fn`` (a launch on torch's current stream): the median over ``reps`` CUDA-event samples
-    of ``batch`` back-to-back calls each, after ``warm`` calls."""
+    of ``batch`` back-to-back calls each, after ``warm`` calls and, with ``sustain_s``, after calling it for that many
+    seconds more (the board's power controller settles within ~1 s at the 700 W cap, so a sample's clock then no
+    longer depends on what ran before it: session 25 call E). ``window``: (start, end) of the timed samples in
+    ``time.perf_counter`` seconds is appended to it (for :class:`ClockSampler`)."""
     import statistics
+    import time
 
     import torch
 
     for _ in range(warm):
         fn()
+    if sustain_s > 0:
+        end = time.perf_counter() + sustain_s
+        while time.perf_counter() < end:
+            for _ in range(max(batch, 1)):
+                fn()
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
     ts = []
     for _ in range(reps):
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -44,7 +57,68 @@ def time_launch(fn, reps: int = 30, batch: int = 1, warm: int = 5) -> float:
         e1.record()
         torch.cuda.synchronize()
         ts.append(e0.elapsed_time(e1) / 1e3 / batch)
+    if window is not None:
+        window.append((t0, time.perf_counter()))
     return statistics.median(ts)
+
+
+class ClockSampler:
+    """The GPU's SM clock, board power and clock-event reasons every ``period_s`` from a background thread, through
+    NVML (``libnvidia-ml.so.1`` by ctypes: no Python package needed on the device image); ``summary(t0, t1)`` gives
+    the mean clock / power and the share of samples held by the software power cap over a ``time.perf_counter``
+    window. Without NVML ``available`` is False and every summary is empty. ``index``: the NVML device (the GPU of
+    ``CUDA_VISIBLE_DEVICES=0`` on these one-GPU machines)."""
+
+    SM_CLOCK, SW_POWER_CAP, HW_SLOWDOWN = 1, 0x4, 0x8
+
+    def __init__(self, index: int = 0, period_s: float = 0.01):
+        import threading
+
+        self.samples: list[tuple[float, int, float, int]] = []  # (perf_counter, SM MHz, W, reasons)
+        self.available = False
+        try:
+            nv = ctypes.CDLL("libnvidia-ml.so.1")
+            if nv.nvmlInit_v2() != 0:
+                return
+            self._h = ctypes.c_void_p()
+            if nv.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(index), ctypes.byref(self._h)) != 0:
+                return
+            self._reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+                nv.nvmlDeviceGetCurrentClocksThrottleReasons
+        except (OSError, AttributeError):
+            return
+        self._nv, self._period, self.available = nv, period_s, True
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _read(self):
+        import time
+
+        mhz, mw, why = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_ulonglong()
+        ok = (self._nv.nvmlDeviceGetClockInfo(self._h, ctypes.c_int(self.SM_CLOCK), ctypes.byref(mhz)) == 0
+              and self._nv.nvmlDeviceGetPowerUsage(self._h, ctypes.byref(mw)) == 0
+              and self._reasons(self._h, ctypes.byref(why)) == 0)
+        return (time.perf_counter(), mhz.value, mw.value / 1e3, why.value) if ok else None
+
+    def _run(self):
+        while not self._stop.wait(self._period):
+            s = self._read()
+            if s is not None:
+                self.samples.append(s)
+
+    def summary(self, t0: float, t1: float) -> dict:
+        win = [s for s in self.samples if t0 <= s[0] <= t1]
+        if not win:
+            return {}
+        n = len(win)
+        return {"sm_mhz": sum(s[1] for s in win) / n, "power_w": sum(s[2] for s in win) / n,
+                "power_capped": sum(1 for s in win if s[3] & self.SW_POWER_CAP) / n, "samples": n}
+
+    def close(self):
+        if self.available:
+            self._stop.set()
+            self._thread.join(timeout=1.0)
 
 
 def time_raw_launch(fn, grid: int, threads: int, smem: int, vals, warm: int = 3, reps: int = 10) -> float:
