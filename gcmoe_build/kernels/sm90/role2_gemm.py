@@ -58,11 +58,12 @@ from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2, FOLD_LUT_WORDS
 
 from .fp4_decode import byte_of, decode_fp4x8_e4m3, fold_lut
 from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_4_zfill, cp_async_wait_all,
-                      evict_first_policy, fence_proxy_async_shared, globaltimer, ld_global_f32, ld_global_f32_if,
-                      ld_global_s32, ld_global_u8, ld_global_u8_if, ld_global_v2_stream, ld_global_v4,
-                      ld_global_v4_stream, ld_shared_f32, ld_shared_u64, ld_shared_v2, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx,
-                      mbar_init, mbar_init_fence, mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4,
-                      stmatrix_x4_trans, st_shared_f32, st_shared_u64, st_shared_u8, st_shared_v4, fence_proxy_async_global, tma_load_2d)
+                      evict_first_policy, fence_proxy_async_global, fence_proxy_async_shared, globaltimer,
+                      ld_global_f32, ld_global_f32_if, ld_global_s32, ld_global_u8, ld_global_u8_if,
+                      ld_global_v2_stream, ld_global_v4, ld_global_v4_stream, ld_shared_f32, ld_shared_u64,
+                      ld_shared_v2, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_init_fence,
+                      mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4, st_shared_f32, st_shared_u64,
+                      st_shared_u8, st_shared_v4, stmatrix_x4_trans, tma_load_2d)
 from .ring_sync import ld_shared_b32, st_relaxed_gpu_u64, st_shared_b32
 from .task_queue import TASK_SLOTS_BYTES
 from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, min_u32, pack_bf16x2, sel_f32, shfl_bfly_f32,
@@ -1160,8 +1161,12 @@ def _w2_stage_pair(acc, efac, smem, stash_off: int, ctid, nd: int, q: int, j: in
     s2, i = j >> 1, 4 * q + 2 * (j & 1)
     if stash_off >= 0 and s2 == 0:
         return ld_shared_b32(smem + stash_off + ((i // 2) * CONSUMER_THREADS + ctid) * 4)
-    base = (s2 if stash_off < 0 else 0) * nd + i
-    y0, y1 = acc[base], acc[base + 1]
+    return _bf16_pair(acc, (s2 if stash_off < 0 else 0) * nd + i, efac)
+
+
+def _bf16_pair(acc, i: int, efac):
+    """``acc[i]`` and ``acc[i + 1]`` (x ``efac`` unless None) as one BF16 pair, ``acc[i]`` in the low half."""
+    y0, y1 = acc[i], acc[i + 1]
     if efac is not None:
         y0, y1 = y0 * efac, y1 * efac
     return pack_bf16x2(y0, y1)
@@ -1181,8 +1186,8 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
 
     BF16 ``acc * efac`` of the task's 256 rows is staged in shared memory ``[bm][256]`` at ``stage_off`` (512 B per
     token, 16-byte chunks swizzled: :func:`w2_stage_chunk_off`; the activation area, free once every warpgroup's last
-    wgmma has read it: the first barrier), then leaves in 16-byte stores, 32 per valid token, to ``dst_of(n)`` (the address of token n's 256 output rows, 16-byte
-    aligned; it may load, e.g. the ring's ``ring_meta`` row). ``dst_of`` runs once per token, in thread ``n``, before
+    wgmma has read it: the first barrier), then leaves in 16-byte stores, 32 per valid token, to ``dst_of(n)`` (the
+    address of token n's 256 output rows, 16-byte aligned; it may load, e.g. the ring's ``ring_meta`` row). ``dst_of`` runs once per token, in thread ``n``, before
     the staging, and its address is handed over through shared memory at ``dst_off`` (8 B per token), so the loads
     behind it run under the staging instead of before every store. ``efac=None`` (role4's shared expert): no factor,
     the multiply is not emitted. The caller orders the next use of either area.
@@ -1231,11 +1236,7 @@ def w2_stash_slab(acc, efac, smem, stash_off: int, ctid, bm: int):
     (``acc * efac``), two per 32-bit word, into the stash ``[word][thread]`` for :func:`w2_epilogue`."""
     nd = bm // 2
     for j in range(nd // 2):  # plain Python: unrolled at trace time
-        y0, y1 = acc[2 * j], acc[2 * j + 1]
-        if efac is not None:
-            y0, y1 = y0 * efac, y1 * efac
-        st_shared_b32(smem + stash_off + (j * CONSUMER_THREADS + ctid) * 4,
-                      pack_bf16x2(y0, y1))
+        st_shared_b32(smem + stash_off + (j * CONSUMER_THREADS + ctid) * 4, _bf16_pair(acc, 2 * j, efac))
 
 
 def row_table_dst(out, rowidx_addr, rows: int, tile):

@@ -185,9 +185,10 @@ def _signal_warp_releases(ptx, start, end):
 def test_w1_and_w2_outputs_leave_in_16_byte_stores(role2_arts, bm, threads):
     """W1: E4M3 bytes staged in shared memory, then 8 st.global.v4 per token over the 256 consumer threads; the only
     byte store left is the token's UE8M0 scale, written by one thread per token after its amax reduction (one IEEE
-    division; the sigmoids' reciprocals are rcp.approx: the manifest's fast_math). W2 partials: BF16 staged in shared memory (transposed by stmatrix, one per 8 tokens), then st.global.v4
-    to base + offsets[src_rank] + o_combine + ... (the by-value peer descriptor), each token's destination computed
-    once from its ring_meta row and read back from shared memory (st/ld.shared.u64); no 2-byte global stores remain."""
+    division; the sigmoids' reciprocals are rcp.approx: the manifest's fast_math). W2 partials: BF16 staged in shared
+    memory (transposed by stmatrix, one per 8 tokens), then st.global.v4 to base + offsets[src_rank] + o_combine + ...
+    (the by-value peer descriptor), each token's destination computed once from its ring_meta row and read back from
+    shared memory (st/ld.shared.u64); no 2-byte global stores remain."""
     ptx = _ptx(role2_arts, bm, threads)
     w2_mma = _first(ptx, "wgmma.mma_async", _first(ptx, "st.global.u8"))  # the first MMA after W1's scale store
     w1, w2 = ptx[:w2_mma], ptx[w2_mma:]
