@@ -139,6 +139,19 @@ def bar_sync(bar_id: int, nthreads: int, *, loc=None, ip=None):
     _asm(f"bar.sync {int(bar_id)}, {int(nthreads)};", "", [], 0)
 
 
+@dsl_user_op
+def bar_sync_reg(bar_id, nthreads: int, *, loc=None, ip=None):
+    """:func:`bar_sync` on a barrier chosen at run time (``bar_id``: Int32, e.g. per warpgroup)."""
+    _asm(f"bar.sync $0, {int(nthreads)};", "r", [_v(bar_id, Int32)], 0)
+
+
+@dsl_user_op
+def bar_arrive_reg(bar_id, nthreads: int, *, loc=None, ip=None):
+    """Arrive on named barrier ``bar_id`` (Int32) without waiting: the producer half of a ``bar.sync`` /
+    ``bar.arrive`` pair over ``nthreads`` threads."""
+    _asm(f"bar.arrive $0, {int(nthreads)};", "r", [_v(bar_id, Int32)], 0)
+
+
 # ---------------------------------------------------------------------------------------------
 # mbarrier pipeline between a bulk-copy producer warp and consumer warpgroups (one CTA)
 # ---------------------------------------------------------------------------------------------

@@ -80,6 +80,9 @@ SIGNAL_BAR = 2
 SIGNAL_BAR_THREADS = CONSUMER_THREADS + 32
 #: the signal warp's threads (warp 1 of the producer warpgroup; its lane 0 issues the releases)
 SIGNAL_WARP_TIDS = (32, 64)
+#: the named barriers of ``Role2GemmConfig.pingpong``: warpgroup w waits on PINGPONG_BARS[w] for its turn and hands
+#: the turn over by arriving on the other's (0: every thread, 1: the consumers, SIGNAL_BAR: the signal warp's hand-over)
+PINGPONG_BARS = (3, 4)
 SUPPORTED_BM = (8, 16, 32, 64)
 SMEM_LIMIT = 227 * 1024  # sm_90 opt-in dynamic shared memory per block
 #: one 64-row slab's share of a K128 weight stage: its packed codes (4 KB) + UE8M0 scales (256 B)
@@ -205,6 +208,11 @@ class Role2GemmConfig:
     slab_passes: int = 1
     #: dev experiment: the activation budget over both chunk buffers in KB instead of :attr:`act_budget`'s rule (0)
     act_kb: int = 0
+    #: persistent pipelined kernels: the two consumer warpgroups take turns issuing their wgmmas (named barriers
+    #: :data:`PINGPONG_BARS`, as FlashAttention-3 orders its warpgroups' GEMMs against their softmax): each burst's A
+    #: fragments are decoded before the turn is taken, so one warpgroup decodes and promotes while the other's MMAs
+    #: run, instead of both decoding, then both waiting on the tensor pipe (:func:`_mma_k128_steps`' ``turns``)
+    pingpong: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -258,6 +266,9 @@ class Role2GemmConfig:
                              "mma_steps_per_call=2")
         if self.act_buffers not in (1, 2):
             raise ValueError(f"role2 act_buffers={self.act_buffers}: must be 1 or 2")
+        if self.pingpong and not (self.pipelined and self.fold_scales and not self.dev_compute_only):
+            raise ValueError("role2 pingpong: the turns order the folded FP4 decode's wgmma bursts of the persistent "
+                             "pipelined kernel, so pipelined=True, fold_scales=True, dev_compute_only=False")
         if self.kc % (128 * self.mma_steps_per_call):
             raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: K chunk {self.kc} is not a "
                              f"multiple of {128 * self.mma_steps_per_call}")
@@ -478,7 +489,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
-                    block_k128: bool = False, nslab: int = 2, decode: bool = True):
+                    block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -507,7 +518,12 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     MMAs chain on one partial and one FMA per K128 applies the scale of K32 0, as for FP4. ``nslab`` (FP4 only): the
     warpgroup's slabs in this call, 1 with ``Role2GemmConfig.slab_passes = 2``: a step's words are then that slab's
     8 code words and 2 scale words, one wgmma per K32, ``acc`` holds that slab's BM / 2 values. ``decode=False``
-    (FP4, the timing probe ``Role2GemmConfig.dev_no_decode``): the raw code words are the A registers."""
+    (FP4, the timing probe ``Role2GemmConfig.dev_no_decode``): the raw code words are the A registers.
+    ``turns`` (``Role2GemmConfig.pingpong``): ``(take, hand_over)``; every burst of wgmmas (a step, a (step, slab)
+    group or a K32 unit, as the path commits them) has its A fragments decoded first, then ``take()`` waits for this
+    warpgroup's turn, the burst is issued and committed behind one fence, and ``hand_over()`` gives the turn to the
+    other warpgroup, so the two warpgroups' bursts alternate on the tensor pipe while the other decodes and
+    promotes."""
     if not overlap and len(steps) > 1:
         for step in steps:
             _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled,
@@ -540,11 +556,26 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             return smem_desc_sw128(act_smem + step.kl128 * bm * 128 + q * 32)
         return smem_desc(act_smem + (step.kl128 * 8 + q * 2) * bm * 16, bm * 16, 128)
 
-    def issue(step, q, parts):  # one wgmma per slab, chained on ``parts`` (None: fresh partials)
-        a = regs(step, q)
+    def issue(step, q, parts, a=None, fence: bool = True):  # one wgmma per slab, chained on ``parts``
+        if a is None:  # (``parts`` None: fresh partials; ``a``: K32 q's A registers, decoded earlier)
+            a = regs(step, q)
         desc = b_desc(step, q)
-        wgmma_fence()
+        if fence:
+            wgmma_fence()
         return tuple(wgmma_rs_e4m3(bm, a[4 * sl:4 * sl + 4], desc, parts[sl]) for sl in range(nslab))
+
+    def burst(decoded, issue_one):
+        """``turns``' burst: the A fragments ``decoded`` (already in registers), the turn taken, ``issue_one(i, a)``
+        for each behind one fence, committed, the turn handed over; returns the last issue's result."""
+        take, hand_over = turns
+        take()
+        wgmma_fence()
+        out = None
+        for i, a in enumerate(decoded):
+            out = issue_one(i, a, out)
+        wgmma_commit()
+        hand_over()
+        return out
 
     def folded(ts):  # the token scales times the decode's 2**FOLD_LOG2, unless staging already applied it
         return ts if prescaled else [v * FOLD_SCALE for v in ts]
@@ -587,15 +618,21 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             for sl in range(2):
                 if len(pend) == slab_groups:
                     promote_slab(slab_groups - 1)
-                p = None
-                for q in range(4):
-                    a = slab_regs(step, q, sl)
-                    desc = b_desc(step, q)
-                    wgmma_fence()
-                    p = wgmma_rs_e4m3(bm, a, desc, p)
-                    if sl == 1 and q == step.release_q and step.release is not None:
-                        step.release()  # slab 1's decode of K32 release_q: every shared load consumed
-                wgmma_commit()
+                if turns is not None:  # the slab's four K32 decoded, then issued in this warpgroup's turn
+                    p = burst([slab_regs(step, q, sl) for q in range(4)],
+                              lambda q, a, p, step=step: wgmma_rs_e4m3(bm, a, b_desc(step, q), p))
+                    if sl == 1 and step.release is not None:
+                        step.release()
+                else:
+                    p = None
+                    for q in range(4):
+                        a = slab_regs(step, q, sl)
+                        desc = b_desc(step, q)
+                        wgmma_fence()
+                        p = wgmma_rs_e4m3(bm, a, desc, p)
+                        if sl == 1 and q == step.release_q and step.release is not None:
+                            step.release()  # slab 1's decode of K32 release_q: every shared load consumed
+                    wgmma_commit()
                 pend.append((sl, p, step))
             if step.issued is not None:
                 step.issued()
@@ -613,12 +650,18 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
 
         done = None  # (partials, step) of the previous step, its group still pending
         for step in steps:
-            parts = (None,) * nslab
-            for q in range(4):
-                parts = issue(step, q, parts)
-                if q == step.release_q and step.release is not None:
+            if turns is not None:  # the step's four K32 decoded, then issued in this warpgroup's turn
+                parts = burst([regs(step, q) for q in range(4)],
+                              lambda q, a, parts, step=step: issue(step, q, parts or (None,) * nslab, a, False))
+                if step.release is not None:
                     step.release()
-            wgmma_commit()
+            else:
+                parts = (None,) * nslab
+                for q in range(4):
+                    parts = issue(step, q, parts)
+                    if q == step.release_q and step.release is not None:
+                        step.release()
+                wgmma_commit()
             if step.issued is not None:
                 step.issued()
             if done is not None:
@@ -636,10 +679,15 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     parts = [None] * n
     for u in range(n + lag):
         if u < n:
-            parts[u] = issue(steps[u // 4], u % 4, (None,) * nslab)
+            if turns is not None:  # the unit's A decoded, then issued in this warpgroup's turn
+                parts[u] = burst([regs(steps[u // 4], u % 4)],
+                                 lambda i, a, _, u=u: issue(steps[u // 4], u % 4, (None,) * nslab, a, False))
+            else:
+                parts[u] = issue(steps[u // 4], u % 4, (None,) * nslab)
             if u % 4 == steps[u // 4].release_q and steps[u // 4].release is not None and a_regs is None and fold:
                 steps[u // 4].release()
-            wgmma_commit()
+            if turns is None:
+                wgmma_commit()
             if u % 4 == 3 and steps[u // 4].issued is not None:
                 steps[u // 4].issued()
         if u >= lag:

@@ -51,6 +51,9 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 64)  # the shipped forms with the
             for v in ("_ppksaf",) + (("_pp2ksaf",) if bm <= 16 else ("_pp2ksag1f",) if bm == 32 else ())]
          # sigmoid's rcp.approx (activation.fast_math; session 25)
+         + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 64)  # ... with the warpgroups
+            for v in ("_ppksafw",) + (("_pp2ksafw", "_pp2ksag1fw") if bm <= 16 else ("_pp2ksag1fw",) if bm == 32
+                                      else ())]  # taking turns at the tensor pipe (pingpong; session 26)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (32, 64) for v in ("_pp2ksap", "_pp2ksapc")]
          # each warpgroup's slabs one after the other over K (pass 0's epilogue values in the stash): BM 64 at two
          # CTAs (session 16; _pp2ksapc with 64 KB of activation chunks)
@@ -267,7 +270,8 @@ def test_role2_w2_matches_reference(kernels, shape, bm, variant):
                                            ("glm52", "_pp2ke"), ("glm52", "_ppkf"), ("glm52", "_pp2kf"),
                                            ("glm52", "_ppks"), ("glm52", "_pp2ks"), ("glm52", "_ppksa"),
                                            ("glm52", "_pp2ksa"), ("glm52", "_ppksag"), ("glm52", "_pp2ksag"),
-                                           ("glm52", "_pp2ksag1"), ("glm52", "_pp2ksap")])
+                                           ("glm52", "_pp2ksag1"), ("glm52", "_pp2ksap"), ("glm52", "_ppksafw"),
+                                           ("glm52", "_pp2ksafw")])
 def test_role2_persistent_chain_waits_on_the_ring(kernels, shape, variant):
     """W2 is launched first and must wait for W1's l2_full_mask bits; W1 must wait for l1_full_count,
     which a third stream publishes ~1 ms later. Small grids so all three run side by side. W2's
