@@ -97,15 +97,6 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     # Role2GemmConfig.pingpong), on the fast_math forms above
                     "_ppksafw": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
                                      signal_warp=True, act_tma=True, fast_math=True, pingpong=True),
-                    # ... and the next step decoded under the current step's MMAs (pingpong=2), with two or four
-                    # K128 steps per MMA call (four: every step of a 512-column chunk but the first decoded ahead)
-                    "_ppksafw2": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
-                                      signal_warp=True, act_tma=True, fast_math=True, pingpong=2),
-                    "_ppksafw24": dict(act_buffers=2, task_records=True, w2_early_release=True,
-                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
-                                       pingpong=2, mma_steps_per_call=4),
-                    "_ppksaf4": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
-                                     signal_warp=True, act_tma=True, fast_math=True, mma_steps_per_call=4),
                     "_pp2ksafw": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
                                       pingpong=True),

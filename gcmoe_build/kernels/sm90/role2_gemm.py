@@ -211,10 +211,8 @@ class Role2GemmConfig:
     #: persistent pipelined kernels: the two consumer warpgroups take turns issuing their wgmmas (named barriers
     #: :data:`PINGPONG_BARS`, as FlashAttention-3 orders its warpgroups' GEMMs against their softmax): each burst's A
     #: fragments are decoded before the turn is taken, so one warpgroup decodes and promotes while the other's MMAs
-    #: run, instead of both decoding, then both waiting on the tensor pipe (:func:`_mma_k128_steps`' ``turns``).
-    #: 2: also each K128 step's A fragments are decoded while the step before it is in flight (``ahead``; chained per
-    #: K128 without slab groups), so a warpgroup's own MMAs run under its next decode too: 32 more A registers
-    pingpong: int = 0
+    #: run, instead of both decoding, then both waiting on the tensor pipe (:func:`_mma_k128_steps`' ``turns``)
+    pingpong: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -268,15 +266,9 @@ class Role2GemmConfig:
                              "mma_steps_per_call=2")
         if self.act_buffers not in (1, 2):
             raise ValueError(f"role2 act_buffers={self.act_buffers}: must be 1 or 2")
-        if self.pingpong not in (0, 1, 2):
-            raise ValueError(f"role2 pingpong={self.pingpong}: 0 (off), 1 (turns) or 2 (turns, next step decoded "
-                             "ahead)")
         if self.pingpong and not (self.pipelined and self.fold_scales and not self.dev_compute_only):
             raise ValueError("role2 pingpong: the turns order the folded FP4 decode's wgmma bursts of the persistent "
                              "pipelined kernel, so pipelined=True, fold_scales=True, dev_compute_only=False")
-        if self.pingpong == 2 and self.slab_groups:
-            raise ValueError("role2 pingpong=2: the next step is decoded ahead in the per-K128 chain, so "
-                             "slab_groups=0")
         if self.kc % (128 * self.mma_steps_per_call):
             raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: K chunk {self.kc} is not a "
                              f"multiple of {128 * self.mma_steps_per_call}")
@@ -497,7 +489,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
-                    block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None, ahead: bool = False):
+                    block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -531,8 +523,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     group or a K32 unit, as the path commits them) has its A fragments decoded first, then ``take()`` waits for this
     warpgroup's turn, the burst is issued and committed behind one fence, and ``hand_over()`` gives the turn to the
     other warpgroup, so the two warpgroups' bursts alternate on the tensor pipe while the other decodes and
-    promotes. ``ahead`` (with ``turns``, chained per K128 without slab groups): each step after the first is decoded
-    right after the step before it is issued, before that step's wait and promote (its MMAs run under the decode)."""
+    promotes."""
     if not overlap and len(steps) > 1:
         for step in steps:
             _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled,
@@ -658,16 +649,12 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                 fma(parts, step.ascl[0], block_scales(step, 0))
 
         done = None  # (partials, step) of the previous step, its group still pending
-        nxt = [regs(steps[0], q) for q in range(4)] if turns is not None else None  # the next burst's A
-        for idx, step in enumerate(steps):
+        for step in steps:
             if turns is not None:  # the step's four K32 decoded, then issued in this warpgroup's turn
-                if not ahead and idx:
-                    nxt = [regs(step, q) for q in range(4)]
-                parts = burst(nxt, lambda q, a, parts, step=step: issue(step, q, parts or (None,) * nslab, a, False))
+                parts = burst([regs(step, q) for q in range(4)],
+                              lambda q, a, parts, step=step: issue(step, q, parts or (None,) * nslab, a, False))
                 if step.release is not None:
                     step.release()
-                if ahead and idx + 1 < len(steps):  # the next step decoded while this one's MMAs run
-                    nxt = [regs(steps[idx + 1], q) for q in range(4)]
             else:
                 parts = (None,) * nslab
                 for q in range(4):

@@ -81,7 +81,6 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     STAGE_OFF = 1024 * ((cfg.misc_bytes + 1023) // 1024)
     BAR_OFF = STAGE_OFF + NS * cfg.stage_bytes
     NP, NSL = cfg.slab_passes, cfg.slabs_per_pass  # passes over K per task, slabs per warpgroup and pass
-    SPC = cfg.mma_steps_per_call  # K128 steps per _mma_k128_steps call (one tensor-core drain each)
     STASH_OFF = cfg.misc_bytes - cfg.stash_bytes  # pass 0's epilogue values (slab_passes = 2)
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     TMO = int(cfg.timeout_ns)
@@ -249,10 +248,10 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     gs0 = pass_base(li, p)
 
                     def chunk_mma(kc, act_buf, asc_buf, prefetch):
-                        for k2 in cutlass.range(KC // (128 * SPC), unroll=1):
+                        for k2 in cutlass.range(KC // 256, unroll=1):
                             steps = []
-                            for h in cutlass.range_constexpr(SPC):
-                                kl128 = k2 * SPC + h
+                            for h in cutlass.range_constexpr(2):
+                                kl128 = k2 * 2 + h
                                 steps.append(stage_k128_step(
                                     cfg, smem, BAR_OFF, STAGE_OFF, NS, gs0 + kc * (KC // 128) + kl128,
                                     lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), (wg, tw, warp, g),
@@ -262,7 +261,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                             _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales,
                                             prescaled=cfg.staged_fold_scale, sw128=cfg.act_tma,
                                             slab_groups=cfg.slab_groups, nslab=NSL, decode=not cfg.dev_no_decode,
-                                            turns=turns, ahead=cfg.pingpong == 2)
+                                            turns=turns)
 
                     if const_expr(cfg.act_tma):
                         # each pass moves the chunk buffers' parities by act_tma_phase_flips: two passes per task
