@@ -57,7 +57,7 @@ from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2, FOLD_LUT_WORDS
 
 from .fp4_decode import byte_of, decode_fp4x8_e4m3, fold_lut
-from .ptx_mem import (bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_4_zfill, cp_async_wait_all,
+from .ptx_mem import (bar_arrive_reg, bar_sync, bar_sync_reg, bulk_copy_g2s, cp_async_16_zfill, cp_async_4_zfill, cp_async_wait_all,
                       evict_first_policy, fence_proxy_async_global, fence_proxy_async_shared, globaltimer,
                       ld_global_f32, ld_global_f32_if, ld_global_s32, ld_global_u8, ld_global_u8_if,
                       ld_global_v2_stream, ld_global_v4, ld_global_v4_stream, ld_shared_f32, ld_shared_u64,
@@ -701,6 +701,29 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                 fma(parts[p], step.ascl[q], rs)
                 if q == 3 and step.release is not None:  # its scale words were read until now
                     step.release()
+
+
+def pingpong_turns(wg):
+    """:func:`_mma_k128_steps`' ``turns`` of consumer warpgroup ``wg`` (``Role2GemmConfig.pingpong``): wait at its own
+    barrier of :data:`PINGPONG_BARS`, hand the turn over by arriving at the other's."""
+    mine = Int32(PINGPONG_BARS[0]) + wg
+    other = Int32(PINGPONG_BARS[1]) - wg
+    return (lambda: bar_sync_reg(mine, CONSUMER_THREADS), lambda: bar_arrive_reg(other, CONSUMER_THREADS))
+
+
+@cute.jit
+def pingpong_open(wg):
+    """Before a consumer's first task (``Role2GemmConfig.pingpong``): warpgroup 1 hands warpgroup 0 the first turn."""
+    if wg == 1:
+        bar_arrive_reg(Int32(PINGPONG_BARS[0]), CONSUMER_THREADS)
+
+
+@cute.jit
+def pingpong_close(wg):
+    """After a consumer's last task: both warpgroups issued the same bursts, so warpgroup 1's last hand-over is still
+    open on warpgroup 0's barrier; warpgroup 0 completes it, so no named barrier is left mid-phase at exit."""
+    if wg == 0:
+        bar_sync_reg(Int32(PINGPONG_BARS[0]), CONSUMER_THREADS)
 
 
 def _consumer_lane(ctid):

@@ -38,15 +38,15 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
-from .ptx_mem import (bar_arrive_reg, bar_sync, bar_sync_reg, evict_first_policy, fence_tensormap_acquire, launch_coords, ld_global_f32,
+from .ptx_mem import (bar_sync, evict_first_policy, fence_tensormap_acquire, launch_coords, ld_global_f32,
                       ld_global_s32, mbar_init, mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
-from .role2_gemm import (ActTma, CONSUMER_THREADS, act_tma_phase_flips, L2_SCALE_GROUP, PINGPONG_BARS,
-                         PRODUCER_THREADS, SIGNAL_BAR, SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS,
+from .role2_gemm import (ActTma, CONSUMER_THREADS, act_tma_phase_flips, L2_SCALE_GROUP, PRODUCER_THREADS,
+                         SIGNAL_BAR, SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS,
                          Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers,
                          _mma_k128_steps, _produce_k128, _token_major_scale_addr, _w1_epilogue, for_each_chunk,
                          row_table_dst, stage_k128_step, all_w1_tile_bits, w1_tile_bits, w2_epilogue,
-                         w2_stash_slab)
+                         w2_stash_slab, pingpong_close, pingpong_open, pingpong_turns)
 from .task_queue import check_slot_reuse, claim_task, init_task_slots, next_task, publish_task
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
@@ -214,11 +214,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     fence_tensormap_acquire(act_map)
             turns = None
             if const_expr(cfg.pingpong):
-                # warpgroup 0 takes the first turn: warpgroup 1's hand-over before its first burst
-                my_bar = Int32(PINGPONG_BARS[0]) + wg
-                turns = (lambda: bar_sync_reg(my_bar, CT), lambda: bar_arrive_reg(Int32(PINGPONG_BARS[1]) - wg, CT))
-                if wg == 1:
-                    bar_arrive_reg(Int32(PINGPONG_BARS[0]), CT)
+                turns = pingpong_turns(wg)
+                pingpong_open(wg)
             li = Int32(0)
             task, rexpert, rntok, refac = consumer_task(smem, cta, li, ntasks, ncta)
             while task >= 0:
@@ -306,10 +303,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                 li = li + 1
                 task, rexpert, rntok, refac = consumer_task(smem, cta, li, ntasks, ncta)
             if const_expr(cfg.pingpong):
-                # both warpgroups issued the same bursts; warpgroup 1's last hand-over is still open on warpgroup
-                # 0's barrier: complete it, so no named barrier is left mid-phase at exit
-                if wg == 0:
-                    bar_sync_reg(my_bar, CT)
+                pingpong_close(wg)
 
     @cute.jit
     def role2_persistent_host(w: Int64, ws: Int64, ef: Int64, act: Int64, asc: Int64, bexp: Int64, bntok: Int64,

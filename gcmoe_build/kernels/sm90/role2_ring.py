@@ -114,7 +114,9 @@ one where the heuristic can pick either: it takes the two-CTA one once each CTA 
 BM 16 -4 %, ``results/operator/2026-11-30-h200-x2-session7``). BM 32's two-CTA build issues one slab's K128 chain per
 commit group and drains it before decoding the next slab (``Role2GemmConfig.slab_groups = 1``: one slab's partial and
 A registers live), which is what fits its accumulators into 104 registers (:func:`slab_groups_build`; kernel alone
--12..-15 % W1, -4..-8 % W2 against the one-CTA build, session 15).
+-12..-15 % W1, -4..-8 % W2 against the one-CTA build, session 15). The one-CTA BM 64 build's two consumer
+warpgroups take turns issuing their wgmmas (``Role2GemmConfig.pingpong``, :func:`pingpong_build`): one decodes and
+promotes while the other's MMAs run, instead of both in lockstep.
 
 Activations: the 384-thread builds' chunks come by tensor map (``Role2GemmConfig.act_tma``: ``KC/128`` boxes of
 [BM rows x 128 B], 128-byte swizzle, issued by consumer thread 0 after its fence.proxy.async.global; the maps over
@@ -193,6 +195,13 @@ def slab_groups_build(pipelined, bm, ctas_per_sm):
     return 1 if pipelined and ctas_per_sm == 2 and bm > 16 else 0
 
 
+def pingpong_build(pipelined, bm, ctas_per_sm):
+    """``Role2GemmConfig.pingpong`` of a ring build: the 384-thread one-CTA BM 64 build, whose two consumer warpgroups
+    otherwise decode, wait and promote in lockstep (kernel alone W1 -4..-14 %, W2 -3..-10 %: session 26 calls A-B);
+    the one-CTA BM 8-32 builds measured -4..+3 % and the two-CTA builds -3..+2 % with turns (call A): no change."""
+    return 1 if pipelined and ctas_per_sm == 1 and bm == 64 else 0
+
+
 def w1_split_build(pipelined, bm, ctas_per_sm, w1_chunks):
     """The W1 split a build may have (module docstring, "W1 split-K"; the variant parameter ``w1_split``, which
     ``heuristics.sm90_w1_split`` picks): ``heuristics.W1_SPLIT`` for the 384-thread two-CTA BM 8 build, whose T = 1
@@ -264,12 +273,14 @@ class Role2RingConfig:
         # ... and their chunks come by tensor map (session 14: kernel alone -4..-25 % from BM 16 up)
         sig = signal_warp_build(pipe, self.bm, self.ctas_per_sm)
         slabs = slab_groups_build(pipe, self.bm, self.ctas_per_sm)
+        turns = bool(pingpong_build(pipe, self.bm, self.ctas_per_sm))
         self.w1 = Role2GemmConfig(mode="w1", k=self.hidden, rows=2 * self.inter, bm=self.bm, alpha=self.alpha,
                                   clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf,
-                                  staged_fold_scale=pipe, signal_warp=sig, act_tma=pipe, slab_groups=slabs)
+                                  staged_fold_scale=pipe, signal_warp=sig, act_tma=pipe, slab_groups=slabs,
+                                  pingpong=turns)
         self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=pipe,
                                   ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf, staged_fold_scale=pipe,
-                                  signal_warp=sig, act_tma=pipe, slab_groups=slabs)
+                                  signal_warp=sig, act_tma=pipe, slab_groups=slabs, pingpong=turns)
         #: W1 tasks per W1 tile at small loads (module docstring, "W1 split-K"); the split's non-last tasks skip
         #: their release through the signal warp's record
         self.w1_split = int(p.get("w1_split", 1))
@@ -382,7 +393,7 @@ def _trace_parts(cfg):
                              SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS, K128Step, TokenScales, _consumer_lane,
                              _init_stage_barriers, _mma_k128_steps, stage_k128_step, _load_k128, _produce_k128,
                              _w1_epilogue, ActTma, act_tma_phase_flips, all_w1_tile_bits, for_each_chunk,
-                             w1_tile_bits, w2_epilogue)
+                             w1_tile_bits, w2_epilogue, pingpong_close, pingpong_open, pingpong_turns)
     from .task_queue import check_slot_reuse, init_task_slots, next_task, publish_task
 
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
@@ -604,7 +615,8 @@ def _trace_parts(cfg):
                 if const_expr(prefetch is not None):
                     steps[-1].issued = lambda k2=k2: prefetch(k2)
                 _mma_k128_steps(steps, acc, act_buf, BM, mc.lag, overlap=PIPE, prescaled=mc.staged_fold_scale,
-                                sw128=mc.act_tma, slab_groups=mc.slab_groups)
+                                sw128=mc.act_tma, slab_groups=mc.slab_groups,
+                                turns=pingpong_turns(wg) if const_expr(mc.pingpong) else None)
 
         if const_expr(mc.act_tma):
             act_src = ActTma(ws + o_maps + act_map_slot(mode, BM) * ACT_MAP_BYTES, rb * bm_stride, aph, ACTBAR_OFF)
@@ -733,6 +745,8 @@ def _trace_parts(cfg):
                 if ctid == 0:
                     fence_tensormap_acquire(ws + o_act_maps + act_map_slot("w1", BM) * ACT_MAP_BYTES)
                     fence_tensormap_acquire(ws + o_act_maps + act_map_slot("w2", BM) * ACT_MAP_BYTES)
+            if const_expr(cfg.w1.pingpong):
+                pingpong_open(wg)
             for li in cutlass.range(nlocal, unroll=1):
                 if const_expr(PIPE):  # the producer acquired the task: its record (module docstring)
                     _, el, ntok, efac_rec = next_task(
@@ -839,6 +853,8 @@ def _trace_parts(cfg):
                 else:
                     gs0 = gs0 + NK2 + is1 * (NK1 - NK2)
                     aph = aph ^ (FLIP2 + is1 * (FLIP1 - FLIP2))
+            if const_expr(cfg.w1.pingpong):
+                pingpong_close(wg)
 
     @cute.jit
     def host(peer: cute.Pointer, o_ring_x: Int64, o_ring_sf: Int64, o_ring_meta: Int64, o_ring_block: Int64,

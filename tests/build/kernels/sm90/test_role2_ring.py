@@ -384,6 +384,35 @@ def test_slab_groups_builds():
         Role2RingConfig({**BASE, "bm": 64, "threads": 384, "ctas_per_sm": 2})
 
 
+def test_pingpong_builds(role2_arts):
+    """role2_ring.pingpong_build: only the 384-thread one-CTA BM 64 build's warpgroups take turns at the tensor pipe
+    (session 26). In its PTX every K128 step is one burst: the turn taken at the warpgroup's own named barrier
+    (``bar.sync`` on a register: 3 + warpgroup), one ``wgmma.fence``, the step's 8 wgmmas, one commit, the turn
+    handed over (``bar.arrive``); plus warpgroup 1's first hand-over and warpgroup 0's last wait. No other build
+    has a register-named barrier."""
+    from gcmoe_build.kernels.sm90.role2_gemm import PINGPONG_BARS, SIGNAL_BAR
+    from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig, pingpong_build
+
+    assert [pingpong_build(True, bm, c) for bm, c in ((8, 1), (16, 1), (32, 1), (64, 1), (8, 2), (16, 2),
+                                                      (32, 2))] == [0, 0, 0, 1, 0, 0, 0]
+    assert pingpong_build(False, 64, 1) == 0
+    assert SIGNAL_BAR not in PINGPONG_BARS and 0 not in PINGPONG_BARS and 1 not in PINGPONG_BARS
+    cfg = Role2RingConfig({**BASE, "bm": 64, "threads": 384, "ctas_per_sm": 1})
+    assert cfg.w1.pingpong and cfg.w2.pingpong
+    events = re.compile(r"(bar\.sync %r\d+, 256;)|(bar\.arrive %r\d+, 256;)|(wgmma\.mma_async)|(wgmma\.fence)|"
+                        r"(wgmma\.commit_group)|(wgmma\.wait_group)")
+    names = ("take", "hand", "mma", "fence", "commit", "wait")
+    burst = ["take", "fence"] + ["mma"] * 8 + ["commit", "hand", "wait"]
+    for (p, bm, th), art in role2_arts.items():
+        seq = [names[m.lastindex - 1] for m in events.finditer(art.ptx)]
+        if (bm, th) != (64, 384):
+            assert "take" not in seq and "hand" not in seq, (p, bm, th)
+            continue
+        # warpgroup 1's first hand-over; W1's and W2's unrolled K256 bodies, two K128 steps = two bursts each;
+        # warpgroup 0's last wait
+        assert seq == ["hand"] + burst * 4 + ["take"], (p, seq)
+
+
 def test_trace_builds_stamp_each_task_and_shipped_builds_do_not(role2_arts, monkeypatch):
     """role2_ring.TRACE (a dev instrument, module docstring "Task trace"): the 384-thread build stamps nine
     ``%globaltimer`` reads (claim, ready, last stage, start, end, and the first chunk and K loop end in the W1 and the
