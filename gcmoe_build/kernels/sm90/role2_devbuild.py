@@ -97,23 +97,9 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     # Role2GemmConfig.pingpong), on the fast_math forms above
                     "_ppksafw": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
                                      signal_warp=True, act_tma=True, fast_math=True, pingpong=True),
-                    # ... and one commit group per (step, slab), two in flight, with the turns: a burst is one slab's
-                    # four wgmmas and the warpgroup promotes its previous group while its current one runs
-                    "_ppksagfw": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
-                                      signal_warp=True, act_tma=True, slab_groups=2, fast_math=True, pingpong=True),
                     "_pp2ksafw": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
                                       pingpong=True),
-                    "_pp2ksag1fw": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
-                                        staged_fold_scale=True, signal_warp=True, act_tma=True, slab_groups=1,
-                                        fast_math=True, pingpong=True),
-                    # ... and the slab passes below with fast_math, without and with the turns (session 26)
-                    "_pp2ksapf": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
-                                      staged_fold_scale=True, signal_warp=True, act_tma=True, slab_passes=2,
-                                      fast_math=True),
-                    "_pp2ksapfw": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
-                                       staged_fold_scale=True, signal_warp=True, act_tma=True, slab_passes=2,
-                                       fast_math=True, pingpong=True),
                     # ... each warpgroup's two slabs one after the other over K: BM 64 at two CTAs per SM (session 16:
                     # Role2GemmConfig.slab_passes; built at BM 32 / 64)
                     "_pp2ksap": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,

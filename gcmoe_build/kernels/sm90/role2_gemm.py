@@ -266,9 +266,11 @@ class Role2GemmConfig:
                              "mma_steps_per_call=2")
         if self.act_buffers not in (1, 2):
             raise ValueError(f"role2 act_buffers={self.act_buffers}: must be 1 or 2")
-        if self.pingpong and not (self.pipelined and self.fold_scales and not self.dev_compute_only):
-            raise ValueError("role2 pingpong: the turns order the folded FP4 decode's wgmma bursts of the persistent "
-                             "pipelined kernel, so pipelined=True, fold_scales=True, dev_compute_only=False")
+        if self.pingpong and not (self.pipelined and self.fold_scales and not self.dev_compute_only
+                                  and not self.slab_groups):
+            raise ValueError("role2 pingpong: the turns order the per-K128 wgmma bursts of the persistent pipelined "
+                             "kernel's folded FP4 decode, so pipelined=True, fold_scales=True, "
+                             "dev_compute_only=False, slab_groups=0")
         if self.kc % (128 * self.mma_steps_per_call):
             raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: K chunk {self.kc} is not a "
                              f"multiple of {128 * self.mma_steps_per_call}")
@@ -479,6 +481,12 @@ class K128Step:
         return self._words
 
 
+def per_k128_of(steps, a_regs, fold: bool, block_k128: bool) -> bool:
+    """Whether :func:`_mma_k128_steps` chains a K128 step's four K32 MMAs on one partial (one token scale per K128
+    and a weight scale folded into the decode, or constant over the step)."""
+    return (block_k128 if a_regs is not None else fold) and steps[0].ascl.group == 128
+
+
 def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None, scale_word: int = 16,
               fold: bool = True, block_k128: bool = False):
     """One K128 step on its own (every MMA waited before returning): :func:`_mma_k128_steps` of one step."""
@@ -519,18 +527,19 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     warpgroup's slabs in this call, 1 with ``Role2GemmConfig.slab_passes = 2``: a step's words are then that slab's
     8 code words and 2 scale words, one wgmma per K32, ``acc`` holds that slab's BM / 2 values. ``decode=False``
     (FP4, the timing probe ``Role2GemmConfig.dev_no_decode``): the raw code words are the A registers.
-    ``turns`` (``Role2GemmConfig.pingpong``): ``(take, hand_over)``; every burst of wgmmas (a step, a (step, slab)
-    group or a K32 unit, as the path commits them) has its A fragments decoded first, then ``take()`` waits for this
-    warpgroup's turn, the burst is issued and committed behind one fence, and ``hand_over()`` gives the turn to the
-    other warpgroup, so the two warpgroups' bursts alternate on the tensor pipe while the other decodes and
-    promotes."""
+    ``turns`` (``Role2GemmConfig.pingpong``; one token scale per K128 without slab groups): ``(take, hand_over)``;
+    each K128 step's A fragments are decoded first, then ``take()`` waits for this warpgroup's turn, the step's
+    wgmmas are issued and committed behind one fence, and ``hand_over()`` gives the turn to the other warpgroup, so
+    the two warpgroups' bursts alternate on the tensor pipe while the other decodes and promotes."""
+    if turns is not None and not (per_k128_of(steps, a_regs, fold, block_k128) and not slab_groups):
+        raise ValueError("_mma_k128_steps turns: the per-K128 chain without slab groups only")
     if not overlap and len(steps) > 1:
         for step in steps:
             _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled,
                             sw128=sw128, slab_groups=slab_groups, block_k128=block_k128, nslab=nslab)
         return
     nd = bm // 2
-    per_k128 = (block_k128 if a_regs is not None else fold) and steps[0].ascl.group == 128
+    per_k128 = per_k128_of(steps, a_regs, fold, block_k128)
     r0 = (Int32(FOLD_LUT_WORDS[0]), Int32(FOLD_LUT_WORDS[1]))
 
     def slab_regs(step, q, sl):  # the 4 A registers of slab ``sl``, K32 ``q``: its codes through the folded table
@@ -618,21 +627,15 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             for sl in range(2):
                 if len(pend) == slab_groups:
                     promote_slab(slab_groups - 1)
-                if turns is not None:  # the slab's four K32 decoded, then issued in this warpgroup's turn
-                    p = burst([slab_regs(step, q, sl) for q in range(4)],
-                              lambda q, a, p, step=step: wgmma_rs_e4m3(bm, a, b_desc(step, q), p))
-                    if sl == 1 and step.release is not None:
-                        step.release()
-                else:
-                    p = None
-                    for q in range(4):
-                        a = slab_regs(step, q, sl)
-                        desc = b_desc(step, q)
-                        wgmma_fence()
-                        p = wgmma_rs_e4m3(bm, a, desc, p)
-                        if sl == 1 and q == step.release_q and step.release is not None:
-                            step.release()  # slab 1's decode of K32 release_q: every shared load consumed
-                    wgmma_commit()
+                p = None
+                for q in range(4):
+                    a = slab_regs(step, q, sl)
+                    desc = b_desc(step, q)
+                    wgmma_fence()
+                    p = wgmma_rs_e4m3(bm, a, desc, p)
+                    if sl == 1 and q == step.release_q and step.release is not None:
+                        step.release()  # slab 1's decode of K32 release_q: every shared load consumed
+                wgmma_commit()
                 pend.append((sl, p, step))
             if step.issued is not None:
                 step.issued()
@@ -679,15 +682,10 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     parts = [None] * n
     for u in range(n + lag):
         if u < n:
-            if turns is not None:  # the unit's A decoded, then issued in this warpgroup's turn
-                parts[u] = burst([regs(steps[u // 4], u % 4)],
-                                 lambda i, a, _, u=u: issue(steps[u // 4], u % 4, (None,) * nslab, a, False))
-            else:
-                parts[u] = issue(steps[u // 4], u % 4, (None,) * nslab)
+            parts[u] = issue(steps[u // 4], u % 4, (None,) * nslab)
             if u % 4 == steps[u // 4].release_q and steps[u // 4].release is not None and a_regs is None and fold:
                 steps[u // 4].release()
-            if turns is None:
-                wgmma_commit()
+            wgmma_commit()
             if u % 4 == 3 and steps[u // 4].issued is not None:
                 steps[u // 4].issued()
         if u >= lag:

@@ -52,8 +52,8 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
             for v in ("_ppksaf",) + (("_pp2ksaf",) if bm <= 16 else ("_pp2ksag1f",) if bm == 32 else ())]
          # sigmoid's rcp.approx (activation.fast_math; session 25)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 64)  # ... with the warpgroups
-            for v in ("_ppksafw", "_ppksagfw") + (("_pp2ksafw", "_pp2ksag1fw") if bm <= 16 else ("_pp2ksag1fw",) if bm == 32
-                                      else ())]  # taking turns at the tensor pipe (pingpong; session 26)
+            for v in ("_ppksafw",) + (("_pp2ksafw",) if bm <= 16 else ())]  # warpgroups taking turns at the
+         # tensor pipe (pingpong; session 26; the slab passes with and without them below)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (32, 64)
             for v in ("_pp2ksap", "_pp2ksapc", "_pp2ksapf", "_pp2ksapfw")]
          # each warpgroup's slabs one after the other over K (pass 0's epilogue values in the stash): BM 64 at two
