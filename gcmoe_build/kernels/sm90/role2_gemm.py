@@ -565,10 +565,15 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             return smem_desc_sw128(act_smem + step.kl128 * bm * 128 + q * 32)
         return smem_desc(act_smem + (step.kl128 * 8 + q * 2) * bm * 16, bm * 16, 128)
 
-    def issue(step, q, parts, a=None, fence: bool = True):  # one wgmma per slab, chained on ``parts``
+    # a K32 step's move in the descriptor's 14-bit start address field (bytes / 16; the field never carries: shared
+    # addresses stay below 228 KB)
+    k32_desc_step = 2 if sw128 else 2 * bm
+
+    def issue(step, q, parts, a=None, fence: bool = True, desc=None):  # one wgmma per slab, chained on ``parts``
         if a is None:  # (``parts`` None: fresh partials; ``a``: K32 q's A registers, decoded earlier)
             a = regs(step, q)
-        desc = b_desc(step, q)
+        if desc is None:
+            desc = b_desc(step, q)
         if fence:
             wgmma_fence()
         return tuple(wgmma_rs_e4m3(bm, a[4 * sl:4 * sl + 4], desc, parts[sl]) for sl in range(nslab))
@@ -654,8 +659,10 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         done = None  # (partials, step) of the previous step, its group still pending
         for step in steps:
             if turns is not None:  # the step's four K32 decoded, then issued in this warpgroup's turn
+                d0 = b_desc(step, 0)
                 parts = burst([regs(step, q) for q in range(4)],
-                              lambda q, a, parts, step=step: issue(step, q, parts or (None,) * nslab, a, False))
+                              lambda q, a, parts, step=step, d0=d0: issue(step, q, parts or (None,) * nslab, a, False,
+                                                                         d0 + Int64(q * k32_desc_step)))
                 if step.release is not None:
                     step.release()
             else:
