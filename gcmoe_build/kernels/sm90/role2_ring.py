@@ -758,13 +758,15 @@ def _trace_parts(cfg):
                     q, is1, tile, gen, rb, sp = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count,
                                                               ring_blocks, err, timeout_ns, wait=False,
                                                               srun=srun if const_expr(SPLIT > 1) else None)
-                    # the stream step and the chunk buffers' phases are warp-uniform (every consumer thread steps
-                    # them alike), but they are carried across tasks through is1, which comes from loaded values:
-                    # said so, ptxas keeps the K loop's stage / chunk waits and wgmma descriptors on the uniform
-                    # datapath (without it some builds' K loops, e.g. every P = 8 one, computed them per thread
-                    # and carried ~40 more instructions: session 26)
-                    gs0 = cute.arch.make_warp_uniform(gs0)
-                    aph = cute.arch.make_warp_uniform(aph)
+                    if const_expr(cfg.ctas_per_sm == 1):
+                        # the stream step and the chunk buffers' phases are warp-uniform (every consumer thread steps
+                        # them alike) but carried across tasks through is1, which comes from loaded values: said
+                        # so, ptxas keeps the one-CTA builds' K-loop waits and wgmma descriptors on the uniform
+                        # datapath (without it they computed them per thread: BM 8 572 / 570 -> 534 / 544
+                        # instructions per K256, DSV-4.1-Flash BM 64 697 / 783 -> 650 / 736); the two-CTA builds
+                        # are left as they were (there it added 1-4 loop instructions and ~20 spills: session 26)
+                        gs0 = cute.arch.make_warp_uniform(gs0)
+                        aph = cute.arch.make_warp_uniform(aph)
                     if const_expr(SIG):
                         if ctid == 0:  # for the signal warp, read after this task's hand-over barrier
                             st_shared_v4(smem + SIGREC_OFF + (li % 2) * 16, is1, tile, gen, rb)
