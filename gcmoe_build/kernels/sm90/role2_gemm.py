@@ -57,9 +57,9 @@ from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2, FOLD_LUT_WORDS
 
 from .fp4_decode import byte_of, decode_fp4x8_e4m3, fold_lut
-from .ptx_mem import (bar_arrive_reg, bar_sync, bar_sync_reg, bulk_copy_g2s, cp_async_16_zfill, cp_async_4_zfill, cp_async_wait_all,
-                      evict_first_policy, fence_proxy_async_global, fence_proxy_async_shared, globaltimer,
-                      ld_global_f32, ld_global_f32_if, ld_global_s32, ld_global_u8, ld_global_u8_if,
+from .ptx_mem import (bar_arrive_reg, bar_sync, bar_sync_reg, bulk_copy_g2s, cp_async_16_zfill, cp_async_4_zfill,
+                      cp_async_wait_all, evict_first_policy, fence_proxy_async_global, fence_proxy_async_shared,
+                      globaltimer, ld_global_f32, ld_global_f32_if, ld_global_s32, ld_global_u8, ld_global_u8_if,
                       ld_global_v2_stream, ld_global_v4, ld_global_v4_stream, ld_shared_f32, ld_shared_u64,
                       ld_shared_v2, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_init_fence,
                       mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4, st_shared_f32, st_shared_u64,
@@ -579,8 +579,9 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         return tuple(wgmma_rs_e4m3(bm, a[4 * sl:4 * sl + 4], desc, parts[sl]) for sl in range(nslab))
 
     def burst(decoded, issue_one):
-        """``turns``' burst: the A fragments ``decoded`` (already in registers), the turn taken, ``issue_one(i, a)``
-        for each behind one fence, committed, the turn handed over; returns the last issue's result."""
+        """``turns``' burst: the A fragments ``decoded`` (already in registers), the turn taken, ``issue_one(i, a,
+        prev)`` for each behind one fence (``prev``: the previous issue's result, None first), committed, the turn
+        handed over; returns the last issue's result."""
         take, hand_over = turns
         take()
         wgmma_fence()

@@ -199,7 +199,7 @@ def pingpong_build(pipelined, bm, ctas_per_sm):
     """``Role2GemmConfig.pingpong`` of a ring build: the 384-thread one-CTA BM 64 build, whose two consumer warpgroups
     otherwise decode, wait and promote in lockstep (kernel alone W1 -4..-14 %, W2 -3..-10 %: session 26 calls A-B);
     the one-CTA BM 8-32 builds measured -4..+3 % and the two-CTA builds -3..+2 % with turns (call A): no change."""
-    return 1 if pipelined and ctas_per_sm == 1 and bm == 64 else 0
+    return bool(pipelined) and ctas_per_sm == 1 and bm == 64
 
 
 def w1_split_build(pipelined, bm, ctas_per_sm, w1_chunks):
@@ -273,7 +273,7 @@ class Role2RingConfig:
         # ... and their chunks come by tensor map (session 14: kernel alone -4..-25 % from BM 16 up)
         sig = signal_warp_build(pipe, self.bm, self.ctas_per_sm)
         slabs = slab_groups_build(pipe, self.bm, self.ctas_per_sm)
-        turns = bool(pingpong_build(pipe, self.bm, self.ctas_per_sm))
+        turns = pingpong_build(pipe, self.bm, self.ctas_per_sm)
         self.w1 = Role2GemmConfig(mode="w1", k=self.hidden, rows=2 * self.inter, bm=self.bm, alpha=self.alpha,
                                   clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf,
                                   staged_fold_scale=pipe, signal_warp=sig, act_tma=pipe, slab_groups=slabs,

@@ -6,7 +6,6 @@ shared loads, promote FMAs (``FFMA`` / ``FMUL``), the decode (``LOP3`` / ``PRMT`
 import collections
 import csv
 import gzip
-import re
 import sys
 
 

@@ -394,8 +394,8 @@ def test_pingpong_builds(role2_arts):
     from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig, pingpong_build
 
     assert [pingpong_build(True, bm, c) for bm, c in ((8, 1), (16, 1), (32, 1), (64, 1), (8, 2), (16, 2),
-                                                      (32, 2))] == [0, 0, 0, 1, 0, 0, 0]
-    assert pingpong_build(False, 64, 1) == 0
+                                                      (32, 2))] == [False, False, False, True, False, False, False]
+    assert pingpong_build(False, 64, 1) is False
     assert SIGNAL_BAR not in PINGPONG_BARS and 0 not in PINGPONG_BARS and 1 not in PINGPONG_BARS
     cfg = Role2RingConfig({**BASE, "bm": 64, "threads": 384, "ctas_per_sm": 1})
     assert cfg.w1.pingpong and cfg.w2.pingpong
