@@ -133,23 +133,26 @@ def smid(*, loc=None, ip=None) -> Int32:
     return Int32(_asm("mov.u32 $0, %smid;", "=r", [], 1)[0])
 
 
-@dsl_user_op
-def bar_sync(bar_id: int, nthreads: int, *, loc=None, ip=None):
-    """Named barrier over ``nthreads`` threads (multiple of 32)."""
-    _asm(f"bar.sync {int(bar_id)}, {int(nthreads)};", "", [], 0)
+def _named_bar(op: str, bar_id, nthreads: int):
+    """``bar.<op>`` on named barrier ``bar_id``: an int is an immediate, an Int32 a register chosen at run time."""
+    if isinstance(bar_id, int):
+        _asm(f"bar.{op} {bar_id}, {int(nthreads)};", "", [], 0)
+    else:
+        _asm(f"bar.{op} $0, {int(nthreads)};", "r", [_v(bar_id, Int32)], 0)
 
 
 @dsl_user_op
-def bar_sync_reg(bar_id, nthreads: int, *, loc=None, ip=None):
-    """:func:`bar_sync` on a barrier chosen at run time (``bar_id``: Int32, e.g. per warpgroup)."""
-    _asm(f"bar.sync $0, {int(nthreads)};", "r", [_v(bar_id, Int32)], 0)
+def bar_sync(bar_id, nthreads: int, *, loc=None, ip=None):
+    """Named barrier over ``nthreads`` threads (multiple of 32); ``bar_id`` an int or an Int32 (e.g. per
+    warpgroup)."""
+    _named_bar("sync", bar_id, nthreads)
 
 
 @dsl_user_op
-def bar_arrive_reg(bar_id, nthreads: int, *, loc=None, ip=None):
-    """Arrive on named barrier ``bar_id`` (Int32) without waiting: the producer half of a ``bar.sync`` /
+def bar_arrive(bar_id, nthreads: int, *, loc=None, ip=None):
+    """Arrive on named barrier ``bar_id`` without waiting: the producer half of a :func:`bar_sync` /
     ``bar.arrive`` pair over ``nthreads`` threads."""
-    _asm(f"bar.arrive $0, {int(nthreads)};", "r", [_v(bar_id, Int32)], 0)
+    _named_bar("arrive", bar_id, nthreads)
 
 
 # ---------------------------------------------------------------------------------------------

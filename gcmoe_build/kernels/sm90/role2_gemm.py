@@ -57,7 +57,7 @@ from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2, FOLD_LUT_WORDS
 
 from .fp4_decode import byte_of, decode_fp4x8_e4m3, fold_lut
-from .ptx_mem import (bar_arrive_reg, bar_sync, bar_sync_reg, bulk_copy_g2s, cp_async_16_zfill, cp_async_4_zfill,
+from .ptx_mem import (bar_arrive, bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_4_zfill,
                       cp_async_wait_all, evict_first_policy, fence_proxy_async_global, fence_proxy_async_shared,
                       globaltimer, ld_global_f32, ld_global_f32_if, ld_global_s32, ld_global_u8, ld_global_u8_if,
                       ld_global_v2_stream, ld_global_v4, ld_global_v4_stream, ld_shared_f32, ld_shared_u64,
@@ -481,12 +481,6 @@ class K128Step:
         return self._words
 
 
-def per_k128_of(steps, a_regs, fold: bool, block_k128: bool) -> bool:
-    """Whether :func:`_mma_k128_steps` chains a K128 step's four K32 MMAs on one partial (one token scale per K128
-    and a weight scale folded into the decode, or constant over the step)."""
-    return (block_k128 if a_regs is not None else fold) and steps[0].ascl.group == 128
-
-
 def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None, scale_word: int = 16,
               fold: bool = True, block_k128: bool = False):
     """One K128 step on its own (every MMA waited before returning): :func:`_mma_k128_steps` of one step."""
@@ -531,15 +525,15 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     each K128 step's A fragments are decoded first, then ``take()`` waits for this warpgroup's turn, the step's
     wgmmas are issued and committed behind one fence, and ``hand_over()`` gives the turn to the other warpgroup, so
     the two warpgroups' bursts alternate on the tensor pipe while the other decodes and promotes."""
-    if turns is not None and not (per_k128_of(steps, a_regs, fold, block_k128) and not slab_groups):
-        raise ValueError("_mma_k128_steps turns: the per-K128 chain without slab groups only")
     if not overlap and len(steps) > 1:
         for step in steps:
             _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled,
                             sw128=sw128, slab_groups=slab_groups, block_k128=block_k128, nslab=nslab)
         return
     nd = bm // 2
-    per_k128 = per_k128_of(steps, a_regs, fold, block_k128)
+    per_k128 = (block_k128 if a_regs is not None else fold) and steps[0].ascl.group == 128
+    if turns is not None and not (per_k128 and not slab_groups):
+        raise ValueError("_mma_k128_steps turns: the per-K128 chain without slab groups only")
     r0 = (Int32(FOLD_LUT_WORDS[0]), Int32(FOLD_LUT_WORDS[1]))
 
     def slab_regs(step, q, sl):  # the 4 A registers of slab ``sl``, K32 ``q``: its codes through the folded table
@@ -565,32 +559,29 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             return smem_desc_sw128(act_smem + step.kl128 * bm * 128 + q * 32)
         return smem_desc(act_smem + (step.kl128 * 8 + q * 2) * bm * 16, bm * 16, 128)
 
-    # a K32 step's move in the descriptor's 14-bit start address field (bytes / 16; the field never carries: shared
-    # addresses stay below 228 KB)
-    k32_desc_step = 2 if sw128 else 2 * bm
-
-    def issue(step, q, parts, a=None, fence: bool = True, desc=None):  # one wgmma per slab, chained on ``parts``
-        if a is None:  # (``parts`` None: fresh partials; ``a``: K32 q's A registers, decoded earlier)
-            a = regs(step, q)
-        if desc is None:
-            desc = b_desc(step, q)
-        if fence:
-            wgmma_fence()
+    def issue(step, q, parts):  # one wgmma per slab, chained on ``parts`` (None: fresh partials)
+        a = regs(step, q)
+        desc = b_desc(step, q)
+        wgmma_fence()
         return tuple(wgmma_rs_e4m3(bm, a[4 * sl:4 * sl + 4], desc, parts[sl]) for sl in range(nslab))
 
-    def burst(decoded, issue_one):
-        """``turns``' burst: the A fragments ``decoded`` (already in registers), the turn taken, ``issue_one(i, a,
-        prev)`` for each behind one fence (``prev``: the previous issue's result, None first), committed, the turn
-        handed over; returns the last issue's result."""
+    def issue_turn(step):
+        """``turns``: the step's four K32 A fragments decoded, then in this warpgroup's turn its wgmmas behind one
+        fence, each K32's descriptor stepped from the first (+2 in the 14-bit start address field per 32 bytes,
+        ``2 * bm`` per core-matrix column unswizzled; the field never carries: shared addresses stay below 228 KB),
+        committed, the turn handed over."""
         take, hand_over = turns
+        d0 = b_desc(step, 0)
+        a4 = [regs(step, q) for q in range(4)]
         take()
         wgmma_fence()
-        out = None
-        for i, a in enumerate(decoded):
-            out = issue_one(i, a, out)
+        parts = (None,) * nslab
+        for q in range(4):
+            d = d0 + Int64(q * (2 if sw128 else 2 * bm))
+            parts = tuple(wgmma_rs_e4m3(bm, a4[q][4 * sl:4 * sl + 4], d, parts[sl]) for sl in range(nslab))
         wgmma_commit()
         hand_over()
-        return out
+        return parts
 
     def folded(ts):  # the token scales times the decode's 2**FOLD_LOG2, unless staging already applied it
         return ts if prescaled else [v * FOLD_SCALE for v in ts]
@@ -659,11 +650,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
 
         done = None  # (partials, step) of the previous step, its group still pending
         for step in steps:
-            if turns is not None:  # the step's four K32 decoded, then issued in this warpgroup's turn
-                d0 = b_desc(step, 0)
-                parts = burst([regs(step, q) for q in range(4)],
-                              lambda q, a, parts, step=step, d0=d0: issue(step, q, parts or (None,) * nslab, a, False,
-                                                                         d0 + Int64(q * k32_desc_step)))
+            if turns is not None:
+                parts = issue_turn(step)
                 if step.release is not None:
                     step.release()
             else:
@@ -714,14 +702,14 @@ def pingpong_turns(wg):
     barrier of :data:`PINGPONG_BARS`, hand the turn over by arriving at the other's."""
     mine = Int32(PINGPONG_BARS[0]) + wg
     other = Int32(PINGPONG_BARS[1]) - wg
-    return (lambda: bar_sync_reg(mine, CONSUMER_THREADS), lambda: bar_arrive_reg(other, CONSUMER_THREADS))
+    return (lambda: bar_sync(mine, CONSUMER_THREADS), lambda: bar_arrive(other, CONSUMER_THREADS))
 
 
 @cute.jit
 def pingpong_open(wg):
     """Before a consumer's first task (``Role2GemmConfig.pingpong``): warpgroup 1 hands warpgroup 0 the first turn."""
     if wg == 1:
-        bar_arrive_reg(Int32(PINGPONG_BARS[0]), CONSUMER_THREADS)
+        bar_arrive(Int32(PINGPONG_BARS[0]), CONSUMER_THREADS)
 
 
 @cute.jit
@@ -729,7 +717,7 @@ def pingpong_close(wg):
     """After a consumer's last task: both warpgroups issued the same bursts, so warpgroup 1's last hand-over is still
     open on warpgroup 0's barrier; warpgroup 0 completes it, so no named barrier is left mid-phase at exit."""
     if wg == 0:
-        bar_sync_reg(Int32(PINGPONG_BARS[0]), CONSUMER_THREADS)
+        bar_sync(Int32(PINGPONG_BARS[0]), CONSUMER_THREADS)
 
 
 def _consumer_lane(ctid):

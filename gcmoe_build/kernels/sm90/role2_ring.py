@@ -594,6 +594,8 @@ def _trace_parts(cfg):
         def wait_w1_tiles(kc):  # W2: the W1 N128 tiles that produced I-columns [kc*KC, (kc+1)*KC)
             wait_mask_u64_rt(ws + o_mask + Int64(rb) * 8, w1_tile_bits(kc, KC), err, CODE_L2_MASK, timeout_ns)
 
+        turns = pingpong_turns(wg) if const_expr(mc.pingpong) else None
+
         def chunk_mma(kc, act_buf, asc_buf, prefetch):
             for k2 in cutlass.range(KC // 256, unroll=1):
                 steps = []
@@ -615,8 +617,7 @@ def _trace_parts(cfg):
                 if const_expr(prefetch is not None):
                     steps[-1].issued = lambda k2=k2: prefetch(k2)
                 _mma_k128_steps(steps, acc, act_buf, BM, mc.lag, overlap=PIPE, prescaled=mc.staged_fold_scale,
-                                sw128=mc.act_tma, slab_groups=mc.slab_groups,
-                                turns=pingpong_turns(wg) if const_expr(mc.pingpong) else None)
+                                sw128=mc.act_tma, slab_groups=mc.slab_groups, turns=turns)
 
         if const_expr(mc.act_tma):
             act_src = ActTma(ws + o_maps + act_map_slot(mode, BM) * ACT_MAP_BYTES, rb * bm_stride, aph, ACTBAR_OFF)
