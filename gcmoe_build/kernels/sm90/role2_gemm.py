@@ -1356,9 +1356,10 @@ def build_role2_gemm(cfg: Role2GemmConfig):
     ``@cute.kernel`` it launches. Parameters of the kernel, in order (all Int64 addresses unless
     noted): w, ws, ef, act, asc, bexp, bntok, aux (W1: rw FP32 [b][BM]; W2: rowidx Int32 [b][BM]),
     out, outs (W1: l2 scales; W2: unused, pass 0)."""
-    if cfg.slab_passes != 1 or cfg.consumer_wgs != 2:
-        raise ValueError("role2 slab_passes=2 / consumer_wgs=4 are built by the persistent kernels (role2_persistent; "
-                         "role2_ring: slab_passes)")
+    if cfg.slab_passes != 1:
+        raise ValueError("role2 slab_passes=2 is built by the persistent kernels (role2_persistent, role2_ring)")
+    if cfg.consumer_wgs != 2:
+        raise ValueError("role2 consumer_wgs=4 is built by the persistent dev kernel (role2_persistent)")
     BM, K, KC = cfg.bm, cfg.k, cfg.kc
     NK128 = K // 128
     ND = BM // 2  # accumulator registers per m64 slot per thread
