@@ -100,9 +100,6 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_pp2ksafw": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
                                       pingpong=True),
-                    # ... four consumer warpgroups of one slab each (session 27: Role2GemmConfig.consumer_wgs; BM >= 16)
-                    "_ppksafq": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
-                                     signal_warp=True, act_tma=True, fast_math=True, consumer_wgs=4),
                     # ... each warpgroup's two slabs one after the other over K: BM 64 at two CTAs per SM (session 16:
                     # Role2GemmConfig.slab_passes; built at BM 32 / 64)
                     "_pp2ksap": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,

@@ -101,8 +101,6 @@ PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg split: 128*40 + 256*232 <= 
 #: producer warpgroup had 24 until session 13; the signal warp's code beside the producer's made ptxas spill more
 #: there, and 32 is what the pool leaves at 104 for the consumers
 PRODUCER_REGS_2, CONSUMER_REGS_2 = 32, 104
-#: the split for ``Role2GemmConfig.consumer_wgs = 4`` (640 threads launched at 96): 128*32 + 512*112 = 640 * 96
-QUAD_REGS = (32, 112)
 #: shared memory one CTA may use when two share an SM (228 KB per SM, 1 KB reserved per CTA)
 SMEM_LIMIT_2 = 113 * 1024
 STAGE_RELEASES = ("read", "fence", "decoded", "decoded_k32_2")
@@ -215,11 +213,6 @@ class Role2GemmConfig:
     #: fragments are decoded before the turn is taken, so one warpgroup decodes and promotes while the other's MMAs
     #: run, instead of both decoding, then both waiting on the tensor pipe (:func:`_mma_k128_steps`' ``turns``)
     pingpong: bool = False
-    #: consumer warpgroups of the persistent pipelined kernel (dev experiment at one CTA per SM): 2 (the shipped
-    #: forms: two 64-row slabs each); 4 = one 64-row slab each, 640 threads (setmaxnreg :data:`QUAD_REGS`), so each
-    #: SM scheduler has four consumer warps, as two CTAs per SM give BM <= 32, without a second task's activation
-    #: reads (the slab passes' cost: session 27 call B) and with one slab's partials live (BM 64 fits 112 registers)
-    consumer_wgs: int = 2
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -278,20 +271,12 @@ class Role2GemmConfig:
             raise ValueError("role2 pingpong: the turns order the per-K128 wgmma bursts of the persistent pipelined "
                              "kernel's folded FP4 decode, so pipelined=True, fold_scales=True, "
                              "dev_compute_only=False, slab_groups=0")
-        if self.consumer_wgs not in (2, 4):
-            raise ValueError(f"role2 consumer_wgs={self.consumer_wgs}: must be 2 or 4")
-        if self.consumer_wgs == 4 and not (self.bm >= 16 and self.pipelined and self.ctas_per_sm == 1 and self.act_tma
-                                           and self.slab_passes == 1 and not self.slab_groups
-                                           and not self.pingpong and not self.dev_compute_only):
-            raise ValueError("role2 consumer_wgs=4: one slab per warpgroup of the persistent pipelined kernel at one "
-                             "CTA per SM, activation chunks by tensor map, so BM >= 16, pipelined=True, ctas_per_sm=1, "
-                             "act_tma=True, slab_passes=1, slab_groups=0, pingpong=False, dev_compute_only=False")
         if self.kc % (128 * self.mma_steps_per_call):
             raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: K chunk {self.kc} is not a "
                              f"multiple of {128 * self.mma_steps_per_call}")
-        if self.act_buffers == 2 and self.bm * (self.kc // self.act_scale_group) > 2 * self.consumer_threads:
+        if self.act_buffers == 2 and self.bm * (self.kc // self.act_scale_group) > 2 * CONSUMER_THREADS:
             raise ValueError(f"role2 act_buffers=2: BM={self.bm} x {self.kc // self.act_scale_group} scale groups "
-                             f"per chunk > {2 * self.consumer_threads} (two prefetched scales per consumer thread)")
+                             f"per chunk > {2 * CONSUMER_THREADS} (two prefetched scales per consumer thread)")
 
     @property
     def lag(self) -> int:
@@ -305,12 +290,8 @@ class Role2GemmConfig:
         return 1 if self.bm <= 32 else 0
 
     @property
-    def consumer_threads(self) -> int:
-        return 128 * self.consumer_wgs
-
-    @property
     def threads(self) -> int:
-        return self.consumer_threads + (PRODUCER_THREADS if self.pipelined else 0)
+        return CONSUMER_THREADS + (PRODUCER_THREADS if self.pipelined else 0)
 
     @property
     def act_budget(self) -> int:
@@ -356,19 +337,14 @@ class Role2GemmConfig:
 
     @property
     def slabs_per_pass(self) -> int:
-        """64-row slabs each consumer warpgroup multiplies at once (:attr:`slab_passes`, :attr:`consumer_wgs`)."""
-        return 1 if self.consumer_wgs == 4 else 2 // self.slab_passes
-
-    @property
-    def stage_slabs(self) -> int:
-        """64-row slabs in one weight stage: every consumer warpgroup's of the pass."""
-        return self.consumer_wgs * self.slabs_per_pass
+        """64-row slabs each consumer warpgroup multiplies at once (:attr:`slab_passes`)."""
+        return 2 // self.slab_passes
 
     @property
     def stage_bytes(self) -> int:
         """One weight stage: the code tiles (4 KB) and UE8M0 scale tiles (256 B) of one K128 step of the slabs of
         a pass (:data:`STAGE_BYTES` for all four)."""
-        return self.stage_slabs * SLAB_STAGE_BYTES
+        return 2 * self.slabs_per_pass * SLAB_STAGE_BYTES
 
     @property
     def stash_bytes(self) -> int:
@@ -403,9 +379,8 @@ class Role2GemmConfig:
     def setmaxnreg(self) -> tuple[int, int]:
         """(producer, consumer) registers per thread after ``setmaxnreg`` (pipelined variant); their sum over the
         CTA's threads never exceeds its launch allocation (checked)."""
-        prod, cons = (QUAD_REGS if self.consumer_wgs == 4 else (PRODUCER_REGS, CONSUMER_REGS) if self.ctas_per_sm == 1
-                      else (PRODUCER_REGS_2, CONSUMER_REGS_2))
-        if PRODUCER_THREADS * prod + self.consumer_threads * cons > self.threads * self.launch_regs:
+        prod, cons = (PRODUCER_REGS, CONSUMER_REGS) if self.ctas_per_sm == 1 else (PRODUCER_REGS_2, CONSUMER_REGS_2)
+        if PRODUCER_THREADS * prod + CONSUMER_THREADS * cons > (PRODUCER_THREADS + CONSUMER_THREADS) * self.launch_regs:
             raise ValueError(f"role2 setmaxnreg {prod}/{cons} exceeds the launch allocation of {self.launch_regs} "
                              f"registers per thread at {self.ctas_per_sm} CTA(s) per SM")
         return prod, cons
@@ -770,25 +745,25 @@ def _issue_k128_stage(smem, bar_off: int, stage_off: int, s, w, ws, slab0, nk, k
         bulk_copy_g2s(dst + nsl * 4096 + j * 256, ws + tile * 256, 256, full, policy)
 
 
-def _read_k128_stage(stage, wg, tw, warp, g, nslab: int = 2, stage_slabs: int = 4):
-    """Consumer: this thread's words of a shared-memory K128 stage of ``stage_slabs`` slabs (``nslab`` per warpgroup),
-    in :func:`_mma_k128_steps`' order (each slab's codes, 16 B each half, then each slab's UE8M0 scales, 8 B each)."""
+def _read_k128_stage(stage, wg, tw, warp, g, nslab: int = 2):
+    """Consumer: this thread's words of a shared-memory K128 stage (``nslab`` slabs per warpgroup), in
+    :func:`_mma_k128_steps`' order (each slab's codes, 16 B each half, then each slab's UE8M0 scales, 8 B each)."""
     words = []
     for sl in range(nslab):
         for h2 in range(2):
             words.extend(ld_shared_v4(stage + (wg * nslab + sl) * 4096 + tw * 32 + 16 * h2))
     for sl in range(nslab):
-        words.extend(ld_shared_v2(stage + stage_slabs * 4096 + (wg * nslab + sl) * 256 + (warp * 8 + g) * 8))
+        words.extend(ld_shared_v2(stage + 2 * nslab * 4096 + (wg * nslab + sl) * 256 + (warp * 8 + g) * 8))
     return words
 
 
-def _init_stage_barriers(smem, bar_off: int, ns: int, consumers: int = CONSUMER_THREADS):
+def _init_stage_barriers(smem, bar_off: int, ns: int):
     """One thread: the ``ns`` full barriers of the weight stages (one arrival: the producer's expect_tx) and the
-    ``ns`` empty barriers (every one of the ``consumers`` threads arrives), then the fence that makes them visible to the async
+    ``ns`` empty barriers (every consumer thread arrives), then the fence that makes them visible to the async
     proxy (the bulk copies complete on them). Plain Python: the loop unrolls at trace time."""
     for s in range(ns):
         mbar_init(smem + bar_off + 8 * s, 1)
-        mbar_init(smem + bar_off + 8 * (ns + s), consumers)
+        mbar_init(smem + bar_off + 8 * (ns + s), CONSUMER_THREADS)
     mbar_init_fence()
 
 
@@ -812,8 +787,7 @@ def _consume_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_full, wg
     empty barrier. Returns the words."""
     s = gs % ns
     wait_full(smem + bar_off + 8 * s, (gs // ns) & 1)
-    words = _read_k128_stage(smem + stage_off + s * stage_bytes, wg, tw, warp, g, nslab,
-                             stage_bytes // SLAB_STAGE_BYTES)
+    words = _read_k128_stage(smem + stage_off + s * stage_bytes, wg, tw, warp, g, nslab)
     if release == "fence":
         fence_proxy_async_shared()
     if not release.startswith("decoded"):
@@ -840,22 +814,22 @@ def stage_k128_step(cfg: Role2GemmConfig, smem, bar_off: int, stage_off: int, ns
                     release, EARLY_RELEASE_K32 if cfg.stage_release == "decoded_k32_2" else 3)
 
 
-def _rounds(n: int, ct: int = CONSUMER_THREADS) -> int:
-    """Rounds of one unit per consumer thread (``ct`` of them) that cover ``n`` units."""
-    return -(-n // ct)
+def _rounds(n: int) -> int:
+    """Rounds of one unit per consumer thread that cover ``n`` units."""
+    return -(-n // CONSUMER_THREADS)
 
 
-def _thread_unit(ctid, r, n: int, partial: bool, ct: int = CONSUMER_THREADS):
-    """This consumer thread's unit of round ``r`` (``ctid + r * ct``) of ``n``; in a ``partial`` round the thread past
-    the end repeats unit ``n - 1`` (same bytes, same slot), so no unit needs a branch."""
-    u = ctid + r * ct
+def _thread_unit(ctid, r, n: int, partial: bool):
+    """This consumer thread's unit of round ``r`` (``ctid + r * CONSUMER_THREADS``) of ``n``; in a ``partial`` round
+    the thread past the end repeats unit ``n - 1`` (same bytes, same slot), so no unit needs a branch."""
+    u = ctid + r * CONSUMER_THREADS
     return cutlass.min(u, n - 1) if partial else u
 
 
-def _thread_units(ctid, n: int, ct: int = CONSUMER_THREADS):
+def _thread_units(ctid, n: int):
     """This consumer thread's units of ``n``, round by round (trace-time loop; :func:`_thread_unit`)."""
-    for it in range(_rounds(n, ct)):
-        yield _thread_unit(ctid, it, n, (it + 1) * ct > n, ct)
+    for it in range(_rounds(n)):
+        yield _thread_unit(ctid, it, n, (it + 1) * CONSUMER_THREADS > n)
 
 
 def _stage_act_chunk(smem, act_off: int, row_addr, ctid, kc, ntok, bm: int, kc_len: int):
@@ -935,12 +909,12 @@ def copy_rounds_per_call(cfg: "Role2GemmConfig") -> int:
     return -(-rounds // calls)
 
 
-def _load_chunk_scales(scale_addr, w1: bool, ctid, ntok, bm: int, ngs: int, ct: int = CONSUMER_THREADS):
+def _load_chunk_scales(scale_addr, w1: bool, ctid, ntok, bm: int, ngs: int):
     """Consumers: this thread's activation scales of one chunk (``scale_addr(tok, kk)``; padded tokens 0, not read),
     at most two, raw (W2: the UE8M0 byte), to keep in registers until :func:`_store_chunk_scales`. Nothing uses a
     value before then, so the loads stay in flight under the current chunk's MMAs."""
     vals = []
-    for u in _thread_units(ctid, bm * ngs, ct):
+    for u in _thread_units(ctid, bm * ngs):
         tok = u // ngs
         addr = scale_addr(tok, u % ngs)
         valid = Int32(tok < ntok)
@@ -958,12 +932,11 @@ def _copy_w1_chunk_scales_async(asc_buf, scale_addr, ctid, ntok, bm: int, ngs: i
         cp_async_4_zfill(asc_buf + ((u % ngs) * bm + tok) * 4, scale_addr(tok, u % ngs), Int32(4) * Int32(tok < ntok))
 
 
-def _store_chunk_scales(asc_buf, vals, w1: bool, ctid, bm: int, ngs: int, fold_log2: int = 0,
-                        ct: int = CONSUMER_THREADS):
+def _store_chunk_scales(asc_buf, vals, w1: bool, ctid, bm: int, ngs: int, fold_log2: int = 0):
     """Consumers: :func:`_load_chunk_scales`' values as FP32 into the ``[ngs][bm]`` table at ``asc_buf``, times
     ``2**fold_log2`` (exact; W2 adds to the UE8M0 exponent, saturating at 255: the infinity ``2**(b-127) * 2**f``
     rounds to for ``b + f >= 255``)."""
-    for u, v in zip(_thread_units(ctid, bm * ngs, ct), vals):
+    for u, v in zip(_thread_units(ctid, bm * ngs), vals):
         addr = asc_buf + ((u % ngs) * bm + u // ngs) * 4
         if fold_log2 == 0:
             st_shared_f32(addr, v if w1 else ue8m0_to_f32(v))
@@ -1050,7 +1023,7 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     barrier, each after a proxy fence that orders the acquire before the async reads); every thread waits on the
     buffer's mbarrier, whose parity for chunk ``kc`` is bit ``kc % 2`` of ``phases`` flipped ``kc // 2`` times.
     """
-    bm, kcl, ct = cfg.bm, cfg.kc, cfg.consumer_threads
+    bm, kcl = cfg.bm, cfg.kc
     w1 = cfg.mode == "w1"
     ngs = kcl // cfg.act_scale_group
     if const_expr(nkc is None):
@@ -1073,7 +1046,7 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     per_call = copy_rounds_per_call(cfg)
     if const_expr(tma):  # the previous task's generic accesses of the act area (epilogue staging) before the copies
         fence_proxy_async_shared()
-    bar_sync(1, ct)  # the previous task's reads of buffer 0 (its MMAs, W2's BF16 staging) are done
+    bar_sync(1, CONSUMER_THREADS)  # the previous task's reads of buffer 0 (its MMAs, W2's BF16 staging) are done
     k0 = _run_chunk(Int32(0), c0)
     if const_expr(wait_chunk is not None):
         wait_chunk(k0)
@@ -1084,7 +1057,7 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     else:
         _copy_act_chunk_async(smem + act_off, row_addr, ctid, k0, ntok, bm, kcl)
     _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_addr(k0, tok, kk), w1,
-                                                           ctid, ntok, bm, ngs, ct), w1, ctid, bm, ngs, sfl, ct)
+                                                           ctid, ntok, bm, ngs), w1, ctid, bm, ngs, sfl)
     for kc in cutlass.range(nkc, unroll=1):
         if const_expr(tma):  # chunk kc's boxes landed (async proxy: wgmma reads them as they are)
             mbar_wait_or_trap(smem + row_addr.bar_off + 8 * (kc & 1), ((row_addr.phases >> (kc & 1)) ^ (kc >> 1)) & 1,
@@ -1092,7 +1065,7 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
         else:  # chunk kc's copies (this thread's) landed; fence them for wgmma's async proxy
             cp_async_wait_all()
             fence_proxy_async_shared()
-        bar_sync(1, ct)  # every thread's; chunk kc's scales stored; chunk kc - 1's buffer free
+        bar_sync(1, CONSUMER_THREADS)  # every thread's; chunk kc's scales stored; chunk kc - 1's buffer free
         if const_expr(stamp_first is not None):
             if Int32(kc == 0) * Int32(ctid == 0) != 0:
                 st_relaxed_gpu_u64(stamp_first, globaltimer())
@@ -1108,8 +1081,7 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
                     _issue_act_chunk_tma(cfg, smem, act_off + (1 - cur) * ab, row_addr, _run_chunk(nxt, c0),
                                          1 - cur)
         nxs = nxt - Int32(nxt >= nkc)
-        sv = _load_chunk_scales(lambda tok, kk: scale_addr(_run_chunk(nxs, c0), tok, kk), w1, ctid, ntok, bm, ngs,
-                                ct)
+        sv = _load_chunk_scales(lambda tok, kk: scale_addr(_run_chunk(nxs, c0), tok, kk), w1, ctid, ntok, bm, ngs)
         nbuf = smem + act_off + (1 - cur) * ab
 
         def prefetch(i):  # MMA call i of chunk kc: its share of chunk kc + 1's copies
@@ -1121,7 +1093,7 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
                                        _run_chunk(nxt, c0), ntok, bm, kcl)
 
         body(kc, smem + act_off + cur * ab, smem + asc_off + cur * sb, None if tma else prefetch)
-        _store_chunk_scales(smem + asc_off + (1 - cur) * sb, sv, w1, ctid, bm, ngs, sfl, ct)
+        _store_chunk_scales(smem + asc_off + (1 - cur) * sb, sv, w1, ctid, bm, ngs, sfl)
 
 
 #: row stride (bytes) of the W1 epilogue's E4M3 staging tile ``[BM][128 I-columns]``: 16-byte aligned rows for the
@@ -1138,7 +1110,7 @@ def w1_stage_bytes(bm: int) -> int:
 @cute.jit
 def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg, warp, g, t, rw_addr, q_addr,
                  sf_addr, bm: int, alpha: float, clamp: float, part: int = 0, stash_off: int = 0,
-                 fast_math: bool = False, one_slab: bool = False, ct: int = CONSUMER_THREADS):
+                 fast_math: bool = False):
     """W1 epilogue of one 256-row task (numerics reference steps 3-4), inlined into the calling kernel; every
     consumer thread calls it once the task's MMAs are waited.
 
@@ -1160,14 +1132,12 @@ def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg,
 
     ``part`` (``Role2GemmConfig.slab_passes = 2``: ``acc`` holds one slab): 1 after pass 0, the warpgroup's first
     slab: its values and amax partials only, the values into the stash at ``stash_off`` (``[value][thread]`` FP32);
-    2 after pass 1: the second slab's, then the rest with the first slab's values from the stash. 0: both slabs.
-    ``one_slab`` (``Role2GemmConfig.consumer_wgs = 4``, ``part`` 0): ``acc`` holds the warpgroup's one slab, slab
-    ``wg`` of four; 16 partials (slab, warp); ``ct`` consumer threads meet at the barriers."""
+    2 after pass 1: the second slab's, then the rest with the first slab's values from the stash. 0: both slabs."""
     nd = bm // 2
     ctid = wg * 128 + warp * 32 + g * 4 + t
     ys = []
     rws = {}  # token (as its (i >> 2, i & 1)) -> routing weight: one load for both slabs
-    own = (0,) if one_slab else (0, 1) if part == 0 else ((0,) if part == 1 else (1,))  # the slabs in acc, in order
+    own = (0, 1) if part == 0 else ((0,) if part == 1 else (1,))  # the slabs in acc, in its order
     for pos, sl in enumerate(own):  # plain Python: unrolled at trace time
         for i in cutlass.range_constexpr(nd):
             if const_expr((i >> 1) & 1 == 0):
@@ -1198,7 +1168,7 @@ def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg,
         m = fmax(m, shfl_bfly_f32(m, 8))
         m = fmax(m, shfl_bfly_f32(m, 16))
         if g == 0:
-            slot = wg * 4 + warp if part == 0 else (wg * 2 + own[0]) * 4 + warp  # one_slab: (slab, warp)
+            slot = wg * 4 + warp if part == 0 else (wg * 2 + own[0]) * 4 + warp
             st_shared_f32(smem + amax_off + (slot * bm + n) * 4, m)
     if const_expr(part == 1):
         for j in cutlass.range_constexpr(len(ys)):
@@ -1207,17 +1177,16 @@ def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg,
         _w1_quantize_store(([ld_shared_f32(smem + stash_off + (j * CONSUMER_THREADS + ctid) * 4)
                              for j in range(nd // 2)] if part == 2 else []) + ys,
                            smem, amax_off, stage_off, ntok, tile, ctid, wg, warp, g, t, q_addr, sf_addr, bm,
-                           8 if part == 0 and not one_slab else 16, 1 if one_slab else 2, ct)
+                           8 if part == 0 else 16)
 
 
 @cute.jit
 def _w1_quantize_store(ys, smem, amax_off: int, stage_off: int, ntok, tile, ctid, wg, warp, g, t, q_addr, sf_addr,
-                       bm: int, partials: int = 16, wg_slabs: int = 2, ct: int = CONSUMER_THREADS):
+                       bm: int, partials: int = 16):
     """:func:`_w1_epilogue` once every amax partial is written (``partials`` of them per token): the scales, the E4M3
-    bytes of ``ys`` (the values of the warpgroup's ``wg_slabs`` slabs, in order), their staging and 16-byte stores,
-    over ``ct`` consumer threads."""
+    bytes of ``ys`` (the values of both slabs, in order), their staging and 16-byte stores."""
     nd = bm // 2
-    bar_sync(1, ct)
+    bar_sync(1, CONSUMER_THREADS)
     if ctid < bm:  # token ctid: its group's amax, scale byte, and 1/scale for everyone (in partial 0's slot)
         m = Float32(0.0)
         for p in cutlass.range_constexpr(partials):  # 16: slab p // 4, warp p % 4; 8: warpgroup p // 4, warp p % 4
@@ -1226,22 +1195,22 @@ def _w1_quantize_store(ys, smem, amax_off: int, stage_off: int, ntok, tile, ctid
         st_shared_f32(smem + amax_off + ctid * 4, inv)
         if ctid < ntok:
             st_global_u8(sf_addr(ctid, tile), (float_bits(scale) >> 23) & 0xFF)
-    bar_sync(1, ct)
+    bar_sync(1, CONSUMER_THREADS)
     invs = {}
     yi = 0
-    for sl in cutlass.range_constexpr(wg_slabs):
+    for sl in cutlass.range_constexpr(2):
         for i in cutlass.range_constexpr(nd):
             if const_expr((i >> 1) & 1 == 0):
                 n = 8 * (i >> 2) + 2 * t + (i & 1)
                 key = (i >> 2, i & 1)
                 if const_expr(key not in invs):
                     invs[key] = ld_shared_f32(smem + amax_off + n * 4)
-                col = (wg * wg_slabs + sl) * 32 + 8 * warp + g  # within the task's 128 I-columns
+                col = (wg * 2 + sl) * 32 + 8 * warp + g  # within the task's 128 I-columns
                 st_shared_u8(smem + stage_off + n * W1_STAGE_STRIDE + col, to_e4m3_byte(ys[yi] * invs[key]))
                 yi += 1
-    bar_sync(1, ct)
-    for it in cutlass.range_constexpr((bm * 8 + ct - 1) // ct):
-        u = ctid + it * ct
+    bar_sync(1, CONSUMER_THREADS)
+    for it in cutlass.range_constexpr((bm * 8 + CONSUMER_THREADS - 1) // CONSUMER_THREADS):
+        u = ctid + it * CONSUMER_THREADS
         if u < bm * 8:
             n = u >> 3
             c = u & 7
@@ -1277,8 +1246,7 @@ def w2_stage_chunk_off(stage_off, n, chunk):
 
 @cute.jit
 def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_of, bm: int, after_loads=None,
-                loads_barrier=(1, CONSUMER_THREADS), stash_off: int = -1, one_slab: bool = False,
-                ct: int = CONSUMER_THREADS):
+                loads_barrier=(1, CONSUMER_THREADS), stash_off: int = -1):
     """W2 epilogue of one 256-row task, inlined; every consumer thread calls it once the task's MMAs are waited.
 
     BF16 ``acc * efac`` of the task's 256 rows is staged in shared memory ``[bm][256]`` at ``stage_off`` (512 B per
@@ -1295,39 +1263,30 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
     ``loads_barrier``: that barrier's (id, threads); :data:`SIGNAL_BAR` hands the task to the signal warp there
     (``Role2GemmConfig.signal_warp``), which then releases instead of ``after_loads``. Pass 1 of
     ``Role2GemmConfig.slab_passes = 2`` (``stash_off >= 0``): ``acc`` holds the warpgroup's second slab and the
-    first slab's BF16 values wait at ``stash_off`` (:func:`w2_stash_slab`). ``one_slab`` (``Role2GemmConfig.consumer_wgs
-    = 4``, BM >= 16): ``acc`` holds the warpgroup's one slab (slab ``wg`` of four), and ``ct`` consumer threads share
-    the barriers and the stores."""
+    first slab's BF16 values wait at ``stash_off`` (:func:`w2_stash_slab`)."""
     nd = bm // 2
     wg, warp, _, _, _ = _consumer_lane(ctid)
     dst = Int64(0)
     if ctid < bm:
         if ctid < ntok:
             dst = dst_of(ctid)
-    bar_sync(1, ct)  # every warpgroup's last wgmma has read the activation chunk
+    bar_sync(1, CONSUMER_THREADS)  # every warpgroup's last wgmma has read the activation chunk
     # one stmatrix per 8 tokens: the four 8 x 8 accumulator fragments (slab s2, row half h) of tokens 8q..8q+7 as
     # BF16 pairs, stored transposed, so each token's 8 weight rows land as one 16-byte chunk (lane 8j + c names token
     # 8q + c's chunk of matrix j); 32 two-byte stores with 4-way bank conflicts before (session 24)
     lane = ctid & 31
     mj, mc = lane >> 3, lane & 7
-    if const_expr(one_slab):
-        # the four matrices of one stmatrix: (token group 2q2 + j // 2, row half j % 2) of the one slab
-        chunk = wg * 8 + 2 * warp + (mj & 1)  # (wg*64 + 16*warp + 8h) / 8
-        for q2 in cutlass.range_constexpr(nd // 8):
-            stmatrix_x4_trans(smem + w2_stage_chunk_off(stage_off, 8 * (2 * q2 + (mj >> 1)) + mc, chunk),
-                              *[_bf16_pair(acc, 4 * (2 * q2 + (j >> 1)) + 2 * (j & 1), efac) for j in range(4)])
-    else:
-        chunk = wg * 16 + (mj >> 1) * 8 + 2 * warp + (mj & 1)  # (wg*128 + s2*64 + 16*warp + 8h) / 8 for matrix mj
-        for q in cutlass.range_constexpr(nd // 4):
-            stmatrix_x4_trans(smem + w2_stage_chunk_off(stage_off, 8 * q + mc, chunk),
-                              *[_w2_stage_pair(acc, efac, smem, stash_off, ctid, nd, q, j) for j in range(4)])
+    chunk = wg * 16 + (mj >> 1) * 8 + 2 * warp + (mj & 1)  # (wg*128 + s2*64 + 16*warp + 8h) / 8 for matrix mj
+    for q in cutlass.range_constexpr(nd // 4):
+        stmatrix_x4_trans(smem + w2_stage_chunk_off(stage_off, 8 * q + mc, chunk),
+                          *[_w2_stage_pair(acc, efac, smem, stash_off, ctid, nd, q, j) for j in range(4)])
     if ctid < bm:
         st_shared_u64(smem + dst_off + ctid * 8, dst)
     bar_sync(*loads_barrier)
     early = after_loads() if after_loads is not None else None
     units = bm * 32
-    for it in cutlass.range_constexpr((units + ct - 1) // ct):
-        u = ctid + it * ct
+    for it in cutlass.range_constexpr((units + CONSUMER_THREADS - 1) // CONSUMER_THREADS):
+        u = ctid + it * CONSUMER_THREADS
         if u < units:
             n = u >> 5
             c = u & 31
@@ -1358,8 +1317,6 @@ def build_role2_gemm(cfg: Role2GemmConfig):
     out, outs (W1: l2 scales; W2: unused, pass 0)."""
     if cfg.slab_passes != 1:
         raise ValueError("role2 slab_passes=2 is built by the persistent kernels (role2_persistent, role2_ring)")
-    if cfg.consumer_wgs != 2:
-        raise ValueError("role2 consumer_wgs=4 is built by the persistent dev kernel (role2_persistent)")
     BM, K, KC = cfg.bm, cfg.k, cfg.kc
     NK128 = K // 128
     ND = BM // 2  # accumulator registers per m64 slot per thread

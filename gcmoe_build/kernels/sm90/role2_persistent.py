@@ -41,8 +41,8 @@ from cutlass import Int32, Int64, Float32, Uint8, const_expr
 from .ptx_mem import (bar_sync, evict_first_policy, fence_tensormap_acquire, launch_coords, ld_global_f32,
                       ld_global_s32, mbar_init, mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
-from .role2_gemm import (ActTma, act_tma_phase_flips, L2_SCALE_GROUP, PRODUCER_THREADS,
-                         SIGNAL_BAR, SIGNAL_WARP_TIDS,
+from .role2_gemm import (ActTma, CONSUMER_THREADS, act_tma_phase_flips, L2_SCALE_GROUP, PRODUCER_THREADS,
+                         SIGNAL_BAR, SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS,
                          Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers,
                          _mma_k128_steps, _produce_k128, _token_major_scale_addr, _w1_epilogue, for_each_chunk,
                          row_table_dst, stage_k128_step, all_w1_tile_bits, w1_tile_bits, w2_epilogue,
@@ -70,9 +70,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     ND = BM // 2
     NT = cfg.row_tiles
     W1 = cfg.mode == "w1"
-    P0, CT, NS = PRODUCER_THREADS, cfg.consumer_threads, cfg.stages
-    SIG_THREADS = CT + 32  # SIGNAL_BAR: the consumers and the signal warp
-    ONE_SLAB = cfg.consumer_wgs == 4  # each consumer warpgroup owns slab wg of the task's four
+    P0, CT, NS = PRODUCER_THREADS, CONSUMER_THREADS, cfg.stages
     I_COLS = cfg.rows // 2
     GS = cfg.act_scale_group
     NGS, NKG = KC // GS, K // GS
@@ -173,7 +171,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
             if const_expr(cfg.act_tma):
                 for b in cutlass.range_constexpr(cfg.act_buffers):
                     mbar_init(smem + ACT_BAR_OFF + 8 * b, 1)
-            _init_stage_barriers(smem, BAR_OFF, NS, CT)
+            _init_stage_barriers(smem, BAR_OFF, NS)
             if const_expr(SLOTS):
                 init_task_slots(smem + TASK_OFF)
         bar_sync(0, P0 + CT)
@@ -191,7 +189,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         for kb in cutlass.range(NK128, unroll=1):
                             _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, pass_base(li, p) + kb,
                                           lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), w, ws,
-                                          slab0 + p if p else slab0, NK128, kb, policy, cfg.stage_slabs, NP)
+                                          slab0 + p if p else slab0, NK128, kb, policy, 2 * NSL, NP)
                     li = li + 1
                     task = producer_task(ticket, cta, li, ntasks, ncta)
                 announce_end(smem, li)
@@ -201,7 +199,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     li = Int32(0)
                     task = static_task(cta, li, ntasks, ncta)
                     while task >= 0:
-                        bar_sync(SIGNAL_BAR, SIG_THREADS)
+                        bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)
                         if tid == SIGNAL_WARP_TIDS[0]:
                             release_task(task, l2_mask, l1_empty)
                         li = li + 1
@@ -236,7 +234,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                                  lambda n, col: out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col),
                                  lambda n, grp: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // L2_SCALE_GROUP)
                                                  + Int64(grp)), BM, alpha, clamp, part, STASH_OFF,
-                                 fast_math=cfg.fast_math, one_slab=ONE_SLAB, ct=CT)
+                                 fast_math=cfg.fast_math)
 
                 def wait_w1_tiles(kc):  # W2: the W1 tiles that produced columns [kc*KC, (kc+1)*KC)
                     wait_mask_u64_or_trap(l2_mask + Int64(blk) * 8, w1_tile_bits(kc, KC), err, TRAP_L2_MASK, TMO)
@@ -289,14 +287,14 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid,
                                 lambda n: row_table_dst(out, aux + (Int64(blk) * BM + Int64(n)) * 4, cfg.rows, ntile),
                                 BM, early_release if EARLY and not SIG else None,
-                                (SIGNAL_BAR, SIG_THREADS) if EARLY and SIG else (1, CT),
-                                STASH_OFF if NP == 2 else -1, ONE_SLAB, CT)
+                                (SIGNAL_BAR, SIGNAL_BAR_THREADS) if EARLY and SIG else (1, CT),
+                                STASH_OFF if NP == 2 else -1)
                 # publish: every consumer's stores, then one release per task (also orders the next
                 # task's shared-memory reuse after this task's epilogue reads: for_each_chunk's first barrier does
                 # that too, so with the signal warp W2's early hand-over needs no barrier here)
                 if const_expr(SIG):
                     if const_expr(not EARLY):
-                        bar_sync(SIGNAL_BAR, SIG_THREADS)
+                        bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)
                 else:
                     bar_sync(1, CT)
                     if const_expr(not EARLY):

@@ -297,41 +297,6 @@ def test_slab_passes_one_slab_per_warpgroup_and_pass(mode):
         from gcmoe_build.kernels.sm90.role2_gemm import build_role2_gemm
         build_role2_gemm(cfg)
 
-@pytest.mark.parametrize("mode", ["w1", "w2"])
-def test_four_consumer_warpgroups_one_slab_each(mode):
-    """``consumer_wgs = 4`` (dev ``_ppksafq``, session 27): 640 threads, each of four consumer warpgroups multiplying
-    one slab of the 256-row task (one wgmma per K32) from the producer's full four-slab stages; 112 consumer registers
-    after setmaxnreg within the 96-register launch, no spill in the MMA loop; the empty barriers count 512 arrivals;
-    bad combinations are refused by name."""
-    from gcmoe_build import sass
-    from gcmoe_build.frontend.dsl import import_dsl
-
-    import_dsl("sm_90a")
-    from gcmoe_build.kernels.sm90.role2_devbuild import ACT2_EXPERIMENTS, compile_one
-    from gcmoe_build.kernels.sm90.role2_gemm import QUAD_REGS, STAGE_BYTES, Role2GemmConfig, build_role2_gemm
-
-    k, rows = (6144, 4096) if mode == "w1" else (2048, 6144)
-    kw = ACT2_EXPERIMENTS["_ppksafq"]
-    cfg = Role2GemmConfig(mode=mode, k=k, rows=rows, bm=64, pipelined=True, **kw)
-    assert (cfg.threads, cfg.consumer_threads, cfg.slabs_per_pass, cfg.stage_bytes) == (640, 512, 1, STAGE_BYTES)
-    assert cfg.launch_regs == 96 and cfg.setmaxnreg == QUAD_REGS
-    assert cfg.smem_bytes <= cfg.smem_limit
-    ptx, cubin, _ = compile_one(f"role2_{mode}_glm52_bm64_ppksafq", cfg)
-    assert ptx.count("wgmma.mma_async") == 8  # 2 K128 steps x 4 K32, one slab
-    assert "setmaxnreg.inc.sync.aligned.u32 112" in ptx and "setmaxnreg.dec.sync.aligned.u32 32" in ptx
-    assert "bar.sync 1, 512" in ptx.replace("\t", " ")
-    summary = sass.summarize(cubin)
-    assert summary.spill_ops_in_mma_loops == 0 and summary.qgmma_register_a == summary.qgmma
-    with pytest.raises(ValueError, match="consumer_wgs=3"):
-        Role2GemmConfig(mode=mode, k=k, rows=rows, bm=64, pipelined=True, consumer_wgs=3)
-    with pytest.raises(ValueError, match="consumer_wgs=4: .*BM >= 16"):
-        Role2GemmConfig(mode=mode, k=k, rows=rows, bm=8, pipelined=True, **kw)
-    with pytest.raises(ValueError, match="consumer_wgs=4: .*ctas_per_sm=1"):
-        Role2GemmConfig(mode=mode, k=k, rows=rows, bm=64, pipelined=True, **{**kw, "ctas_per_sm": 2})
-    with pytest.raises(ValueError, match="consumer_wgs=4 is built by the persistent dev kernel"):
-        build_role2_gemm(cfg)
-
-
 def test_no_decode_probe_feeds_the_raw_code_words():
     """``dev_no_decode`` (dev ``_ppksax`` / ``_pp2ksag1x`` / ``_pp2ksapx``, session 17: a timing probe, never shipped):
     the shipped one-CTA form with the stage's raw code words as the wgmma A registers, i.e. the same kernel minus the
