@@ -100,17 +100,6 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_pp2ksafw": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
                                       pingpong=True),
-                    # ... with each stage's decode tables built once by producer-warpgroup warps 2-3 into the stage
-                    # (session 27: Role2GemmConfig.stage_luts), on the one-CTA turns and the two-CTA shipped forms
-                    "_ppksafwl": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
-                                      signal_warp=True, act_tma=True, fast_math=True, pingpong=True,
-                                      stage_luts=True),
-                    "_pp2ksafl": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
-                                      staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
-                                      stage_luts=True),
-                    "_pp2ksag1fl": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
-                                        staged_fold_scale=True, signal_warp=True, act_tma=True, slab_groups=1,
-                                        fast_math=True, stage_luts=True),
                     # ... each warpgroup's two slabs one after the other over K: BM 64 at two CTAs per SM (session 16:
                     # Role2GemmConfig.slab_passes; built at BM 32 / 64)
                     "_pp2ksap": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,

@@ -87,12 +87,6 @@ SUPPORTED_BM = (8, 16, 32, 64)
 SMEM_LIMIT = 227 * 1024  # sm_90 opt-in dynamic shared memory per block
 #: one 64-row slab's share of a K128 weight stage: its packed codes (4 KB) + UE8M0 scales (256 B)
 SLAB_STAGE_BYTES = 4096 + 256
-#: ``Role2GemmConfig.stage_luts``: one slab's folded decode tables of a K128 step, ``[warp*8 + g][K32][row half][2
-#: words]`` (64 rows x 4 K32 x 8 B), after the stage's scale tiles
-SLAB_LUT_BYTES = 2048
-#: ``Role2GemmConfig.stage_luts``: the producer-warpgroup threads that fill the stages' tables (warps 2-3; warp 0's
-#: thread 0 issues the copies, warp 1 is the signal warp)
-LUT_TIDS = (64, 128)
 STAGE_BYTES = 4 * SLAB_STAGE_BYTES  # one K128 step of a CTA's four slabs: packed codes of 256 rows + their scales
 MAX_STAGES = 8
 FOLD_SCALE = float(2 ** FOLD_LOG2)  # decoded operands are fp4 x 2**(r - 5): the partials carry 2**-5
@@ -219,13 +213,6 @@ class Role2GemmConfig:
     #: fragments are decoded before the turn is taken, so one warpgroup decodes and promotes while the other's MMAs
     #: run, instead of both decoding, then both waiting on the tensor pipe (:func:`_mma_k128_steps`' ``turns``)
     pingpong: bool = False
-    #: dev experiment (session 27): the folded decode tables of each weight stage (two words per row and K32, the
-    #: same ``fold_lut`` of the row's UE8M0 byte) are built once per stage by producer-warpgroup warps 2-3 into the
-    #: stage (:data:`SLAB_LUT_BYTES` per slab), which then arrive on the stage's table barrier; the consumers wait on
-    #: that barrier and load each (slab, K32)'s four table words with one broadcast ``ld.shared.v4`` instead of each of
-    #: the four threads of a row computing them (``byte_of`` + 2 IMAD per row and K32: 96 of the ~600 instructions
-    #: per warp and K256)
-    stage_luts: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -277,13 +264,6 @@ class Role2GemmConfig:
             raise ValueError("role2 slab_passes=2: one slab per warpgroup and pass, chained per K128 from the "
                              "producer's stages, so pipelined=True, fold_scales=True, act_buffers=2, slab_groups=0, "
                              "mma_steps_per_call=2")
-        if self.stage_luts and not (self.pipelined and self.fold_scales and not self.dev_no_decode
-                                    and not self.dev_compute_only and not self.dynamic_tasks
-                                    and self.stage_release == "decoded" and self.slab_passes == 1):
-            raise ValueError("role2 stage_luts: tables of the persistent pipelined kernel's folded decode, built by "
-                             "helper warps that follow the static split, read until the step's last MMA, so "
-                             "pipelined=True, fold_scales=True, dev_no_decode=False, dev_compute_only=False, "
-                             "dynamic_tasks=False, stage_release='decoded', slab_passes=1")
         if self.act_buffers not in (1, 2):
             raise ValueError(f"role2 act_buffers={self.act_buffers}: must be 1 or 2")
         if self.pingpong and not (self.pipelined and self.fold_scales and not self.dev_compute_only
@@ -363,19 +343,8 @@ class Role2GemmConfig:
     @property
     def stage_bytes(self) -> int:
         """One weight stage: the code tiles (4 KB) and UE8M0 scale tiles (256 B) of one K128 step of the slabs of
-        a pass (:data:`STAGE_BYTES` for all four), and with :attr:`stage_luts` their decode tables."""
-        return self.stage_slabs * (SLAB_STAGE_BYTES + (SLAB_LUT_BYTES if self.stage_luts else 0))
-
-    @property
-    def stage_slabs(self) -> int:
-        """64-row slabs in one weight stage: both consumer warpgroups' of the pass."""
-        return 2 * self.slabs_per_pass
-
-    @property
-    def stage_barriers(self) -> int:
-        """mbarriers per weight stage: full (the copies), empty (the consumers), and with :attr:`stage_luts` the
-        table barrier (the helper warps)."""
-        return 3 if self.stage_luts else 2
+        a pass (:data:`STAGE_BYTES` for all four)."""
+        return 2 * self.slabs_per_pass * SLAB_STAGE_BYTES
 
     @property
     def stash_bytes(self) -> int:
@@ -420,7 +389,7 @@ class Role2GemmConfig:
     def stages(self) -> int:
         if not self.pipelined:
             return 0
-        free = (self.smem_limit - 1024 - self.misc_bytes - self.stage_barriers * 8 * MAX_STAGES
+        free = (self.smem_limit - 1024 - self.misc_bytes - 2 * 8 * MAX_STAGES
                 - self.queue_bytes)
         return max(2, min(MAX_STAGES, free // self.stage_bytes))
 
@@ -433,8 +402,7 @@ class Role2GemmConfig:
     def smem_bytes(self) -> int:
         if not self.pipelined:
             return self.misc_bytes
-        return (1024 * ((self.misc_bytes + 1023) // 1024) + self.stages * self.stage_bytes
-                + self.stage_barriers * 8 * self.stages
+        return (1024 * ((self.misc_bytes + 1023) // 1024) + self.stages * self.stage_bytes + 2 * 8 * self.stages
                 + self.queue_bytes)
 
     @property
@@ -504,9 +472,6 @@ class K128Step:
     def __init__(self, fetch, ascl, kl128, release=None, release_q: int = 3, issued=None):
         self.fetch, self.ascl, self.kl128, self.release, self.release_q = fetch, ascl, kl128, release, release_q
         self.issued = issued
-        #: ``Role2GemmConfig.stage_luts``: ``luts(slab, q)`` -> the (slab, K32)'s four table words (None: the scale
-        #: words follow the codes in ``words`` and the tables are computed)
-        self.luts = None
         self._words = None
 
     @property
@@ -575,12 +540,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         words = step.words
         if const_expr(not decode):
             return [words[sl * 8 + 2 * q + (r & 1)] for r in range(4)]
-        if step.luts is not None:
-            lw = step.luts(sl, q)
-            luts = [(lw[0], lw[1]), (lw[2], lw[3])]
-        else:
-            sw = words[8 * nslab + sl * 2 + q // 2]
-            luts = [fold_lut(byte_of(sw, (q % 2) * 2 + hh)) if fold else r0 for hh in range(2)]
+        sw = words[8 * nslab + sl * 2 + q // 2]
+        luts = [fold_lut(byte_of(sw, (q % 2) * 2 + hh)) if fold else r0 for hh in range(2)]
         a = []
         for r in range(2):
             lo, hi = decode_fp4x8_e4m3(words[sl * 8 + 2 * q + r], luts[0], luts[1])
@@ -769,94 +730,64 @@ def _consumer_lane(ctid):
 
 
 def _issue_k128_stage(smem, bar_off: int, stage_off: int, s, w, ws, slab0, nk, kb, policy, nsl: int = 4,
-                      sstride: int = 1, stride: int = 0):
+                      sstride: int = 1):
     """Producer: arm full barrier ``s`` for one K128 stage and bulk-copy the code tiles (4096 B each) and scale
     tiles (256 B each) of ``nsl`` slabs ``slab0 + j * sstride`` into stage ``s`` (codes, then scales, in that order).
     ``slab0``: the first 64-row slab (expert * slabs + tile * 4 [+ pass]), ``nk``: K128 steps per slab, ``kb``: this
-    step. All four slabs of the task (the default), or with ``Role2GemmConfig.slab_passes = 2`` the pass's two.
-    ``stride``: the stages' spacing when it is not the copied bytes (``Role2GemmConfig.stage_luts``' tables follow)."""
+    step. All four slabs of the task (the default), or with ``Role2GemmConfig.slab_passes = 2`` the pass's two."""
     full = smem + bar_off + 8 * s
     nbytes = nsl * SLAB_STAGE_BYTES
     mbar_arrive_expect_tx(full, nbytes)
-    dst = smem + stage_off + s * (stride or nbytes)
+    dst = smem + stage_off + s * nbytes
     for j in range(nsl):  # plain Python: unrolled at trace time
         tile = (slab0 + j * sstride) * nk + Int64(kb)
         bulk_copy_g2s(dst + j * 4096, w + tile * 4096, 4096, full, policy)
         bulk_copy_g2s(dst + nsl * 4096 + j * 256, ws + tile * 256, 256, full, policy)
 
 
-def _read_k128_stage(stage, wg, tw, warp, g, nslab: int = 2, scales: bool = True):
+def _read_k128_stage(stage, wg, tw, warp, g, nslab: int = 2):
     """Consumer: this thread's words of a shared-memory K128 stage (``nslab`` slabs per warpgroup), in
-    :func:`_mma_k128_steps`' order (each slab's codes, 16 B each half, then each slab's UE8M0 scales, 8 B each;
-    ``scales=False``: codes only, the stage's tables replace the scales: ``Role2GemmConfig.stage_luts``)."""
+    :func:`_mma_k128_steps`' order (each slab's codes, 16 B each half, then each slab's UE8M0 scales, 8 B each)."""
     words = []
     for sl in range(nslab):
         for h2 in range(2):
             words.extend(ld_shared_v4(stage + (wg * nslab + sl) * 4096 + tw * 32 + 16 * h2))
-    if scales:
-        for sl in range(nslab):
-            words.extend(ld_shared_v2(stage + 2 * nslab * 4096 + (wg * nslab + sl) * 256 + (warp * 8 + g) * 8))
+    for sl in range(nslab):
+        words.extend(ld_shared_v2(stage + 2 * nslab * 4096 + (wg * nslab + sl) * 256 + (warp * 8 + g) * 8))
     return words
 
 
-def stage_lut_words(stage, nsl: int, slab, warp, g, q: int):
-    """``Role2GemmConfig.stage_luts``: the four table words of slab ``slab`` (of the ``nsl`` in the stage), row pair
-    ``(16 warp + g, + 8)``, K32 ``q``: (row g's two words, row g + 8's two words), one 16-byte load that the four
-    threads of the row pair share."""
-    return ld_shared_v4(stage + nsl * SLAB_STAGE_BYTES + slab * SLAB_LUT_BYTES + (warp * 8 + g) * 64 + q * 16)
-
-
-@cute.jit
-def fill_stage_luts(stage, nsl: int, h, nthreads: int):
-    """``Role2GemmConfig.stage_luts``: helper thread ``h`` of ``nthreads`` builds its share of a landed stage's tables:
-    for each of its (slab, row pair), the 8 scale bytes (K32 q, row half hh at byte ``2 (q % 2) + hh`` of word
-    ``q // 2``) through :func:`.fp4_decode.fold_lut` into :func:`stage_lut_words`' layout."""
-    for j in cutlass.range_constexpr(nsl * 32 // nthreads):
-        pr = h + j * nthreads
-        slab = pr >> 5
-        sc = ld_shared_v2(stage + nsl * 4096 + slab * 256 + (pr & 31) * 8)
-        for q in cutlass.range_constexpr(4):
-            lw = []
-            for hh in cutlass.range_constexpr(2):
-                lw.extend(fold_lut(byte_of(sc[q // 2], (q % 2) * 2 + hh)))
-            st_shared_v4(stage + nsl * SLAB_STAGE_BYTES + slab * SLAB_LUT_BYTES + (pr & 31) * 64 + q * 16, *lw)
-
-
-def _init_stage_barriers(smem, bar_off: int, ns: int, lut_arrivals: int = 0):
+def _init_stage_barriers(smem, bar_off: int, ns: int):
     """One thread: the ``ns`` full barriers of the weight stages (one arrival: the producer's expect_tx) and the
-    ``ns`` empty barriers (every consumer thread arrives), with ``lut_arrivals`` (``Role2GemmConfig.stage_luts``)
-    the ``ns`` table barriers after them (every helper thread arrives), then the fence that makes them visible to the
-    async proxy (the bulk copies complete on them). Plain Python: the loop unrolls at trace time."""
+    ``ns`` empty barriers (every consumer thread arrives), then the fence that makes them visible to the async
+    proxy (the bulk copies complete on them). Plain Python: the loop unrolls at trace time."""
     for s in range(ns):
         mbar_init(smem + bar_off + 8 * s, 1)
         mbar_init(smem + bar_off + 8 * (ns + s), CONSUMER_THREADS)
-        if lut_arrivals:
-            mbar_init(smem + bar_off + 8 * (2 * ns + s), lut_arrivals)
     mbar_init_fence()
 
 
 @cute.jit
 def _produce_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_empty, w, ws, slab0, nk, kb, policy,
-                  nsl: int = 4, sstride: int = 1, stride: int = 0):
+                  nsl: int = 4, sstride: int = 1):
     """Producer, stream step ``gs`` (stage ``gs % ns``): once the stage has been used, wait for its empty
     barrier (``wait_empty(bar, parity)``, a bounded wait), then :func:`_issue_k128_stage` for K128 ``kb``."""
     s = gs % ns
     use = gs // ns
     if gs >= ns:
         wait_empty(smem + bar_off + 8 * (ns + s), (use - 1) & 1)
-    _issue_k128_stage(smem, bar_off, stage_off, s, w, ws, slab0, nk, kb, policy, nsl, sstride, stride)
+    _issue_k128_stage(smem, bar_off, stage_off, s, w, ws, slab0, nk, kb, policy, nsl, sstride)
 
 
 def _consume_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_full, wg, tw, warp, g, release: str,
-                  nslab: int = 2, stage_bytes: int = STAGE_BYTES, luts: bool = False):
-    """Consumer, stream step ``gs``: wait for the stage's full barrier (``wait_full(bar, parity)``; ``luts``: its
-    table barrier, which the helpers arrive on once the copies landed and the tables are built), read
-    this thread's words of its ``nslab`` slabs (:func:`_read_k128_stage`; ``luts``: codes only) and, unless ``release``
+                  nslab: int = 2, stage_bytes: int = STAGE_BYTES):
+    """Consumer, stream step ``gs``: wait for the stage's full barrier (``wait_full(bar, parity)``), read
+    this thread's words of its ``nslab`` slabs (:func:`_read_k128_stage`) and, unless ``release``
     (Role2GemmConfig.stage_release) is "decoded" (then :func:`_release_k128` after the step's MMAs), arrive on the
     empty barrier. Returns the words."""
     s = gs % ns
-    wait_full(smem + bar_off + 8 * (2 * ns + s if luts else s), (gs // ns) & 1)
-    words = _read_k128_stage(smem + stage_off + s * stage_bytes, wg, tw, warp, g, nslab, not luts)
+    wait_full(smem + bar_off + 8 * s, (gs // ns) & 1)
+    words = _read_k128_stage(smem + stage_off + s * stage_bytes, wg, tw, warp, g, nslab)
     if release == "fence":
         fence_proxy_async_shared()
     if not release.startswith("decoded"):
@@ -878,13 +809,9 @@ def stage_k128_step(cfg: Role2GemmConfig, smem, bar_off: int, stage_off: int, ns
     wg, tw, warp, g = lane
     release = ((lambda: _release_k128(smem, bar_off, ns, step_of())) if cfg.stage_release.startswith("decoded")
                else None)
-    step = K128Step(lambda: _consume_k128(smem, bar_off, stage_off, ns, step_of(), wait_full, wg, tw, warp, g,
-                                          cfg.stage_release, cfg.slabs_per_pass, cfg.stage_bytes, cfg.stage_luts),
-                    ascl, kl128, release, EARLY_RELEASE_K32 if cfg.stage_release == "decoded_k32_2" else 3)
-    if cfg.stage_luts:
-        step.luts = lambda sl, q: stage_lut_words(smem + stage_off + (step_of() % ns) * cfg.stage_bytes,
-                                                  cfg.stage_slabs, wg * cfg.slabs_per_pass + sl, warp, g, q)
-    return step
+    return K128Step(lambda: _consume_k128(smem, bar_off, stage_off, ns, step_of(), wait_full, wg, tw, warp, g,
+                                          cfg.stage_release, cfg.slabs_per_pass, cfg.stage_bytes), ascl, kl128,
+                    release, EARLY_RELEASE_K32 if cfg.stage_release == "decoded_k32_2" else 3)
 
 
 def _rounds(n: int) -> int:

@@ -39,10 +39,9 @@ import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
 from .ptx_mem import (bar_sync, evict_first_policy, fence_tensormap_acquire, launch_coords, ld_global_f32,
-                      ld_global_s32, mbar_arrive, mbar_init, mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
+                      ld_global_s32, mbar_init, mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
-from .role2_gemm import (ActTma, CONSUMER_THREADS, LUT_TIDS, act_tma_phase_flips, fill_stage_luts, L2_SCALE_GROUP,
-                         PRODUCER_THREADS,
+from .role2_gemm import (ActTma, CONSUMER_THREADS, act_tma_phase_flips, L2_SCALE_GROUP, PRODUCER_THREADS,
                          SIGNAL_BAR, SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS,
                          Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers,
                          _mma_k128_steps, _produce_k128, _token_major_scale_addr, _w1_epilogue, for_each_chunk,
@@ -87,9 +86,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     TMO = int(cfg.timeout_ns)
     DYN, REC = cfg.dynamic_tasks, cfg.task_records
     SLOTS = DYN or REC  # the producer hands each task to the consumers through the task slots
-    TASK_OFF = BAR_OFF + cfg.stage_barriers * 8 * NS  # the task slots follow the stage barriers
-    LUTS = cfg.stage_luts  # helper warps build each stage's decode tables (LUT_TIDS)
-    NLUT = LUT_TIDS[1] - LUT_TIDS[0]
+    TASK_OFF = BAR_OFF + 2 * 8 * NS  # the task slots follow the stage barriers
     EARLY = cfg.w2_early_release and not W1  # W2: released in the epilogue, before its stores
     SIG = cfg.signal_warp  # the releases run on the signal warp, handed over at SIGNAL_BAR
     TASK_BITS = 0 if W1 else all_w1_tile_bits(K)  # W2: every W1 mask bit of the block's I
@@ -174,7 +171,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
             if const_expr(cfg.act_tma):
                 for b in cutlass.range_constexpr(cfg.act_buffers):
                     mbar_init(smem + ACT_BAR_OFF + 8 * b, 1)
-            _init_stage_barriers(smem, BAR_OFF, NS, NLUT if LUTS else 0)
+            _init_stage_barriers(smem, BAR_OFF, NS)
             if const_expr(SLOTS):
                 init_task_slots(smem + TASK_OFF)
         bar_sync(0, P0 + CT)
@@ -192,27 +189,10 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         for kb in cutlass.range(NK128, unroll=1):
                             _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, pass_base(li, p) + kb,
                                           lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), w, ws,
-                                          slab0 + p if p else slab0, NK128, kb, policy, 2 * NSL, NP,
-                                          cfg.stage_bytes)
+                                          slab0 + p if p else slab0, NK128, kb, policy, 2 * NSL, NP)
                     li = li + 1
                     task = producer_task(ticket, cta, li, ntasks, ncta)
                 announce_end(smem, li)
-            if const_expr(LUTS):
-                if tid >= LUT_TIDS[0]:
-                    # the table helpers: every stream step of the consumers' task sequence (static split), once its
-                    # copies landed; the consumers wait on the stage's table barrier instead of its full barrier
-                    li = Int32(0)
-                    task = static_task(cta, li, ntasks, ncta)
-                    while task >= 0:
-                        for kb in cutlass.range(NK128, unroll=1):
-                            gs = li * NK128 + kb
-                            s = gs % NS
-                            mbar_wait_or_trap(smem + BAR_OFF + 8 * s, (gs // NS) & 1, TMO)
-                            fill_stage_luts(smem + STAGE_OFF + s * cfg.stage_bytes, cfg.stage_slabs,
-                                            tid - LUT_TIDS[0], NLUT)
-                            mbar_arrive(smem + BAR_OFF + 8 * (2 * NS + s))
-                        li = li + 1
-                        task = static_task(cta, li, ntasks, ncta)
             if const_expr(SIG):
                 if tid >= SIGNAL_WARP_TIDS[0] and tid < SIGNAL_WARP_TIDS[1]:
                     # the signal warp: the consumers' task sequence (static split), one hand-over per task

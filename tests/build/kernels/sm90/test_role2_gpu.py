@@ -58,9 +58,6 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
             for v in ("_pp2ksap", "_pp2ksapc", "_pp2ksapf", "_pp2ksapfw")]
          # each warpgroup's slabs one after the other over K (pass 0's epilogue values in the stash): BM 64 at two
          # CTAs (session 16; _pp2ksapc with 64 KB of activation chunks)
-         + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 64)  # each stage's decode tables
-            for v in ("_ppksafwl",) + (("_pp2ksafl",) if bm <= 16 else ("_pp2ksag1fl",) if bm == 32 else ())]
-         # built once by the producer warpgroup's warps 2-3 (stage_luts; session 27)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 64)  # four K128 steps per MMA
             for v in ("_pd4",) + (("_p2d4",) if bm <= 16 else ())])  # call (built where the K chunk allows it)
 #: ("_p_read" / "_p2_read", the racy release, are built for diag_two_cta.py, which shows the race, not tested here:
@@ -275,8 +272,7 @@ def test_role2_w2_matches_reference(kernels, shape, bm, variant):
                                            ("glm52", "_ppks"), ("glm52", "_pp2ks"), ("glm52", "_ppksa"),
                                            ("glm52", "_pp2ksa"), ("glm52", "_ppksag"), ("glm52", "_pp2ksag"),
                                            ("glm52", "_pp2ksag1"), ("glm52", "_pp2ksap"), ("glm52", "_ppksafw"),
-                                           ("glm52", "_pp2ksafw"), ("glm52", "_ppksafwl"),
-                                           ("glm52", "_pp2ksafl")])
+                                           ("glm52", "_pp2ksafw")])
 def test_role2_persistent_chain_waits_on_the_ring(kernels, shape, variant):
     """W2 is launched first and must wait for W1's l2_full_mask bits; W1 must wait for l1_full_count,
     which a third stream publishes ~1 ms later. Small grids so all three run side by side. W2's
