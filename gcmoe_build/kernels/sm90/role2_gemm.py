@@ -554,10 +554,16 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             return a_regs(step, q)
         return [r for sl in range(nslab) for r in slab_regs(step, q, sl)]
 
+    d0s = {}  # id(step) -> its K32 0 descriptor (trace-time cache: the steps are unrolled, K32 0 comes first)
+
     def b_desc(step, q):
-        if sw128:
-            return smem_desc_sw128(act_smem + step.kl128 * bm * 128 + q * 32)
-        return smem_desc(act_smem + (step.kl128 * 8 + q * 2) * bm * 16, bm * 16, 128)
+        """The B descriptor of ``step``'s K32 ``q``: K32 0's built once, then stepped (+2 in the 14-bit start address
+        field per 32 bytes swizzled, ``2 * bm`` per core-matrix column unswizzled; the field never carries: shared
+        addresses stay below 228 KB), not rebuilt per K32."""
+        if id(step) not in d0s:
+            d0s[id(step)] = (smem_desc_sw128(act_smem + step.kl128 * bm * 128) if sw128 else
+                             smem_desc(act_smem + step.kl128 * 8 * bm * 16, bm * 16, 128))
+        return d0s[id(step)] + Int64(q * (2 if sw128 else 2 * bm)) if q else d0s[id(step)]
 
     def issue(step, q, parts):  # one wgmma per slab, chained on ``parts`` (None: fresh partials)
         a = regs(step, q)
@@ -567,17 +573,15 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
 
     def issue_turn(step):
         """``turns``: the step's four K32 A fragments decoded, then in this warpgroup's turn its wgmmas behind one
-        fence, each K32's descriptor stepped from the first (+2 in the 14-bit start address field per 32 bytes,
-        ``2 * bm`` per core-matrix column unswizzled; the field never carries: shared addresses stay below 228 KB),
-        committed, the turn handed over."""
+        fence (:func:`b_desc`'s stepped descriptors), committed, the turn handed over."""
         take, hand_over = turns
-        d0 = b_desc(step, 0)
+        b_desc(step, 0)
         a4 = [regs(step, q) for q in range(4)]
         take()
         wgmma_fence()
         parts = (None,) * nslab
         for q in range(4):
-            d = d0 + Int64(q * (2 if sw128 else 2 * bm))
+            d = b_desc(step, q)
             parts = tuple(wgmma_rs_e4m3(bm, a4[q][4 * sl:4 * sl + 4], d, parts[sl]) for sl in range(nslab))
         wgmma_commit()
         hand_over()
