@@ -575,7 +575,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         """``turns``: the step's four K32 A fragments decoded, then in this warpgroup's turn its wgmmas behind one
         fence (:func:`b_desc`'s stepped descriptors), committed, the turn handed over."""
         take, hand_over = turns
-        b_desc(step, 0)
+        b_desc(step, 0)  # K32 0's descriptor ahead of the decode, where the turns have always built it
         a4 = [regs(step, q) for q in range(4)]
         take()
         wgmma_fence()
