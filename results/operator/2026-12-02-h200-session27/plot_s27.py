@@ -6,8 +6,6 @@ its active warps per scheduler, marker area by instructions executed. Elapsed cy
 for its warps per scheduler (~41 % at 2.5, 45-53 % at 4.5), so a form's time follows its instruction count.
 forms: share of the read bandwidth of each form of calls C-D against its control, W1 / W2, pooled (mean) over the
 call's burst-clock runs, by tokens per expert."""
-import csv
-import gzip
 import json
 import statistics as st
 from pathlib import Path
@@ -16,6 +14,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from ncu_summary import load  # noqa: E402  (this folder's ncu CSV parser)
 
 HERE = Path(__file__).resolve().parent
 PROFILES = {"W1 BM 32 two CTAs": "call-a/json/full_w1_32", "W2 BM 32 two CTAs": "call-a/json/full_w2_32",
@@ -26,10 +26,9 @@ PROFILES = {"W1 BM 32 two CTAs": "call-a/json/full_w1_32", "W2 BM 32 two CTAs": 
 
 
 def metric(path, section, name):
-    for r in csv.reader(gzip.open(HERE / f"{path}.csv.gz", "rt")):
-        if len(r) > 15 and r[0].isdigit() and r[11] == section and r[13] == name:
-            return float(r[15].replace(",", ""))
-    raise KeyError(name)
+    """The first value of metric ``name`` in ``section`` of one export (``ncu_summary.load``'s parse)."""
+    return float(next(v for (sec, _, n), v in load(HERE / f"{path}.csv.gz").items()
+                      if sec == section and n == name).replace(",", ""))
 
 
 def issue_rate(ax):
