@@ -104,8 +104,6 @@ PRODUCER_REGS_2, CONSUMER_REGS_2 = 32, 104
 #: shared memory one CTA may use when two share an SM (228 KB per SM, 1 KB reserved per CTA)
 SMEM_LIMIT_2 = 113 * 1024
 STAGE_RELEASES = ("read", "fence", "decoded", "decoded_k32_2")
-#: ``Role2GemmConfig.pingpong_handover``: after the burst's issue, after its MMAs' wait, after slab 0's half of them
-HANDOVERS = ("issue", "wait", "half")
 #: the K32 of a K128 step after whose MMA issue a "decoded_k32_2" stage is released: a thread's 6 shared loads of the
 #: step (2 x LDS.128 + LDS.64 per slab) have all been consumed by the decode of K32 2 (code words 0-3 at K32 0, 4-7 at
 #: K32 2; scale words at K32 0 and 2), so K32 3 decodes from registers only
@@ -215,15 +213,6 @@ class Role2GemmConfig:
     #: fragments are decoded before the turn is taken, so one warpgroup decodes and promotes while the other's MMAs
     #: run, instead of both decoding, then both waiting on the tensor pipe (:func:`_mma_k128_steps`' ``turns``)
     pingpong: bool = False
-    #: dev experiment (:data:`HANDOVERS`), with ``pingpong`` at lag 0: when a warpgroup hands the turn over. "issue"
-    #: (the shipped turns): right after its burst is issued, so the other's burst queues behind it and both then
-    #: decode and promote at once; "wait": once its own MMAs are done, so the other's MMAs run under its promote and
-    #: decode and the two never decode together; "half": the burst as two commit groups (slab 0's chain, then slab
-    #: 1's), handed over once slab 0's is done, so the other's burst queues behind slab 1's and the pipe has no gap
-    pingpong_handover: str = "issue"
-    #: dev experiment: a step's token scales are loaded before its wgmma wait (their shared-load latency under the
-    #: MMAs), not after it
-    scales_ahead: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -282,11 +271,6 @@ class Role2GemmConfig:
             raise ValueError("role2 pingpong: the turns order the per-K128 wgmma bursts of the persistent pipelined "
                              "kernel's folded FP4 decode, so pipelined=True, fold_scales=True, "
                              "dev_compute_only=False, slab_groups=0")
-        if self.pingpong_handover not in HANDOVERS or (self.pingpong_handover != "issue"
-                                                       and not (self.pingpong and self.lag == 0)):
-            raise ValueError(f"role2 pingpong_handover={self.pingpong_handover!r}: one of {HANDOVERS}; other than "
-                             "'issue' only with pingpong at lag 0 (each step drained before the next turn: a hand-over "
-                             "after the wait of a step still in flight at the next take would deadlock)")
         if self.kc % (128 * self.mma_steps_per_call):
             raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: K chunk {self.kc} is not a "
                              f"multiple of {128 * self.mma_steps_per_call}")
@@ -507,8 +491,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
-                    block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None,
-                    handover: str = "issue", scales_ahead: bool = False):
+                    block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -541,10 +524,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     ``turns`` (``Role2GemmConfig.pingpong``; one token scale per K128 without slab groups): ``(take, hand_over)``;
     each K128 step's A fragments are decoded first, then ``take()`` waits for this warpgroup's turn, the step's
     wgmmas are issued and committed behind one fence, and ``hand_over()`` gives the turn to the other warpgroup, so
-    the two warpgroups' bursts alternate on the tensor pipe while the other decodes and promotes. ``handover``
-    (``Role2GemmConfig.pingpong_handover``, lag 0 only): "wait" hands the turn over after the step's wgmma wait
-    instead, "half" commits the burst as one group per slab and hands over after slab 0's (slab 1's still in
-    flight). ``scales_ahead``: the promote's token scales are loaded before its wgmma wait."""
+    the two warpgroups' bursts alternate on the tensor pipe while the other decodes and promotes."""
     if not overlap and len(steps) > 1:
         for step in steps:
             _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled,
@@ -599,22 +579,12 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         a4 = [regs(step, q) for q in range(4)]
         take()
         wgmma_fence()
-        if handover == "half":  # each slab's chain its own group, slab 0's first: the turn passes once it is done
-            parts = []
-            for sl in range(nslab):
-                p = None
-                for q in range(4):
-                    p = wgmma_rs_e4m3(bm, a4[q][4 * sl:4 * sl + 4], b_desc(step, q), p)
-                wgmma_commit()
-                parts.append(p)
-            return tuple(parts)
         parts = (None,) * nslab
         for q in range(4):
             d = b_desc(step, q)
             parts = tuple(wgmma_rs_e4m3(bm, a4[q][4 * sl:4 * sl + 4], d, parts[sl]) for sl in range(nslab))
         wgmma_commit()
-        if handover == "issue":
-            hand_over()
+        hand_over()
         return parts
 
     def folded(ts):  # the token scales times the decode's 2**FOLD_LOG2, unless staging already applied it
@@ -630,12 +600,12 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                 rs.append(ue8m0_to_f32(b if a_regs is not None else b - 1))
         return rs
 
-    def fma(parts, tsc, rs=None, slabs=None):
+    def fma(parts, tsc, rs=None):
         for i in range(nd):
             ts = tsc[(i >> 2) * 2 + (i & 1)]
             hrow = (i >> 1) & 1
             sc = [ts if rs is None else rs[2 * sl + hrow] * ts for sl in range(nslab)]
-            for sl in range(nslab) if slabs is None else slabs:
+            for sl in range(nslab):
                 acc[sl * nd + i] = acc[sl * nd + i] + fence_f32(parts[sl][i]) * sc[sl]
 
     if per_k128 and slab_groups:
@@ -675,25 +645,11 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         return
     if per_k128:
         def promote(done, pending: int):
+            wgmma_wait(pending)
             parts, step = done
-            if turns is not None and handover != "issue":  # lag 0: this step's groups are the only ones pending
-                tsc = folded(step.ascl[0]) if scales_ahead else None
-                wgmma_wait(1 if handover == "half" else 0)
-                turns[1]()
-                tsc = tsc if scales_ahead else folded(step.ascl[0])
-                if handover == "half":
-                    fma(parts, tsc, slabs=(0,))
-                    wgmma_wait(0)
-                    fma(parts, tsc, slabs=tuple(range(1, nslab)))
-                else:
-                    fma(parts, tsc)
-                return
             if a_regs is None:
-                tsc = folded(step.ascl[0]) if scales_ahead else None
-                wgmma_wait(pending)
-                fma(parts, tsc if scales_ahead else folded(step.ascl[0]))
+                fma(parts, folded(step.ascl[0]))
             else:
-                wgmma_wait(pending)
                 fma(parts, step.ascl[0], block_scales(step, 0))
 
         done = None  # (partials, step) of the previous step, its group still pending

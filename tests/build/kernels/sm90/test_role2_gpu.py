@@ -54,8 +54,6 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 64)  # ... with the warpgroups
             for v in ("_ppksafw",) + (("_pp2ksafw",) if bm <= 16 else ())]  # warpgroups taking turns at the
          # tensor pipe (pingpong; session 26; the slab passes with and without them below)
-         + [(sh, 64, v) for sh in ("glm52", "dsv41flash") for v in ("_ppksafwa", "_ppksafwh", "_ppksafwhs")]
-         # ... handing the turn over after the wait / after slab 0's group (pingpong_handover; session 28)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (32, 64)
             for v in ("_pp2ksap", "_pp2ksapc", "_pp2ksapf", "_pp2ksapfw")]
          # each warpgroup's slabs one after the other over K (pass 0's epilogue values in the stash): BM 64 at two
