@@ -213,6 +213,10 @@ class Role2GemmConfig:
     #: fragments are decoded before the turn is taken, so one warpgroup decodes and promotes while the other's MMAs
     #: run, instead of both decoding, then both waiting on the tensor pipe (:func:`_mma_k128_steps`' ``turns``)
     pingpong: bool = False
+    #: dev experiment: a K128 step's (``slab_groups``: a slab group's) A fragments all decoded before one
+    #: ``wgmma.fence`` and its wgmmas, instead of a fence before each K32's wgmma (``WARPGROUP.ARRIVE`` stalls: 10-12 %
+    #: of the two-CTA BM 32 form's samples, session 27 call A)
+    fence_per_step: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -491,7 +495,8 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
-                    block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None):
+                    block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None,
+                    fence_per_step: bool = False):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -524,7 +529,9 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     ``turns`` (``Role2GemmConfig.pingpong``; one token scale per K128 without slab groups): ``(take, hand_over)``;
     each K128 step's A fragments are decoded first, then ``take()`` waits for this warpgroup's turn, the step's
     wgmmas are issued and committed behind one fence, and ``hand_over()`` gives the turn to the other warpgroup, so
-    the two warpgroups' bursts alternate on the tensor pipe while the other decodes and promotes."""
+    the two warpgroups' bursts alternate on the tensor pipe while the other decodes and promotes.
+    ``fence_per_step`` (per-K128 chains): a step's (slab group's) four K32 A fragments are decoded first, then one
+    ``wgmma.fence`` precedes its wgmmas (a fence orders every earlier register write), not one fence per K32."""
     if not overlap and len(steps) > 1:
         for step in steps:
             _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled,
@@ -629,10 +636,14 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                 if len(pend) == slab_groups:
                     promote_slab(slab_groups - 1)
                 p = None
-                for q in range(4):
-                    a = slab_regs(step, q, sl)
-                    desc = b_desc(step, q)
+                a4 = [slab_regs(step, q, sl) for q in range(4)] if fence_per_step else None
+                if fence_per_step:
                     wgmma_fence()
+                for q in range(4):
+                    a = a4[q] if fence_per_step else slab_regs(step, q, sl)
+                    desc = b_desc(step, q)
+                    if not fence_per_step:
+                        wgmma_fence()
                     p = wgmma_rs_e4m3(bm, a, desc, p)
                     if sl == 1 and q == step.release_q and step.release is not None:
                         step.release()  # slab 1's decode of K32 release_q: every shared load consumed
@@ -658,6 +669,17 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                 parts = issue_turn(step)
                 if step.release is not None:
                     step.release()
+            elif fence_per_step:
+                b_desc(step, 0)
+                a4 = [regs(step, q) for q in range(4)]
+                wgmma_fence()
+                parts = (None,) * nslab
+                for q in range(4):
+                    d = b_desc(step, q)
+                    parts = tuple(wgmma_rs_e4m3(bm, a4[q][4 * sl:4 * sl + 4], d, parts[sl]) for sl in range(nslab))
+                    if q == step.release_q and step.release is not None:
+                        step.release()
+                wgmma_commit()
             else:
                 parts = (None,) * nslab
                 for q in range(4):
