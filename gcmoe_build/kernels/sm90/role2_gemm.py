@@ -213,10 +213,6 @@ class Role2GemmConfig:
     #: fragments are decoded before the turn is taken, so one warpgroup decodes and promotes while the other's MMAs
     #: run, instead of both decoding, then both waiting on the tensor pipe (:func:`_mma_k128_steps`' ``turns``)
     pingpong: bool = False
-    #: dev experiment: a K128 step's (``slab_groups``: a slab group's) A fragments all decoded before one
-    #: ``wgmma.fence`` and its wgmmas, instead of a fence before each K32's wgmma (``WARPGROUP.ARRIVE`` stalls: 10-12 %
-    #: of the two-CTA BM 32 form's samples, session 27 call A)
-    fence_per_step: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -495,8 +491,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
-                    block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None,
-                    fence_per_step: bool = False):
+                    block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -530,8 +525,11 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     each K128 step's A fragments are decoded first, then ``take()`` waits for this warpgroup's turn, the step's
     wgmmas are issued and committed behind one fence, and ``hand_over()`` gives the turn to the other warpgroup, so
     the two warpgroups' bursts alternate on the tensor pipe while the other decodes and promotes.
-    ``fence_per_step`` (per-K128 chains): a step's (slab group's) four K32 A fragments are decoded first, then one
-    ``wgmma.fence`` precedes its wgmmas (a fence orders every earlier register write), not one fence per K32."""
+
+    Chained per K128 (with or without slab groups), a step's (a slab group's) four K32 A fragments are decoded first
+    and one ``wgmma.fence`` precedes its wgmmas: a fence orders every earlier register write of the warp, and the A
+    registers stay live until the group's wait either way. A fence per K32 held the warps at ``WARPGROUP.ARRIVE``
+    (10-12 % of the two-CTA BM 32 form's stall samples, session 27; session 28 call B)."""
     if not overlap and len(steps) > 1:
         for step in steps:
             _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled,
@@ -572,26 +570,30 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                              smem_desc(act_smem + step.kl128 * 8 * bm * 16, bm * 16, 128))
         return d0s[id(step)] + Int64(q * (2 if sw128 else 2 * bm)) if q else d0s[id(step)]
 
-    def issue(step, q, parts):  # one wgmma per slab, chained on ``parts`` (None: fresh partials)
+    def issue(step, q):  # per-K32 groups: one fresh wgmma per slab behind its own fence (its A just decoded)
         a = regs(step, q)
         desc = b_desc(step, q)
         wgmma_fence()
-        return tuple(wgmma_rs_e4m3(bm, a[4 * sl:4 * sl + 4], desc, parts[sl]) for sl in range(nslab))
+        return tuple(wgmma_rs_e4m3(bm, a[4 * sl:4 * sl + 4], desc, None) for sl in range(nslab))
 
-    def issue_turn(step):
-        """``turns``: the step's four K32 A fragments decoded, then in this warpgroup's turn its wgmmas behind one
-        fence (:func:`b_desc`'s stepped descriptors), committed, the turn handed over."""
-        take, hand_over = turns
+    def issue_step(step):
+        """A chained step: its four K32 A fragments decoded, then (``turns``: in this warpgroup's turn) its wgmmas
+        behind one fence (:func:`b_desc`'s stepped descriptors), committed (``turns``: the turn handed over; without
+        turns the stage is released after K32 ``release_q``'s wgmma, as before)."""
         b_desc(step, 0)  # K32 0's descriptor ahead of the decode, where the turns have always built it
         a4 = [regs(step, q) for q in range(4)]
-        take()
+        if turns is not None:
+            turns[0]()
         wgmma_fence()
         parts = (None,) * nslab
         for q in range(4):
             d = b_desc(step, q)
             parts = tuple(wgmma_rs_e4m3(bm, a4[q][4 * sl:4 * sl + 4], d, parts[sl]) for sl in range(nslab))
+            if turns is None and q == step.release_q and step.release is not None:
+                step.release()
         wgmma_commit()
-        hand_over()
+        if turns is not None:
+            turns[1]()
         return parts
 
     def folded(ts):  # the token scales times the decode's 2**FOLD_LOG2, unless staging already applied it
@@ -636,15 +638,10 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                 if len(pend) == slab_groups:
                     promote_slab(slab_groups - 1)
                 p = None
-                a4 = [slab_regs(step, q, sl) for q in range(4)] if fence_per_step else None
-                if fence_per_step:
-                    wgmma_fence()
+                a4 = [slab_regs(step, q, sl) for q in range(4)]
+                wgmma_fence()
                 for q in range(4):
-                    a = a4[q] if fence_per_step else slab_regs(step, q, sl)
-                    desc = b_desc(step, q)
-                    if not fence_per_step:
-                        wgmma_fence()
-                    p = wgmma_rs_e4m3(bm, a, desc, p)
+                    p = wgmma_rs_e4m3(bm, a4[q], b_desc(step, q), p)
                     if sl == 1 and q == step.release_q and step.release is not None:
                         step.release()  # slab 1's decode of K32 release_q: every shared load consumed
                 wgmma_commit()
@@ -665,28 +662,9 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
 
         done = None  # (partials, step) of the previous step, its group still pending
         for step in steps:
-            if turns is not None:
-                parts = issue_turn(step)
-                if step.release is not None:
-                    step.release()
-            elif fence_per_step:
-                b_desc(step, 0)
-                a4 = [regs(step, q) for q in range(4)]
-                wgmma_fence()
-                parts = (None,) * nslab
-                for q in range(4):
-                    d = b_desc(step, q)
-                    parts = tuple(wgmma_rs_e4m3(bm, a4[q][4 * sl:4 * sl + 4], d, parts[sl]) for sl in range(nslab))
-                    if q == step.release_q and step.release is not None:
-                        step.release()
-                wgmma_commit()
-            else:
-                parts = (None,) * nslab
-                for q in range(4):
-                    parts = issue(step, q, parts)
-                    if q == step.release_q and step.release is not None:
-                        step.release()
-                wgmma_commit()
+            parts = issue_step(step)
+            if turns is not None and step.release is not None:
+                step.release()
             if step.issued is not None:
                 step.issued()
             if done is not None:
@@ -704,7 +682,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     parts = [None] * n
     for u in range(n + lag):
         if u < n:
-            parts[u] = issue(steps[u // 4], u % 4, (None,) * nslab)
+            parts[u] = issue(steps[u // 4], u % 4)
             if u % 4 == steps[u // 4].release_q and steps[u // 4].release is not None and a_regs is None and fold:
                 steps[u // 4].release()
             wgmma_commit()

@@ -617,8 +617,7 @@ def _trace_parts(cfg):
                 if const_expr(prefetch is not None):
                     steps[-1].issued = lambda k2=k2: prefetch(k2)
                 _mma_k128_steps(steps, acc, act_buf, BM, mc.lag, overlap=PIPE, prescaled=mc.staged_fold_scale,
-                                sw128=mc.act_tma, slab_groups=mc.slab_groups, turns=turns,
-                                fence_per_step=mc.fence_per_step)
+                                sw128=mc.act_tma, slab_groups=mc.slab_groups, turns=turns)
 
         if const_expr(mc.act_tma):
             act_src = ActTma(ws + o_maps + act_map_slot(mode, BM) * ACT_MAP_BYTES, rb * bm_stride, aph, ACTBAR_OFF)

@@ -54,9 +54,6 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 64)  # ... with the warpgroups
             for v in ("_ppksafw",) + (("_pp2ksafw",) if bm <= 16 else ())]  # warpgroups taking turns at the
          # tensor pipe (pingpong; session 26; the slab passes with and without them below)
-         + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 64)  # ... with one wgmma fence
-            for v in ("_ppksafe",) + (("_pp2ksafe", "_pp2ksag1fe") if bm <= 16 else ("_pp2ksag1fe",) if bm == 32
-                                      else ())]  # per K128 step / slab group (fence_per_step; session 28)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (32, 64)
             for v in ("_pp2ksap", "_pp2ksapc", "_pp2ksapf", "_pp2ksapfw")]
          # each warpgroup's slabs one after the other over K (pass 0's epilogue values in the stash): BM 64 at two
