@@ -180,14 +180,6 @@ def mbar_arrive_expect_tx(saddr, tx_bytes: int, *, loc=None, ip=None):
 
 
 @dsl_user_op
-def mbar_test_wait(saddr, parity, *, loc=None, ip=None) -> Int32:
-    """1 if the phase with ``parity`` of the mbarrier at ``saddr`` completed, else 0, without waiting
-    (``mbarrier.test_wait``: a poll that never suspends the thread)."""
-    return Int32(_asm("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [$1], $2;\n"
-                      "selp.u32 $0, 1, 0, p;\n}", "=r,r,r", [_v(saddr), _v(parity)], 1)[0])
-
-
-@dsl_user_op
 def mbar_wait_or_trap(saddr, parity, timeout_ns: int, *, loc=None, ip=None):
     """Wait until the phase with ``parity`` of the mbarrier at ``saddr`` completed; after
     ``timeout_ns`` of %globaltimer without completion execute ``trap`` (DESIGN.md §3: every

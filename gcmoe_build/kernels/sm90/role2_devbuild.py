@@ -100,11 +100,6 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_pp2ksafw": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
                                       pingpong=True),
-                    # ... and the next task's first activation chunk copied during this task's epilogue (session 28:
-                    # Role2GemmConfig.chunk0_ahead), on the shipped two-CTA BM 32 form
-                    "_pp2ksag1fa": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
-                                        staged_fold_scale=True, signal_warp=True, act_tma=True, slab_groups=1,
-                                        fast_math=True, chunk0_ahead=True),
                     # ... each warpgroup's two slabs one after the other over K: BM 64 at two CTAs per SM (session 16:
                     # Role2GemmConfig.slab_passes; built at BM 32 / 64)
                     "_pp2ksap": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
@@ -243,7 +238,7 @@ def main(argv=None):
                        "task_records": cfg.task_records, "w2_early_release": cfg.w2_early_release,
                        "staged_fold_scale": cfg.staged_fold_scale, "signal_warp": cfg.signal_warp,
                        "act_tma": cfg.act_tma, "slab_groups": cfg.slab_groups, "slab_passes": cfg.slab_passes,
-                       "dev_no_decode": cfg.dev_no_decode, "fast_math": cfg.fast_math, "pingpong": cfg.pingpong, "chunk0_ahead": cfg.chunk0_ahead,
+                       "dev_no_decode": cfg.dev_no_decode, "fast_math": cfg.fast_math, "pingpong": cfg.pingpong,
                        "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
                        "mma_steps_per_call": cfg.mma_steps_per_call,

@@ -213,11 +213,6 @@ class Role2GemmConfig:
     #: fragments are decoded before the turn is taken, so one warpgroup decodes and promotes while the other's MMAs
     #: run, instead of both decoding, then both waiting on the tensor pipe (:func:`_mma_k128_steps`' ``turns``)
     pingpong: bool = False
-    #: dev experiment (persistent kernels with act_tma and task_records, an even chunk count): once a task's K loop
-    #: is done, consumer thread 0 polls the next task's record (never waits) and, if it is there, copies that task's
-    #: first activation chunk into buffer 0 (free since the last chunk's top: the last chunk is in buffer 1) before
-    #: this task's epilogue, which stages in buffer 1; the next task's top then skips that copy
-    chunk0_ahead: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -276,11 +271,6 @@ class Role2GemmConfig:
             raise ValueError("role2 pingpong: the turns order the per-K128 wgmma bursts of the persistent pipelined "
                              "kernel's folded FP4 decode, so pipelined=True, fold_scales=True, "
                              "dev_compute_only=False, slab_groups=0")
-        if self.chunk0_ahead and not (self.act_tma and self.task_records and self.slab_passes == 1
-                                      and (self.k // self.kc) % 2 == 0):
-            raise ValueError(f"role2 chunk0_ahead: the next task's chunk 0 goes to buffer 0 while the last chunk is in "
-                             f"buffer 1, so act_tma, task_records, slab_passes=1 and an even chunk count "
-                             f"(K={self.k} / {self.kc})")
         if self.kc % (128 * self.mma_steps_per_call):
             raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: K chunk {self.kc} is not a "
                              f"multiple of {128 * self.mma_steps_per_call}")
@@ -1009,7 +999,7 @@ def _issue_act_chunk_tma(cfg: "Role2GemmConfig", smem, buf, src: ActTma, kc, b):
 
 @cute.jit
 def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row_addr, scale_addr, ctid, ntok, body,
-                   wait_chunk=None, c0=None, nkc=None, stamp_first=None, chunk0_issued=None):
+                   wait_chunk=None, c0=None, nkc=None, stamp_first=None):
     """Consumers, one task: stage each K chunk of the block's activations and scales in shared memory and run
     ``body(kc, act_buf, asc_buf, prefetch)`` (the chunk's MMAs; every wgmma waited when it returns) on it.
     ``row_addr(tok)``: token row ``tok``'s first byte; ``scale_addr(kc, tok, kk)``: the address of its scale of group
@@ -1031,9 +1021,6 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
 
     ``stamp_first`` (or None): a global address where consumer thread 0 stores ``%globaltimer`` once the first chunk
     has landed and every thread passed its barrier (``role2_ring.TRACE``'s task trace).
-
-    ``chunk0_issued`` (``Role2GemmConfig.chunk0_ahead``; thread 0's Int32): non-zero when the previous task already
-    copied this task's chunk 0.
 
     ``cfg.act_tma`` (2 buffers): ``row_addr`` is an :class:`ActTma` and consumer thread 0 copies each chunk by tensor
     map (:func:`_issue_act_chunk_tma`: chunk 0 at the task's top, chunk ``kc + 1`` right after chunk ``kc``'s
@@ -1067,13 +1054,9 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     k0 = _run_chunk(Int32(0), c0)
     if const_expr(wait_chunk is not None):
         wait_chunk(k0)
-    if const_expr(tma and chunk0_issued is None):
+    if const_expr(tma):
         if ctid == 0:
             fence_proxy_async_global()  # the acquire (ours or the producer's record hand-off) before the async reads
-            _issue_act_chunk_tma(cfg, smem, act_off, row_addr, k0, Int32(0))
-    elif const_expr(tma):
-        if Int32(ctid == 0) * Int32(chunk0_issued == 0) != 0:
-            fence_proxy_async_global()
             _issue_act_chunk_tma(cfg, smem, act_off, row_addr, k0, Int32(0))
     else:
         _copy_act_chunk_async(smem + act_off, row_addr, ctid, k0, ntok, bm, kcl)

@@ -38,19 +38,16 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
-from .ptx_mem import (bar_sync, evict_first_policy, fence_proxy_async_global, fence_tensormap_acquire,
-                      launch_coords, ld_global_f32, ld_global_s32, mbar_init, mbar_test_wait, mbar_wait_or_trap,
-                      red_release_add_u32, red_release_or_b64, setmaxnreg, wait_geq_u32_or_trap,
-                      wait_mask_u64_or_trap)
-from .ring_sync import ld_shared_b32
+from .ptx_mem import (bar_sync, evict_first_policy, fence_tensormap_acquire, launch_coords, ld_global_f32,
+                      ld_global_s32, mbar_init, mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
+                      setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
 from .role2_gemm import (ActTma, CONSUMER_THREADS, act_tma_phase_flips, L2_SCALE_GROUP, PRODUCER_THREADS,
-                         _issue_act_chunk_tma,
                          SIGNAL_BAR, SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS,
                          Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers,
                          _mma_k128_steps, _produce_k128, _token_major_scale_addr, _w1_epilogue, for_each_chunk,
                          row_table_dst, stage_k128_step, all_w1_tile_bits, w1_tile_bits, w2_epilogue,
                          w2_stash_slab, pingpong_close, pingpong_open, pingpong_turns)
-from .task_queue import check_slot_reuse, claim_task, init_task_slots, next_task, publish_task, task_record
+from .task_queue import check_slot_reuse, claim_task, init_task_slots, next_task, publish_task
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES
 TRAP_L2_MASK = 9
@@ -85,9 +82,6 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     BAR_OFF = STAGE_OFF + NS * cfg.stage_bytes
     NP, NSL = cfg.slab_passes, cfg.slabs_per_pass  # passes over K per task, slabs per warpgroup and pass
     STASH_OFF = cfg.misc_bytes - cfg.stash_bytes  # pass 0's epilogue values (slab_passes = 2)
-    # the epilogues' staging: buffer 0, or buffer 1 (the last chunk's) when the next task's chunk 0 is copied into
-    # buffer 0 during this task's epilogue (chunk0_ahead)
-    EPI_OFF = ACT_OFF + (cfg.act_buffer_bytes if cfg.chunk0_ahead else 0)
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     TMO = int(cfg.timeout_ns)
     DYN, REC = cfg.dynamic_tasks, cfg.task_records
@@ -223,7 +217,6 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                 turns = pingpong_turns(wg)
                 pingpong_open(wg)
             li = Int32(0)
-            pre = Int32(0)  # chunk0_ahead: thread 0 copied this task's chunk 0 during the previous task
             task, rexpert, rntok, refac = consumer_task(smem, cta, li, ntasks, ncta)
             while task >= 0:
                 if const_expr(REC):
@@ -236,7 +229,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     efac = ld_global_f32(ef + Int64(expert) * 4)
 
                 def w1_epilogue_task(part: int):  # _w1_epilogue's part (slab_passes = 2: 1 after pass 0, 2 after 1)
-                    _w1_epilogue(acc, smem, AMAX_OFF, EPI_OFF, efac, ntok, ntile, wg, warp, g, t,
+                    _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF, efac, ntok, ntile, wg, warp, g, t,
                                  lambda n: aux + (Int64(blk) * BM + Int64(n)) * 4,
                                  lambda n, col: out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col),
                                  lambda n, grp: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // L2_SCALE_GROUP)
@@ -277,31 +270,13 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     for_each_chunk(cfg, smem, ACT_OFF, ASC_OFF, act_src,
                                    lambda kc, tok, kk: _token_major_scale_addr(asc, W1, blk, BM, NKG, kc, NGS, tok,
                                                                                kk),
-                                   ctid, ntok, chunk_mma, None if W1 or REC else wait_w1_tiles,
-                                   chunk0_issued=pre if cfg.chunk0_ahead else None)
+                                   ctid, ntok, chunk_mma, None if W1 or REC else wait_w1_tiles)
                     if const_expr(NP == 2 and p == 0):  # the first slab's epilogue values wait in the stash
                         if const_expr(W1):
                             w1_epilogue_task(1)
                         else:
                             w2_stash_slab(acc, efac, smem, STASH_OFF, ctid, BM)
 
-                if const_expr(cfg.chunk0_ahead):
-                    # every consumer passed the last chunk's top barrier, so buffer 0 (chunk nkc - 2) is read; the
-                    # next record is polled, not awaited (a W2 record waits for its W1 tiles: never hold the
-                    # epilogue for it); its producer's acquire -> record barrier -> this poll -> proxy fence orders
-                    # the copy after the acquire, as the task top's copy is
-                    pre = Int32(0)
-                    if ctid == 0:
-                        lj = li + 1
-                        if mbar_test_wait(smem + TASK_OFF + 8 * (lj % 2), (lj // 2) & 1) != 0:
-                            t2 = ld_shared_b32(task_record(smem + TASK_OFF, lj))
-                            if t2 >= 0:
-                                fence_proxy_async_global()
-                                _issue_act_chunk_tma(cfg, smem, ACT_OFF,
-                                                     ActTma(act_map, (t2 // NT) * BM,
-                                                            (lj & 1) * act_tma_phase_flips(cfg), ACT_BAR_OFF),
-                                                     Int32(0), Int32(0))
-                                pre = Int32(1)
                 if const_expr(W1):
                     w1_epilogue_task(2 if NP == 2 else 0)
                 else:
@@ -309,7 +284,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         if ctid == 0:
                             release_task(task, l2_mask, l1_empty)
 
-                    w2_epilogue(acc, efac, smem, EPI_OFF, AMAX_OFF, ntok, ctid,
+                    w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid,
                                 lambda n: row_table_dst(out, aux + (Int64(blk) * BM + Int64(n)) * 4, cfg.rows, ntile),
                                 BM, early_release if EARLY and not SIG else None,
                                 (SIGNAL_BAR, SIGNAL_BAR_THREADS) if EARLY and SIG else (1, CT),

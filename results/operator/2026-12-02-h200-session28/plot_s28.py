@@ -1,7 +1,8 @@
 """Session 28's plot: ``python3 plot_s28.py`` -> ``plots/forms.png``: each experiment's share of the read bandwidth
-against its control, W1 and W2, per shape and tokens per expert, from the kernel-alone runs of calls A and B
+against its control, W1 and W2, per shape and tokens per expert, from the kernel-alone runs of calls A, B and F
 (``call-*/json/ka_*.json``; burst-clock runs as dots, their mean as a bar, the power-capped run ``ka_cap`` as a
-cross). Call A: the turn's hand-over position at BM 64 (refuted); call B: one wgmma fence per K128 step."""
+cross). Call A: the turn's hand-over position at BM 64 (refuted); call B: one wgmma fence per K128 step (shipped);
+call F: the next task's chunk 0 copied during the epilogue (refuted)."""
 import json
 import statistics as st
 from pathlib import Path
@@ -16,7 +17,8 @@ HERE = Path(__file__).resolve().parent
 CALLS = {"call-a": ("A: hand-over position (BM 64 turns)",
                     [("_ppksafw", "_ppksafwa"), ("_ppksafw", "_ppksafwh"), ("_ppksafw", "_ppksafwhs")]),
          "call-b": ("B: one wgmma fence per K128 step",
-                    [("_pp2ksaf", "_pp2ksafe"), ("_pp2ksag1f", "_pp2ksag1fe"), ("_ppksaf", "_ppksafe")])}
+                    [("_pp2ksaf", "_pp2ksafe"), ("_pp2ksag1f", "_pp2ksag1fe"), ("_ppksaf", "_ppksafe")]),
+         "call-f": ("F: the next task's chunk 0 during the epilogue", [("_pp2ksag1f", "_pp2ksag1fa")])}
 
 
 def rows(call):

@@ -54,8 +54,6 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 64)  # ... with the warpgroups
             for v in ("_ppksafw",) + (("_pp2ksafw",) if bm <= 16 else ())]  # warpgroups taking turns at the
          # tensor pipe (pingpong; session 26; the slab passes with and without them below)
-         + [(sh, bm, "_pp2ksag1fa") for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32)]  # the next task's
-         # chunk 0 copied during the epilogue (chunk0_ahead; session 28; built where the chunk count is even)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (32, 64)
             for v in ("_pp2ksap", "_pp2ksapc", "_pp2ksapf", "_pp2ksapfw")]
          # each warpgroup's slabs one after the other over K (pass 0's epilogue values in the stash): BM 64 at two
@@ -274,7 +272,7 @@ def test_role2_w2_matches_reference(kernels, shape, bm, variant):
                                            ("glm52", "_ppks"), ("glm52", "_pp2ks"), ("glm52", "_ppksa"),
                                            ("glm52", "_pp2ksa"), ("glm52", "_ppksag"), ("glm52", "_pp2ksag"),
                                            ("glm52", "_pp2ksag1"), ("glm52", "_pp2ksap"), ("glm52", "_ppksafw"),
-                                           ("glm52", "_pp2ksafw"), ("glm52", "_pp2ksag1fa")])
+                                           ("glm52", "_pp2ksafw")])
 def test_role2_persistent_chain_waits_on_the_ring(kernels, shape, variant):
     """W2 is launched first and must wait for W1's l2_full_mask bits; W1 must wait for l1_full_count,
     which a third stream publishes ~1 ms later. Small grids so all three run side by side. W2's
