@@ -578,8 +578,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
 
     def issue_step(step):
         """A chained step: its four K32 A fragments decoded, then (``turns``: in this warpgroup's turn) its wgmmas
-        behind one fence (:func:`b_desc`'s stepped descriptors), committed (``turns``: the turn handed over; without
-        turns the stage is released after K32 ``release_q``'s wgmma, as before)."""
+        behind one fence (:func:`b_desc`'s stepped descriptors), committed; the stage is released after K32
+        ``release_q``'s wgmma (``turns``: after the burst, once the turn is handed over)."""
         b_desc(step, 0)  # K32 0's descriptor ahead of the decode, where the turns have always built it
         a4 = [regs(step, q) for q in range(4)]
         if turns is not None:
@@ -594,6 +594,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         wgmma_commit()
         if turns is not None:
             turns[1]()
+            if step.release is not None:
+                step.release()
         return parts
 
     def folded(ts):  # the token scales times the decode's 2**FOLD_LOG2, unless staging already applied it
@@ -663,8 +665,6 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         done = None  # (partials, step) of the previous step, its group still pending
         for step in steps:
             parts = issue_step(step)
-            if turns is not None and step.release is not None:
-                step.release()
             if step.issued is not None:
                 step.issued()
             if done is not None:
