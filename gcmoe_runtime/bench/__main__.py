@@ -19,6 +19,16 @@ def _tokens(s: str) -> tuple[int, ...]:
     return ts
 
 
+def _tile(s: str | None) -> tuple[int, ...] | None:
+    """``--tile BM:THREADS[:CTAS[:SPLIT]]`` of the one-GPU instruments; the runtime validates the values."""
+    if not s:
+        return None
+    try:
+        return tuple(int(v) for v in s.split(":"))
+    except ValueError:
+        raise SystemExit(f"--tile {s!r}: expected BM:THREADS[:CTAS[:SPLIT]] integers") from None
+
+
 ABLATION_REQUESTS = (4, 8, 12, 16, 20, 24, 32)
 
 
@@ -93,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     tl.add_argument("--shared", action="store_true")
     tl.add_argument("--replays", type=int, default=20, help="recorded back-to-back replays per point")
     tl.add_argument("--seed", type=int, default=0)
+    tl.add_argument("--tile", default=None, help="role2 BM:THREADS[:CTAS[:SPLIT]] at every T (a build the bundle holds)")
     tl.add_argument("--out", type=Path, required=True)
 
     tk = sub.add_parser("tasks", help="role2 task by task inside one replay (trace bundles: ci/build_trace_bundles.sh)")
@@ -112,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         from .timeline import markdown, run
 
         res = run([resolve_model(m) for m in a.model], list(a.tokens), a.shared, a.replays, a.out,
-                  "python -m gcmoe_runtime.bench " + shlex.join(sys.argv[1:] if argv is None else argv), a.seed)
+                  "python -m gcmoe_runtime.bench " + shlex.join(sys.argv[1:] if argv is None else argv), a.seed,
+                  _tile(a.tile))
         print(markdown(res))
         return 0
 
@@ -122,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 
         res = run_tasks([resolve_model(m) for m in a.model], list(a.tokens), a.shared, a.replays, a.out,
                         "python -m gcmoe_runtime.bench " + shlex.join(sys.argv[1:] if argv is None else argv), a.seed,
-                        tuple(int(v) for v in a.tile.split(":")) if a.tile else None)
+                        _tile(a.tile))
         print(tasks_markdown(res))
         return 0
 

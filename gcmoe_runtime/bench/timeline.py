@@ -20,7 +20,7 @@ import json
 import re
 import statistics
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 ROLES = ("role1", "role4", "role2", "role3")
 _ROLE_RE = re.compile(r"gcmoe_sm90_(role[1-4])_")
@@ -171,14 +171,18 @@ def loaded_gcmoe(shape, layout, ctx, shared: bool):
     return impl
 
 
-def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, command: str, seed: int = 0) -> dict:
-    """Trace every (model, T) at world 1 with the gc-moe implementation; write the JSON, markdown and plot."""
+def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, command: str, seed: int = 0,
+        tile: Optional[tuple] = None) -> dict:
+    """Trace every (model, T) at world 1 with the gc-moe implementation; write the JSON, markdown and plot.
+    ``tile``: role2's (BM, threads[, ctas_per_sm[, w1_split]]) at every T instead of the heuristic's."""
     from .protocol import capture_graph
     from .routing import build_point
 
-    layout, ctx, flush, result = one_gpu_run(shared, replays, command, seed=seed)
+    layout, ctx, flush, result = one_gpu_run(shared, replays, command, seed=seed, tile=list(tile) if tile else None)
     for shape in models:
         impl = loaded_gcmoe(shape, layout, ctx, shared)
+        if tile:
+            impl.force_tile(tuple(tile))
         entry: dict[str, Any] = {"model": shape.name, "loaded": impl.describe(), "points": []}
         for T in tokens:
             prep = impl.prepare(build_point(shape, T, layout, 0, seed))
