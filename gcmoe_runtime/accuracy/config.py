@@ -99,6 +99,21 @@ def cpu_variant(cfg: SuiteConfig, experts: Optional[int] = None, world: int = 1,
                                shared_experts=cfg.shared_experts if shared is None else int(shared))
 
 
+def resolve_preset(spec: str) -> SuiteConfig:
+    """``PRESET`` (a key of :data:`PRESETS`) or ``PRESET@E<n>``: that preset's shapes at ``n`` global experts, world and
+    capacity kept (``glm-5.2@E32`` is one rank's share of GLM-5.2 at P = 8, the model of
+    manifests/rank-share-glm-5.2-p8.yaml). An unknown preset or a bad ``n`` is an error naming the spec."""
+    name, sep, e = spec.partition("@E")
+    if name not in PRESETS:
+        raise ValueError(f"preset {spec!r}: {name!r} is not one of {sorted(PRESETS)}")
+    cfg = PRESETS[name]
+    if not sep:
+        return cfg
+    if not e.isdigit() or int(e) < 1:
+        raise ValueError(f"preset {spec!r}: the expert count after '@E' must be a positive integer")
+    return dataclasses.replace(cfg, name=spec, num_experts=int(e))
+
+
 class GeneratedExperts:
     """The BF16 original routed weights, regenerated per expert from the seed on demand (never all stored):
     ``expert_fp32(e)`` -> (W1 ``[2I, H]``, W2 ``[H, I]``) as FP32 holding BF16 values, on ``device``."""

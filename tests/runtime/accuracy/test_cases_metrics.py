@@ -111,3 +111,17 @@ def test_evaluate_rank_case_pass_and_failures():
     assert not wrong["passed"] and "dtype" in wrong["failures"][0]
     empty = torch.zeros(0, 64, dtype=torch.bfloat16)
     assert evaluate_rank_case(empty, empty, empty, shared=False, hidden=64)["passed"]
+
+
+def test_resolve_preset_rank_share():
+    import pytest
+
+    from gcmoe_runtime.accuracy.config import PRESETS, resolve_preset
+
+    assert resolve_preset("glm-5.2") is PRESETS["glm-5.2"]
+    share = resolve_preset("glm-5.2@E32")
+    assert (share.num_experts, share.hidden, share.topk, share.capacity) == (32, 6144, 8, 256)
+    assert share.name == "glm-5.2@E32"
+    for bad, field in (("glm-9@E32", "glm-9"), ("glm-5.2@Ex", "positive integer"), ("glm-5.2@E0", "positive")):
+        with pytest.raises(ValueError, match=field):
+            resolve_preset(bad)

@@ -2,8 +2,9 @@
 suite through the public API (eager + torch.cuda.graph), per-rank mode.
 
 ``python gpu_accuracy.py PRESET SHARED OUTDIR`` (P = 1) or ``torchrun --nproc-per-node 2 gpu_accuracy.py ...``;
-PRESET in gcmoe_runtime.accuracy.config.PRESETS (test-tiny, glm-5.2, deepseek-v4.1-flash), SHARED 0|1; the
-bundle is ``results/operator/bundles/<manifest>-sm90a.gcmoe`` unless GCMOE_OPERATOR_BUNDLE is set. Writes
+PRESET in gcmoe_runtime.accuracy.config.PRESETS (test-tiny, glm-5.2, deepseek-v4.1-flash), or PRESET@E<n> (its shapes
+at n experts, ``config.resolve_preset``: glm-5.2@E32 is one rank's share of P = 8), SHARED 0|1; the bundle is
+``results/operator/bundles/<manifest>-sm90a.gcmoe`` unless GCMOE_OPERATOR_BUNDLE is set (required for @E<n>). Writes
 OUTDIR/<preset>-s<SHARED>-P<P>-rank<r>.json (merge with gcmoe_runtime.accuracy.report.merge_results).
 Bundles with the registered role2: results/operator/bundles/*.gcmoe (set GCMOE_OPERATOR_BUNDLE; see
 results/operator/NEXT.md). GCMOE_TIMEOUT_S bounds every device wait (default here 20 s). Weights are generated on
@@ -26,7 +27,7 @@ BUILT_CAPACITY = 256  # targets[].capacity of every shipped manifest
 
 def main(preset: str, shared: int, outdir: str) -> None:
     from gcmoe_runtime import moe
-    from gcmoe_runtime.accuracy.config import PRESETS, make_layer_weights
+    from gcmoe_runtime.accuracy.config import make_layer_weights, resolve_preset
     from gcmoe_runtime.accuracy.report import result_document, write_json
     from gcmoe_runtime.accuracy.suite import run_suite
     from gcmoe_runtime.operator.accuracy_impl import GcMoeImplementation
@@ -40,9 +41,12 @@ def main(preset: str, shared: int, outdir: str) -> None:
 
         dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
         group = dist.group.WORLD
-    cfg = dataclasses.replace(PRESETS[preset], world=world, shared_experts=int(shared))
-    bundle = os.environ.get("GCMOE_OPERATOR_BUNDLE",
-                            str(ROOT / "results/operator/bundles" / f"{MANIFEST_OF[preset]}-sm90a.gcmoe"))
+    cfg = dataclasses.replace(resolve_preset(preset), world=world, shared_experts=int(shared))
+    bundle = os.environ.get("GCMOE_OPERATOR_BUNDLE")
+    if bundle is None:
+        if preset not in MANIFEST_OF:
+            raise SystemExit(f"preset {preset}: no shipped bundle; set GCMOE_OPERATOR_BUNDLE")
+        bundle = str(ROOT / "results/operator/bundles" / f"{MANIFEST_OF[preset]}-sm90a.gcmoe")
     # GCMOE_FORCE_TILE=BM:THREADS[:CTAS[:SPLIT]] runs that role2 variant at every token count (each compiled variant
     # in turn)
     forced = os.environ.get("GCMOE_FORCE_TILE")

@@ -1,7 +1,8 @@
 """GPU diagnostic of one layer call, stage by stage (for when the layer's output disagrees with the reference).
 
-``python gpu_layer_diag.py PRESET CASE [CASE ...]`` (P = 1; the bundle is GCMOE_OPERATOR_BUNDLE or the preset's
-committed one). After one eager call it reads the workspace, which keeps the ring data of the replay (role3 resets
+``python gpu_layer_diag.py PRESET CASE [CASE ...]`` (P = 1; PRESET as for gpu_accuracy.py, e.g. glm-5.2@E32; the
+bundle is GCMOE_OPERATOR_BUNDLE or the preset's committed one; GCMOE_DIAG_SERIAL=1 runs the roles one after the other
+in the primary context, the benchmark's serial baseline, so that compute-sanitizer can run the call). After one eager call it reads the workspace, which keeps the ring data of the replay (role3 resets
 only the signals), and checks against the ring contract (gcmoe_runtime.operator.ring) and the numerics reference:
 
 1. role1 — every ring row: ``ring_x``/``ring_sf`` equal the source token's x/x_sf, ``ring_meta`` weight/slot match
@@ -32,18 +33,20 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
 def main(preset: str, cases: list[str]) -> None:
     from gcmoe_runtime import moe
     from gcmoe_runtime.accuracy.cases import build_rank_inputs, suite_cases
-    from gcmoe_runtime.accuracy.config import PRESETS, make_layer_weights
+    from gcmoe_runtime.accuracy.config import make_layer_weights, resolve_preset
     from gcmoe_runtime.numerics.quant import dequantize_e4m3_ue8m0, quantize_e4m3_ue8m0
     from gcmoe_runtime.numerics.reference import (SM90_INTERMEDIATE_SCALE_GROUP as G, _bf16, dequantize_activations,
                                                   reference_moe_forward, swiglu)
     from gcmoe_runtime.operator.accuracy_impl import GcMoeImplementation
 
     torch.cuda.set_device(0)
-    cfg = dataclasses.replace(PRESETS[preset], world=1, shared_experts=0)
+    cfg = dataclasses.replace(resolve_preset(preset), world=1, shared_experts=0)
     bundle = os.environ.get("GCMOE_OPERATOR_BUNDLE", str(ROOT / f"results/operator/bundles/{preset}-sm90a.gcmoe"))
+    serial = os.environ.get("GCMOE_DIAG_SERIAL") == "1"
     buf = moe.get_symm_buffer_for_gc_moe(None, cfg.num_experts, 256, cfg.topk, cfg.hidden, cfg.intermediate,
-                                         bundle=bundle, timeout_ns=int(10e9))
-    layer = make_layer_weights(cfg)
+                                         bundle=bundle, timeout_ns=int(10e9), green_contexts=not serial,
+                                         overlap=not serial)
+    layer = make_layer_weights(cfg, device="cuda:0")  # production shapes: seconds on the GPU, minutes on the CPU
     impl = GcMoeImplementation(buf, layer, activation_alpha=cfg.alpha, activation_clamp=cfg.clamp)
     ws = buf.ws
     specs = {s.name: (i, s) for i, s in enumerate(suite_cases(cfg))}
