@@ -17,7 +17,7 @@ from pathlib import Path
 
 #: model shapes (H, I) from the manifests (paper Table 4) and a small test model
 SHAPES = {"test": (1024, 512), "glm52": (6144, 2048), "dsv41flash": (5120, 2304)}
-BMS = (8, 16, 32, 64)
+BMS = (8, 16, 32, 48, 64)
 #: name suffix -> kernel: 256-thread, 384-thread pipelined, 384-thread persistent ring consumer
 VARIANTS = ("", "_p", "_pp")
 
@@ -95,6 +95,8 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                                        fast_math=True),
                     # ... and the two consumer warpgroups taking turns at the tensor pipe (session 26:
                     # Role2GemmConfig.pingpong), on the fast_math forms above
+                    "_ppksafl": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
+                                     signal_warp=True, act_tma=True, fast_math=True, mma_lag=1),
                     "_ppksafw": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
                                      signal_warp=True, act_tma=True, fast_math=True, pingpong=True),
                     "_pp2ksafw": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
