@@ -27,8 +27,13 @@ from typing import Sequence
 ARCH_FAMILY = {"sm_90a": "sm90", "sm_100a": "sm100", "sm_103a": "sm100"}
 
 #: SM90: BM is the WGMMA N dimension (operand-swapped: weights are the register A operand, m64, and the
-#: token block is N), so any multiple of 8 up to 64 is legal; we compile the power-of-two ladder.
-SM90_BM_CANDIDATES = (8, 16, 32, 64)
+#: token block is N), so any multiple of 8 up to 64 is legal; we compile the power-of-two ladder and 48 (session 29:
+#: a one-CTA block that still keeps lag 1's second partial set, which spills at 64; the heuristic's tile at 28-48
+#: expected tokens per expert, where one BM 64 block ran at ~50 % of the read bandwidth).
+SM90_BM_CANDIDATES = (8, 16, 32, 48, 64)
+#: role4 (shared experts) builds the power-of-two ladder only: its blocks hold every local token, and 48 was added for
+#: the routed spread (above).
+SM90_SHARED_BM_CANDIDATES = (8, 16, 32, 64)
 #: the largest BM one SM90 ring block uses: an expert's coverage is split into ceil(coverage / this) blocks. 64 (all
 #: candidates) is shipped; a smaller cap trades one large-BM block (one CTA per SM from BM 32 on: two consumer warps
 #: per scheduler, ncu session 8) for several BM 16 blocks on the two-CTA build, each streaming the expert's weights
@@ -308,6 +313,10 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
     sigma = math.sqrt(m_hat * (1.0 - p))
     coverage = m_hat + sigma
     bm, blocks = _pick_bm(coverage, tuple(c for c in cands if c <= SM90_BLOCK_MAX_BM) or cands[:1])
+    if blocks > 1:
+        # role1 fills an expert's blocks to BM in turn, so an expert above the largest BM takes a full block and a
+        # remainder: the largest BM keeps the most experts in one block (the power-of-two ladder picked it here anyway)
+        bm = max(c for c in cands if c <= SM90_BLOCK_MAX_BM)
     local_experts = experts // ranks
     active_experts = local_experts * (1.0 - _powi(1.0 - p, t * ranks))
     steps_per_sm = active_experts * blocks * sm90_weight_steps_per_block(hidden, intermediate) / compute_sms
@@ -392,12 +401,14 @@ def choose_tile(arch: str, tokens: int, *, ranks: int, top_k: int, experts: int,
                              compute_sms=compute_sms, candidates=cands)
 
 
-def choose_shared_bm(tokens: int, candidates: Sequence[int] = SM90_BM_CANDIDATES) -> int:
+def choose_shared_bm(tokens: int, candidates: Sequence[int] = SM90_SHARED_BM_CANDIDATES) -> int:
     """SM90 role4 (shared experts) block size: a shared expert sees every local token, so there is no
-    routing spread; the smallest candidate holding all T tokens, the largest one (several blocks) above it."""
+    routing spread; the smallest candidate holding all T tokens, the largest one (several blocks) above it.
+    Candidates outside role4's ladder (SM90_SHARED_BM_CANDIDATES: role2's BM 48) are ignored."""
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
         raise ValueError(f"shared tile heuristic: tokens = {tokens!r} must be an integer >= 0")
-    cands = _sorted_candidates(candidates, SM90_BM_CANDIDATES)
+    cands = _sorted_candidates([c for c in candidates if c in SM90_SHARED_BM_CANDIDATES] or candidates,
+                               SM90_SHARED_BM_CANDIDATES)
     return _pick_bm(float(max(tokens, 1)), cands)[0]
 
 

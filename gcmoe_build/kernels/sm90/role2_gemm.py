@@ -287,7 +287,9 @@ class Role2GemmConfig:
             # their MMAs run (W1 and W2 both chain per K128): ptxas would serialise every wgmma of the kernel
             # (advisory C7512, a build error; the session-6 two-CTA build shipped so)
             return 0
-        return 1 if self.bm <= 32 else 0
+        # BM 48's second partial set still fits the one-CTA build's registers (no spill in its K loops; BM 64's
+        # spills 70 values per K256, hence its drain per step and the turns)
+        return 1 if self.bm <= 48 else 0
 
     @property
     def threads(self) -> int:
