@@ -91,7 +91,7 @@ def test_shipped_manifests_load(name, shape):
     (t,) = m.targets
     assert t.arch == "sm_90a" and t.device.sms == 132 and t.device.alignment == 8
     assert (t.partition.dispatch_sms, t.partition.compute_sms) == (4, 128)
-    assert t.bm_candidates == (8, 16, 32, 64)
+    assert t.bm_candidates == (8, 16, 32, 48, 64)
     assert t.recipe.routed == L.ROUTED_RECIPE_SM90
     assert L.SHARED_RECIPES[t.recipe.shared] == s.shared_experts.k_group
     if name != "test-tiny":
