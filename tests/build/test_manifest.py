@@ -146,7 +146,7 @@ CASES = [
     ("targets.0.dispatch_sms_request", 132, "targets[0].dispatch_sms_request", "< device.sms (132)"),
     ("targets.0.dispatch_sms_request", 101, "targets[0].dispatch_sms_request", "compute_sms >= 32"),
     ("targets.0.dispatch_sms_request", 126, "targets[0].dispatch_sms_request", "compute_sms >= 8 (driver minimum"),
-    ("targets.0.bm", [8, 96], "targets[0].bm[1]", "one of [8, 16, 32, 64] for sm_90a"),
+    ("targets.0.bm", [8, 96], "targets[0].bm[1]", "one of [8, 16, 32, 48, 64] for sm_90a"),
     ("targets.0.bm", [16, 16], "targets[0].bm[1]", "each BM once"),
     ("targets.0.bm", [], "targets[0].bm", "non-empty subset"),
     ("targets.0.recipe.routed", "1x1x32", "targets[0].recipe.routed", "one of ['e4m3-fp32k128_x_mxfp4'] for sm_90a"),

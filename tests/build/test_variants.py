@@ -43,11 +43,12 @@ def test_counts_of_shipped_manifests(variants):
     # GLM-5.2 on H200, P in {1,2,8}: role2 picks BM {8,16} / {8..32} / {8..64}, always 384 threads, and BM 8 at
     # one and at two CTAs per SM (heuristics.sm90_ctas_per_sm) at P = 2 and 8; at P = 1 only at two (from T = 1 since
     # session 21's W1 split-K), with the W1 split-K code (T = 1, heuristics.sm90_w1_split) and without (session 22);
-    # role3 per P twice: with the shared lane and routed-only (shared_experts 0)
-    assert counts["glm-5.2"] == {"role1": 9, "role2": 12, "role3": 6, "role4": 4}
+    # role3 per P twice: with the shared lane and routed-only (shared_experts 0); since session 29 BM 48 at P = 8
+    # (GLM-5.2 T = 112-160 besides BM 64; DSV-4.1-Flash T = 224-256 instead of BM 64)
+    assert counts["glm-5.2"] == {"role1": 10, "role2": 13, "role3": 6, "role4": 4}
     assert counts["deepseek-v4.1-flash"] == {"role1": 7, "role2": 10, "role3": 6, "role4": 4}
-    # test-tiny, P in {1,2}: BM 8..64 with 256 threads plus BM 64 with 384 threads, per P; 4 self-tests
-    assert counts["test-tiny"] == {"role1": 8, "role2": 10, "role3": 4, "role4": 4,
+    # test-tiny, P in {1,2}: BM 8..64 (and 48) with 256 threads plus BM 64 with 384 threads, per P; 4 self-tests
+    assert counts["test-tiny"] == {"role1": 10, "role2": 12, "role3": 4, "role4": 4,
                                    **{r: 1 for r in SELFTEST_ROLES}}
     for n, vs in variants.items():
         assert len(set(vs)) == len(vs), f"{n}: duplicates"
