@@ -274,13 +274,13 @@ def sm90_weight_steps_per_block(hidden: int, intermediate: int) -> int:
 
 def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidden: int, intermediate: int,
                      compute_sms: int, candidates: Sequence[int] = SM90_BM_CANDIDATES) -> TileChoice:
-    """SM90 token-bound heuristic: BM in {8,16,32,64} and the 384-thread pipelined or 256-thread variant.
+    """SM90 token-bound heuristic: BM in {8,16,32,48,64} and the 384-thread pipelined or 256-thread variant.
 
     BM. A local expert's token count is Binomial(T*P, k/E) (each token picks k distinct experts of E), with
     mean m-hat = T*P*k/E and standard deviation sigma = sqrt(m-hat * (1 - k/E)). We size blocks to cover
     m-hat + sigma: the number of blocks comes from the largest candidate (ceil(cover / 64)), then BM is the
-    smallest candidate that covers cover/blocks. BM is the WGMMA N, so padding rows cost MMA issue slots
-    but no weight bytes: small BM at small T keeps the (decode-bound) issue count low, and the +sigma margin
+    smallest candidate that covers cover/blocks when one block does, else the largest. BM is the WGMMA N, so
+    padding rows cost MMA issue slots but no weight bytes: small BM at small T keeps the (decode-bound) issue count low, and the +sigma margin
     keeps a typical expert in one block instead of spilling a second, nearly empty one.
 
     Threads. Every active expert's weights are streamed once per layer in K128 steps (one step = one
@@ -312,11 +312,12 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
     p = top_k / experts
     sigma = math.sqrt(m_hat * (1.0 - p))
     coverage = m_hat + sigma
-    bm, blocks = _pick_bm(coverage, tuple(c for c in cands if c <= SM90_BLOCK_MAX_BM) or cands[:1])
+    usable = tuple(c for c in cands if c <= SM90_BLOCK_MAX_BM) or cands[:1]
+    bm, blocks = _pick_bm(coverage, usable)
     if blocks > 1:
         # role1 fills an expert's blocks to BM in turn, so an expert above the largest BM takes a full block and a
         # remainder: the largest BM keeps the most experts in one block (the power-of-two ladder picked it here anyway)
-        bm = max(c for c in cands if c <= SM90_BLOCK_MAX_BM)
+        bm = usable[-1]
     local_experts = experts // ranks
     active_experts = local_experts * (1.0 - _powi(1.0 - p, t * ranks))
     steps_per_sm = active_experts * blocks * sm90_weight_steps_per_block(hidden, intermediate) / compute_sms
