@@ -234,9 +234,7 @@ def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, 
 
     layout, ctx, flush, result = one_gpu_run(shared, replays, command, seed=seed, tile=list(tile) if tile else None)
     for shape in models:
-        impl = loaded_gcmoe(shape, layout, ctx, shared)
-        if tile:
-            impl.force_tile(tuple(tile))
+        impl = loaded_gcmoe(shape, layout, ctx, shared, tile)
         trace = impl.workspace().view("role2_trace")
         entry: dict[str, Any] = {"model": shape.name, "loaded": impl.describe(), "points": []}
         for T in tokens:

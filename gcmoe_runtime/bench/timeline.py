@@ -159,8 +159,9 @@ def one_gpu_run(shared: bool, replays: int, command: str, **extra) -> tuple:
     return layout, ctx, flush, result
 
 
-def loaded_gcmoe(shape, layout, ctx, shared: bool):
-    """The gc-moe implementation (green contexts, overlap on) with ``shape`` loaded, or SystemExit with the reason."""
+def loaded_gcmoe(shape, layout, ctx, shared: bool, tile: Optional[tuple] = None):
+    """The gc-moe implementation (green contexts, overlap on) with ``shape`` loaded, or SystemExit with the reason;
+    ``tile``: role2's (BM, threads[, ctas_per_sm[, w1_split]]) forced at every T instead of the heuristic's."""
     from .impl import make
 
     impl = make("gc-moe")
@@ -168,6 +169,8 @@ def loaded_gcmoe(shape, layout, ctx, shared: bool):
     if why:
         raise SystemExit(f"{shape.name}: {why}")
     impl.load_model(shape, layout, ctx, shared)
+    if tile:
+        impl.force_tile(tuple(tile))
     return impl
 
 
@@ -180,9 +183,7 @@ def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, 
 
     layout, ctx, flush, result = one_gpu_run(shared, replays, command, seed=seed, tile=list(tile) if tile else None)
     for shape in models:
-        impl = loaded_gcmoe(shape, layout, ctx, shared)
-        if tile:
-            impl.force_tile(tuple(tile))
+        impl = loaded_gcmoe(shape, layout, ctx, shared, tile)
         entry: dict[str, Any] = {"model": shape.name, "loaded": impl.describe(), "points": []}
         for T in tokens:
             prep = impl.prepare(build_point(shape, T, layout, 0, seed))
