@@ -1,6 +1,7 @@
 """Session 30: repeated eager layer calls of one accuracy case at P = 1, to find which execution mode fails and how.
 
 ``GCMOE_OPERATOR_BUNDLE=B [MODE=gcov|gc|ov|serial] [REPEATS=n] [STACK=bytes] [TILE=BM:THREADS[:CTAS[:SPLIT]]]
+[ROUTE_EXPERTS=n]
 python3 crash_probe.py PRESET CASE`` (PRESET as for tests/runtime/operator/gpu_accuracy.py, e.g. glm-5.2@E32).
 
 MODE: gcov = green contexts + the overlapped graph (the operator's own mode, ring of the live model); gc = green
@@ -56,7 +57,10 @@ def main(preset: str, case: str) -> None:
     impl = GcMoeImplementation(buf, layer, activation_alpha=cfg.alpha, activation_clamp=cfg.clamp)
     specs = {s.name: (i, s) for i, s in enumerate(suite_cases(cfg))}
     idx, spec = specs[case]
-    inp = build_rank_inputs(cfg, layer, spec, idx, ranks=[0], device="cuda:0")[0]
+    # ROUTE_EXPERTS=n: route as the same preset at n experts would (ids < n), on this layer (same load, other build)
+    route_cfg = dataclasses.replace(cfg, num_experts=int(os.environ["ROUTE_EXPERTS"])) if os.environ.get(
+        "ROUTE_EXPERTS") else cfg
+    inp = build_rank_inputs(route_cfg, layer, spec, idx, ranks=[0], device="cuda:0")[0]
     T = inp.num_tokens
     ids = inp.topk_idx[inp.topk_idx >= 0].flatten()
     per = torch.bincount(ids.cpu(), minlength=cfg.num_experts).tolist()
