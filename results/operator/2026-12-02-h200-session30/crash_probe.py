@@ -1,7 +1,7 @@
 """Session 30: repeated eager layer calls of one accuracy case at P = 1, to find which execution mode fails and how.
 
 ``GCMOE_OPERATOR_BUNDLE=B [MODE=gcov|gc|ov|serial] [REPEATS=n] [STACK=bytes] [TILE=BM:THREADS[:CTAS[:SPLIT]]]
-[ROUTE_EXPERTS=n]
+[ROUTE_EXPERTS=n] [PRINT_ADDRS=1]
 python3 crash_probe.py PRESET CASE`` (PRESET as for tests/runtime/operator/gpu_accuracy.py, e.g. glm-5.2@E32).
 
 MODE: gcov = green contexts + the overlapped graph (the operator's own mode, ring of the live model); gc = green
@@ -53,6 +53,12 @@ def main(preset: str, case: str) -> None:
     print(f"mode={mode} green={green} overlap={overlap} ring_blocks={buf.ws.layout.ring_blocks} "
           f"bm_max={buf.ws.layout.bm_max} partition={buf.partition.dispatch_sms}/{buf.partition.compute_sms}",
           flush=True)
+    if os.environ.get("PRINT_ADDRS"):  # for core_probe.sh: the signal regions' device addresses (cuda-gdb reads them)
+        lay = buf.ws.layout
+        for r in ("recv_parity", "recv_count", "send_count", "l1_full_count", "l1_empty_count", "l2_full_mask",
+                  "l2_empty_count", "ring_block", "dispatch_grid"):
+            print(f"ADDR {r} {buf.ws.address(r):#x} {lay.region(r).dtype} {'x'.join(map(str, lay.region(r).shape))}",
+                  flush=True)
     layer = make_layer_weights(cfg, device="cuda:0")
     impl = GcMoeImplementation(buf, layer, activation_alpha=cfg.alpha, activation_clamp=cfg.clamp)
     specs = {s.name: (i, s) for i, s in enumerate(suite_cases(cfg))}
