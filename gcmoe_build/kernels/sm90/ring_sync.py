@@ -8,6 +8,14 @@ every wait here reads the bound from a register. Each wait is one inline-PTX sco
 visible verbatim in the PTX for the protocol-order tests): acquire load, ``nanosleep`` back-off,
 ``%globaltimer`` bound, then the trap record of ``gcmoe_runtime.workspace.trap`` (magic written last
 after a system fence) and ``trap``.
+
+``bra.uni`` promises ptxas that every active thread of the warp takes the branch alike; ptxas then lays out the
+warp's reconvergence on that promise. It holds where one thread waits (the producer thread) or where the whole warp
+polls one address in one instruction (every lane loads the same value). A wait whose lanes poll *different* words
+(:func:`wait_arrived_count`: one receive counter per lane) branches with plain ``bra``: with ``bra.uni`` there
+(session 30) the lanes that saw their counter late split from the others, warp 0 of the 32-expert builds left the
+poll in two halves, ran ``setmaxnreg`` and the task loop split (undefined), and the layer trapped or faulted about
+once in ten calls whenever role1 was still publishing while role2 polled (results/operator/2026-12-02-h200-session30).
 """
 from __future__ import annotations
 
@@ -77,20 +85,26 @@ def wait_arrived_count(addr, contributors: int, err, code: int, timeout_ns, scop
     over NVLink) until the packed receive counter at
     ``addr`` — ``(contributors << 32) | tokens``, published by role1 once every source CTA has added —
     has exactly ``contributors`` in its high word; return the token count (low word). On timeout
-    record (code, contributors, high word seen) and trap."""
-    return Int32(_asm(
+    record (code, contributors, high word seen) and trap. The lanes of a warp poll different counters, so every
+    branch is a plain (divergent) ``bra`` (module docstring)."""
+    return Int32(_asm(arrived_count_ptx(contributors, code, scope), "=r,l,l,l",
+                      [_v(addr, Int64), _v(err, Int64), _v(timeout_ns, Int64)], 1)[0])
+
+
+def arrived_count_ptx(contributors: int, code: int, scope: str) -> str:
+    """The PTX of :func:`wait_arrived_count` (``$0`` count out, ``$1`` address, ``$2`` trap record, ``$3`` timeout)."""
+    return (
         "{\n.reg .pred p;\n.reg .u64 v, t0, t1;\n.reg .u32 hi;\n"
         f"ld.acquire.{scope}.global.u64 v, [$1];\nshr.u64 t1, v, 32;\ncvt.u32.u64 hi, t1;\n"
-        f"setp.eq.u32 p, hi, {int(contributors)};\n@p bra.uni GCMOE_R_DONE;\n"
+        f"setp.eq.u32 p, hi, {int(contributors)};\n@p bra GCMOE_R_DONE;\n"
         "mov.u64 t0, %globaltimer;\n"
         "GCMOE_R_LOOP:\nnanosleep.u32 128;\n"
         f"ld.acquire.{scope}.global.u64 v, [$1];\nshr.u64 t1, v, 32;\ncvt.u32.u64 hi, t1;\n"
-        f"setp.eq.u32 p, hi, {int(contributors)};\n@p bra.uni GCMOE_R_DONE;\n"
+        f"setp.eq.u32 p, hi, {int(contributors)};\n@p bra GCMOE_R_DONE;\n"
         "mov.u64 t1, %globaltimer;\nsub.u64 t1, t1, t0;\n"
-        "setp.lt.u64 p, t1, $3;\n@p bra.uni GCMOE_R_LOOP;\n"
+        "setp.lt.u64 p, t1, $3;\n@p bra GCMOE_R_LOOP;\n"
         + _record(code, "$2", str(int(contributors)), "hi") +
-        "GCMOE_R_DONE:\ncvt.u32.u64 $0, v;\n}",
-        "=r,l,l,l", [_v(addr, Int64), _v(err, Int64), _v(timeout_ns, Int64)], 1)[0])
+        "GCMOE_R_DONE:\ncvt.u32.u64 $0, v;\n}")
 
 
 @dsl_user_op

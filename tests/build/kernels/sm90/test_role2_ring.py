@@ -92,6 +92,26 @@ def test_receive_counts_at_the_protocols_scope(role2_arts):
     assert {ranks for ranks, _, _ in role2_arts} == {1, 2}
 
 
+def test_receive_count_poll_branches_divergently(role2_arts):
+    """Each lane of warp 0 polls its own experts' receive counters, so the poll's branches are plain ``bra``: a
+    ``bra.uni`` there (a promise that the warp branches alike) split warp 0 of the 32-expert builds in two whenever
+    role1 was still publishing, and the layer trapped or faulted (session 30, ``ring_sync`` docstring)."""
+    for (ranks, _, _), art in role2_arts.items():
+        recv = _first(art.ptx, "ld.acquire.sys.global.u64 v, [" if ranks > 1 else "ld.acquire.gpu.global.u64 v, [")
+        poll = art.ptx[recv:_first(art.ptx, "GCMOE_R_DONE:", recv)]
+        assert "bra GCMOE_R_DONE;" in poll and "bra GCMOE_R_LOOP;" in poll
+        assert "bra.uni GCMOE_R_DONE" not in poll and "bra.uni GCMOE_R_LOOP" not in poll
+
+
+def test_receive_count_wait_ptx_has_no_uniform_branch():
+    """The helper's PTX itself (no compile): every branch but the trap record's is divergent."""
+    from gcmoe_build.kernels.sm90.ring_sync import arrived_count_ptx
+
+    ptx = arrived_count_ptx(4, 12, "gpu")
+    assert ptx.count("bra.uni") == 1 and "bra.uni GCMOE_R_TRAP" in ptx  # err == 0: the same in every lane
+    assert ptx.count("@p bra GCMOE_R_DONE;") == 2 and ptx.count("@p bra GCMOE_R_LOOP;") == 1
+
+
 @pytest.mark.parametrize("bm,threads", [(16, 256), (64, 384)])
 def test_ring_protocol_order(role2_arts, bm, threads):
     ptx = _ptx(role2_arts, bm, threads)
