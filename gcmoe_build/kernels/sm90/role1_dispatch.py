@@ -1,7 +1,8 @@
 """role1 (dispatch) on sm_90a: routing accounting, the tag-1 NVLink barrier and the all-to-all pull
 into the token ring (paper §4.3 "Dispatch data path", steps 1-6; Algorithm 1 lines 1-3).
 
-Grid = the dispatch partition's SMs (``dispatch_sms``, compile time), 256 threads (8 warps). All
+Grid = the dispatch partition's SMs (``dispatch_sms``, compile time), 32 x ``Role1Config.warps`` threads: 16 warps
+where their double-buffered staging fits the shared memory (every shipped shape), else 8 or 4. All
 state lives in the symmetric workspace (``gcmoe_runtime.workspace.layout``); region offsets are
 by-value u64 parameters filled by the runtime from that layout, so the kernel never recomputes an
 offset. Peers are reached through the 592-byte peer descriptor (``base + offsets[r] + offset``).
@@ -55,12 +56,14 @@ bulk copy).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
-from .role_common import int_param, peer_abi_plan, peer_scope
+from .role_common import SMEM_LIMIT, int_param, peer_abi_plan, peer_scope
 
 ROLE = "role1"
 NAME_PREFIX = "gcmoe_sm90_role1_dispatch"
-THREADS = 256
-WARPS = THREADS // 32
+#: warps per CTA, the most whose staging fits first. The pull is latency-bound per warp (each warp has one token's
+#: copy in flight beside one being stored: ~3.5 us per token on the H200, ~9 tokens / us from 4 SMs x 8 warps at
+#: GLM-5.2's share, session 30), so twice the warps pull about twice the tokens at once.
+WARP_CHOICES = (16, 8, 4)
 STAGES = 2  # per-warp shared staging buffers (double buffering)
 
 #: trap codes (gcmoe_runtime.workspace.trap.TRAP_CODES)
@@ -100,6 +103,16 @@ class Role1Config:
             raise ValueError(f"role1: top_k={self.topk} must be <= 31 (slot in 5 bits of a routing entry)")
         if self.capacity >= 1 << 26:
             raise ValueError(f"role1: capacity={self.capacity} too large for src_token << 5 in an int32")
+        fits = [w for w in WARP_CHOICES if self.smem_offsets(w)["total"] <= SMEM_LIMIT]
+        if not fits:
+            raise ValueError(f"role1: hidden={self.hidden} experts={self.experts}: even {WARP_CHOICES[-1]} warps' "
+                             f"staging needs {self.smem_offsets(WARP_CHOICES[-1])['total']} B of shared memory > "
+                             f"{SMEM_LIMIT}")
+        self.warps = fits[0]
+
+    @property
+    def threads(self):
+        return 32 * self.warps
 
     @property
     def experts_local(self):
@@ -113,15 +126,16 @@ class Role1Config:
     def stage_bytes(self):
         return _align(self.hidden + self.sf_bytes, 128)
 
-    def smem_offsets(self):
+    def smem_offsets(self, warps=None):
+        warps = self.warps if warps is None else warps
         E, EL = self.experts, self.experts_local
         cnt = 0
         base = cnt + 4 * E
         tab = base + 4 * E
         blk = tab + 4 * (E + 1)
         stage = _align(blk + 4 * (EL + 1), 1024)
-        mbar = stage + WARPS * STAGES * self.stage_bytes
-        total = mbar + WARPS * STAGES * 8
+        mbar = stage + warps * STAGES * self.stage_bytes
+        total = mbar + warps * STAGES * 8
         return dict(cnt=cnt, base=base, tab=tab, blk=blk, stage=stage, mbar=mbar, total=total)
 
     @property
@@ -151,9 +165,9 @@ def build(variant):
     host, kernel, fake = _trace_parts(cfg)
     return KernelBuild(
         host=host, kernel=kernel, args=fake, name_prefix=NAME_PREFIX, abi=abi_plan(cfg.ranks),
-        launch=LaunchFacts(block=(THREADS, 1, 1), cluster=(1, 1, 1), dynamic_smem=cfg.smem_bytes,
+        launch=LaunchFacts(block=(cfg.threads, 1, 1), cluster=(1, 1, 1), dynamic_smem=cfg.smem_bytes,
                            grid="dispatch_sms"),
-        extra={"role": ROLE, "bm": cfg.bm, "dispatch_sms": cfg.dispatch_sms, "threads": THREADS,
+        extra={"role": ROLE, "bm": cfg.bm, "dispatch_sms": cfg.dispatch_sms, "threads": cfg.threads,
                "offset_params": list(OFFSET_PARAMS)},
     )
 
@@ -190,7 +204,8 @@ def _trace_parts(cfg):
                                                     so["mbar"])
     NTAB = EL * P  # == E
     LOG_TAB = max(1, (NTAB).bit_length())
-    NT = THREADS
+    NT = cfg.threads
+    WARPS = cfg.warps
     W_TOTAL = D * WARPS
 
     @dsl_user_op

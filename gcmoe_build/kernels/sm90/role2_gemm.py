@@ -65,6 +65,7 @@ from .ptx_mem import (bar_arrive, bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp
                       mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4, st_shared_f32, st_shared_u64,
                       st_shared_u8, st_shared_v4, stmatrix_x4_trans, tma_load_2d)
 from .ring_sync import ld_shared_b32, st_relaxed_gpu_u64, st_shared_b32
+from .role_common import SMEM_LIMIT  # noqa: F401  (role4 sizes its stages against it through this module)
 from .task_queue import TASK_SLOTS_BYTES
 from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, min_u32, pack_bf16x2, sel_f32, shfl_bfly_f32,
                          sigmoid, to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
@@ -84,7 +85,6 @@ SIGNAL_WARP_TIDS = (32, 64)
 #: the turn over by arriving on the other's (0: every thread, 1: the consumers, SIGNAL_BAR: the signal warp's hand-over)
 PINGPONG_BARS = (3, 4)
 SUPPORTED_BM = (8, 16, 32, 48, 64)
-SMEM_LIMIT = 227 * 1024  # sm_90 opt-in dynamic shared memory per block
 #: one 64-row slab's share of a K128 weight stage: its packed codes (4 KB) + UE8M0 scales (256 B)
 SLAB_STAGE_BYTES = 4096 + 256
 STAGE_BYTES = 4 * SLAB_STAGE_BYTES  # one K128 step of a CTA's four slabs: packed codes of 256 rows + their scales

@@ -46,7 +46,7 @@ means slot k is reduced), compute_sms (unused by the code).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
-from .role_common import int_param, peer_abi_plan, peer_scope
+from .role_common import SMEM_LIMIT, int_param, peer_abi_plan, peer_scope
 
 ROLE = "role3"
 NAME_PREFIX = "gcmoe_sm90_role3_finalize"
@@ -54,7 +54,6 @@ BOOK_WARPS = 4
 COMBINE_WARPS = 8
 THREADS = 32 * (BOOK_WARPS + COMBINE_WARPS)
 
-SMEM_LIMIT = 227 * 1024  # sm_90 opt-in dynamic shared memory per block (== role2_gemm.SMEM_LIMIT)
 
 CODE_COMBINE_READY = 4
 CODE_ARRIVAL = 5

@@ -47,8 +47,26 @@ def test_schema_and_launch(art):
     assert names[0] == "peer" and rec.params[0].size == 592
     assert names[1:1 + len(OFFSET_PARAMS)] == [f"o_{n}" for n in OFFSET_PARAMS]
     assert names[-4:] == ["ntok", "ring_blocks", "bm_stride", "sf_stride"]
-    assert rec.launch.grid == "dispatch_sms" and rec.launch.block == (256, 1, 1)
+    assert rec.launch.grid == "dispatch_sms" and rec.launch.block == (512, 1, 1)  # 16 warps fit at H = 512
     assert rec.launch.dynamic_smem == Role1Config(rec.variant).smem_bytes
+
+
+def test_warps_are_the_most_whose_staging_fits():
+    """16 warps (twice the tokens in flight of the first 8-warp kernel, session 30) wherever their double-buffered
+    staging fits the shared memory (every shipped shape), else 8 or 4; a clear error when not even 4 fit."""
+    from gcmoe_build.kernels.sm90.role1_dispatch import Role1Config
+    from gcmoe_build.kernels.sm90.role_common import SMEM_LIMIT
+
+    def cfg(hidden, experts=256):
+        return Role1Config(dict(BASE, hidden=hidden, experts=experts, ranks=1))
+
+    for hidden, experts, warps in ((512, 16, 16), (6144, 256, 16), (5120, 384, 16), (7168, 256, 8), (16384, 64, 4)):
+        c = cfg(hidden, experts)
+        assert c.warps == warps and c.threads == 32 * warps and c.smem_bytes <= SMEM_LIMIT, (hidden, c.warps)
+        if warps < 16:
+            assert c.smem_offsets(2 * warps)["total"] > SMEM_LIMIT
+    with pytest.raises(ValueError, match="hidden=32768.*shared memory"):
+        cfg(32768)
 
 
 def test_offsets_come_from_the_layout():
