@@ -61,8 +61,8 @@ from .role_common import SMEM_LIMIT, int_param, peer_abi_plan, peer_scope
 ROLE = "role1"
 NAME_PREFIX = "gcmoe_sm90_role1_dispatch"
 #: warps per CTA, the most whose staging fits first. The pull is latency-bound per warp (each warp has one token's
-#: copy in flight beside one being stored: ~3.5 us per token on the H200, ~9 tokens / us from 4 SMs x 8 warps at
-#: GLM-5.2's share, session 30), so twice the warps pull about twice the tokens at once.
+#: copy in flight beside one being stored: ~3.5 us per token on the H200), so more warps pull more tokens at once:
+#: GLM-5.2's share at T = 256, 4 SMs x 8 warps ~9 tokens / us, x 16 warps ~13.5 (session 30 call H).
 WARP_CHOICES = (16, 8, 4)
 STAGES = 2  # per-warp shared staging buffers (double buffering)
 

@@ -65,7 +65,7 @@ from .ptx_mem import (bar_arrive, bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp
                       mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4, st_shared_f32, st_shared_u64,
                       st_shared_u8, st_shared_v4, stmatrix_x4_trans, tma_load_2d)
 from .ring_sync import ld_shared_b32, st_relaxed_gpu_u64, st_shared_b32
-from .role_common import SMEM_LIMIT  # noqa: F401  (role4 sizes its stages against it through this module)
+from .role_common import SMEM_LIMIT
 from .task_queue import TASK_SLOTS_BYTES
 from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, min_u32, pack_bf16x2, sel_f32, shfl_bfly_f32,
                          sigmoid, to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)

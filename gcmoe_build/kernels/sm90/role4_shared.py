@@ -168,7 +168,8 @@ class Role4Config:
     def smem_offsets(self):
         """The task areas (role2's ``task_smem_offsets``), then the weight ring (``ring``, :attr:`ring_slots`
         slots of ``RING_WARPS x RING_WARP_BYTES``), ``total``."""
-        from .role2_gemm import SMEM_LIMIT, task_smem_offsets
+        from .role2_gemm import task_smem_offsets
+        from .role_common import SMEM_LIMIT
         from .role4_mma import RING_WARP_BYTES, RING_WARPS
 
         bm = self.bm

@@ -1,6 +1,7 @@
-"""What every SM90 role kernel's host side shares: the shared-memory limit, validating an integer variant parameter, the memory scope of the
-cross-rank protocol, and the ABI plan of a kernel whose formals are the peer descriptor, then by-value u64
-workspace-region offsets (``o_<region>``), then u64 and s32 scalars — the shape of role1-role4's parameter lists."""
+"""What every SM90 role kernel's host side shares: the shared-memory limit, validating an integer variant parameter,
+the memory scope of the cross-rank protocol, and the ABI plan of a kernel whose formals are the peer descriptor, then
+by-value u64 workspace-region offsets (``o_<region>``), then u64 and s32 scalars — the shape of role1-role4's
+parameter lists."""
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
