@@ -14,6 +14,10 @@ Definitions (one place for them; docs/PERFORMANCE.md quotes these):
   sum over ranks / slowest-rank latency. Expected remote fraction (P-1)/P.
 * Floor of a point: max over ranks of (unique active bytes / measured streaming-read bandwidth of that
   rank), plus the measured NVLink flag round trip when more than one rank communicates.
+* Streamed routed bytes (a diagnostic, not the floor): role2 runs one task per (ring block, weight tile), so an
+  expert whose tokens fill ``b`` blocks of BM has its weights streamed ``b`` times: sum over experts of
+  ceil(tokens / BM) x its MXFP4 bytes. Unique bytes / streamed bytes is how much of the floor a tile can reach at
+  best (session 30: GLM-5.2 at 64 tokens per expert, BM 64: 642 / 943 MB = 0.68).
 """
 from __future__ import annotations
 
@@ -46,6 +50,14 @@ def fp8_shared_bytes(shape: ModelShape) -> int:
 
 def unique_active_bytes(shape: ModelShape, active_experts: int, shared: bool) -> int:
     return active_experts * mxfp4_expert_bytes(shape) + (fp8_shared_bytes(shape) if shared else 0)
+
+
+def streamed_routed_bytes(shape: ModelShape, tokens_per_expert, bm: int) -> int:
+    """The routed MXFP4 bytes role2 streams for these per-expert token counts at block size ``bm`` (module docstring:
+    each ring block of an expert streams its weights once)."""
+    if bm < 1:
+        raise ValueError(f"streamed_routed_bytes: bm={bm} must be >= 1")
+    return sum(-(-int(n) // bm) for n in tokens_per_expert if n > 0) * mxfp4_expert_bytes(shape)
 
 
 def nvlink_bytes_per_remote_assignment(shape: ModelShape) -> int:

@@ -16,6 +16,15 @@ def test_mxfp4_expert_bytes_by_hand():
     assert M.mxfp4_expert_bytes(TINY) == 196_608 + 12_288 == 208_896
 
 
+def test_streamed_routed_bytes_count_one_pass_per_block():
+    e = M.mxfp4_expert_bytes(GLM)
+    assert M.streamed_routed_bytes(GLM, [0, 1, 64, 65, 79], 64) == (1 + 1 + 2 + 2) * e  # empty experts stream nothing
+    assert M.streamed_routed_bytes(GLM, [0, 1, 64, 65, 79], 48) == (1 + 2 + 2 + 2) * e
+    assert M.streamed_routed_bytes(GLM, [8] * 32, 16) == M.unique_active_bytes(GLM, 32, shared=False)
+    with pytest.raises(ValueError, match="bm=0"):
+        M.streamed_routed_bytes(GLM, [1], 0)
+
+
 def test_fp8_shared_bytes_by_hand():
     assert M.fp8_shared_bytes(GLM) == 37_748_736 + 37_748_736 // 128 == 38_043_648
     assert M.fp8_shared_bytes(DSV4) == 35_389_440 + 1_105_920
