@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = ("test-tiny", "glm-5.2", "deepseek-v4.1-flash")
+SHIPPED = ("test-tiny", "glm-5.2", "deepseek-v4.1-flash", "rank-share-glm-5.2-p8", "rank-share-deepseek-v4.1-flash-p8")
 
 
 @pytest.mark.parametrize("name", SHIPPED)

@@ -1,4 +1,5 @@
-"""GPU tests (issue 6): role1/role3 in isolation and the API's host checks, through the committed bundles.
+"""GPU tests (issue 6): role1/role3 in isolation, the API's host checks, and the layer repeated beside role1 (session
+30's race), through the committed bundles.
 
 Each test runs a harness script in a subprocess (the trap probes kill a CUDA context) and requires its
 RESULT PASS line(s); the JSON-lines evidence goes to a temporary file. Run on the GPU machine:
@@ -52,3 +53,18 @@ def test_api_host_checks_p1(tmp_path):
 @pytest.mark.multigpu
 def test_api_host_checks_p2(tmp_path):
     _run(tmp_path, "gpu_api_checks.py", 2, replays="0")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["gcov", "ov"])
+def test_layer_repeats_bit_identical_beside_role1(mode):
+    """Session 30's regression: GLM-5.2's share (32 local experts) faulted about once in ten calls while role1 ran
+    beside role2 (a ``bra.uni`` on a divergent poll, ``ring_sync``), in the operator's own mode (green contexts +
+    overlap) and in the primary context with overlap. 200 calls of each must run, match the reference and be
+    bit-identical (gpu_repeat_probe.py)."""
+    env = {**os.environ, "MODE": mode, "REPEATS": "200", "CUDA_VISIBLE_DEVICES": os.environ.get(
+               "CUDA_VISIBLE_DEVICES", "0").split(",")[0],
+           "GCMOE_OPERATOR_BUNDLE": str(ROOT / "results/operator/bundles/rank-share-glm-5.2-p8-sm90a.gcmoe")}
+    p = subprocess.run([sys.executable, str(HERE / "gpu_repeat_probe.py"), "glm-5.2@E32", "default_T32"], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "RESULT PASS" in p.stdout, p.stdout[-4000:] + p.stderr[-4000:]
