@@ -35,8 +35,8 @@ REL_L2_MAX = 0.02  # the suite's quantised-reference errors are <= 0.008 (result
 def set_stack(nbytes: int) -> None:
     from cuda.bindings import driver as cu
 
-    err, = cu.cuCtxSetLimit(cu.CUlimit.CU_LIMIT_STACK_SIZE, nbytes)[:1]
-    err2, got = cu.cuCtxGetLimit(cu.CUlimit.CU_LIMIT_STACK_SIZE)
+    err = cu.cuCtxSetLimit(cu.CUlimit.CU_LIMIT_STACK_SIZE, nbytes)[0]
+    _, got = cu.cuCtxGetLimit(cu.CUlimit.CU_LIMIT_STACK_SIZE)
     print(f"stack limit: set {nbytes} -> {err.name}, now {got}", flush=True)
 
 

@@ -18,15 +18,19 @@ ROOT = HERE.parents[2]
 
 
 def _run(tmp_path, script, world, shape="test", replays="1000"):
-    out = tmp_path / f"{script}_{world}.jsonl"
-    env = {**os.environ, "GCMOE_SHAPE": shape, "GCMOE_REPLAYS": replays,
+    _run_script(script, [str(tmp_path / f"{script}_{world}.jsonl")], world,
+                {"GCMOE_SHAPE": shape, "GCMOE_REPLAYS": replays})
+
+
+def _run_script(script, args, world, env_extra):
+    """``script args`` on ``world`` GPUs (torchrun above one) in a subprocess; every rank must print RESULT PASS."""
+    env = {**os.environ, **env_extra,
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")])}
     if world == 1:
-        cmd = [sys.executable, str(HERE / script), str(out)]
+        cmd = [sys.executable, str(HERE / script), *args]
         env["CUDA_VISIBLE_DEVICES"] = env.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world), str(HERE / script),
-               str(out)]
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world), str(HERE / script), *args]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and p.stdout.count("RESULT PASS") == world, p.stdout[-4000:] + p.stderr[-4000:]
 
@@ -62,9 +66,6 @@ def test_layer_repeats_bit_identical_beside_role1(mode):
     beside role2 (a ``bra.uni`` on a divergent poll, ``ring_sync``), in the operator's own mode (green contexts +
     overlap) and in the primary context with overlap. 200 calls of each must run, match the reference and be
     bit-identical (gpu_repeat_probe.py)."""
-    env = {**os.environ, "MODE": mode, "REPEATS": "200", "CUDA_VISIBLE_DEVICES": os.environ.get(
-               "CUDA_VISIBLE_DEVICES", "0").split(",")[0],
-           "GCMOE_OPERATOR_BUNDLE": str(ROOT / "results/operator/bundles/rank-share-glm-5.2-p8-sm90a.gcmoe")}
-    p = subprocess.run([sys.executable, str(HERE / "gpu_repeat_probe.py"), "glm-5.2@E32", "default_T32"], env=env,
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0 and "RESULT PASS" in p.stdout, p.stdout[-4000:] + p.stderr[-4000:]
+    _run_script("gpu_repeat_probe.py", ["glm-5.2@E32", "default_T32"], 1, {
+        "MODE": mode, "REPEATS": "200",
+        "GCMOE_OPERATOR_BUNDLE": str(ROOT / "results/operator/bundles/rank-share-glm-5.2-p8-sm90a.gcmoe")})
