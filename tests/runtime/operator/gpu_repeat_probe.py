@@ -1,5 +1,6 @@
-"""GPU harness: one accuracy case's eager layer call repeated at P = 1 in one execution mode — how often it faults, and
-whether every output equals the first (session 30 found a race with it; docs/OPERATOR.md "When a layer call faults").
+"""GPU harness: one accuracy case's eager layer call repeated at P = 1 in one execution mode — how often it faults,
+and whether every output equals the first (session 30 found a race with it; docs/OPERATOR.md "When a layer call
+faults").
 
 ``GCMOE_OPERATOR_BUNDLE=B [MODE=gcov|gc|ov|serial] [REPEATS=n] [STACK=bytes] [TILE=BM:THREADS[:CTAS[:SPLIT]]]
 [ROUTE_EXPERTS=n] [PRINT_ADDRS=1] python3 gpu_repeat_probe.py PRESET CASE`` (PRESET as for gpu_accuracy.py, e.g.
@@ -10,8 +11,8 @@ MODE: gcov = green contexts + the overlapped graph (the operator's own mode, rin
 contexts, roles serialised (whole-pool ring); ov = the primary context, overlapped (live-model ring); serial = the
 primary context, roles serialised (whole-pool ring). STACK: cuCtxSetLimit(CU_LIMIT_STACK_SIZE) on the primary
 context before the workspace is built (tests whether a per-launch local-memory resize beside a running role is the
-fault; in session 30 it was not). Every call's output is compared with the FP32 reference (rel. L2) and with the first call (bit-identical?);
-a CUDA error is printed with the trap record and ends the process (the context is lost).
+fault; in session 30 it was not). Every call's output is compared with the FP32 reference (rel. L2) and with the
+first call (bit-identical?); a CUDA error is printed with the trap record and ends the process (the context is lost).
 (Session 30's calls ran it as results/operator/2026-12-02-h200-session30/crash_probe.py.)
 """
 import dataclasses
