@@ -27,19 +27,21 @@ from typing import Sequence
 ARCH_FAMILY = {"sm_90a": "sm90", "sm_100a": "sm100", "sm_103a": "sm100"}
 
 #: SM90: BM is the WGMMA N dimension (operand-swapped: weights are the register A operand, m64, and the
-#: token block is N), so any multiple of 8 up to 64 is legal; we compile the power-of-two ladder and 48 (session 29:
+#: token block is N), so any multiple of 8 is legal; we compile the power-of-two ladder to 64, 48 (session 29:
 #: a one-CTA block that still keeps lag 1's second partial set, which spills at 64; the heuristic's tile at 28-48
-#: expected tokens per expert, where one BM 64 block ran at ~50 % of the read bandwidth).
-SM90_BM_CANDIDATES = (8, 16, 32, 48, 64)
+#: expected tokens per expert, where one BM 64 block ran at ~50 % of the read bandwidth) and 80 (session 31: one
+#: block for an expert of 65-80 tokens, which BM 64 split into a full block and a remainder, streaming its weights
+#: twice; BM 80's turns build still keeps every accumulator and partial in registers, BM 96's spills).
+SM90_BM_CANDIDATES = (8, 16, 32, 48, 64, 80)
 #: role4 (shared experts) builds the power-of-two ladder only: its blocks hold every local token, and 48 was added for
 #: the routed spread (above).
 SM90_SHARED_BM_CANDIDATES = (8, 16, 32, 64)
-#: the largest BM one SM90 ring block uses: an expert's coverage is split into ceil(coverage / this) blocks. 64 (all
-#: candidates) is shipped; a smaller cap trades one large-BM block (one CTA per SM from BM 32 on: two consumer warps
+#: the largest BM one SM90 ring block uses: an expert's coverage is split into ceil(coverage / this) blocks. 80 (all
+#: candidates) is shipped (64 until session 31); a smaller cap trades one large-BM block (one CTA per SM from BM 32 on: two consumer warps
 #: per scheduler, ncu session 8) for several BM 16 blocks on the two-CTA build, each streaming the expert's weights
 #: again. Measured at 16 (session 8 call F, GLM-5.2 P = 2 T = 256): +7.3 %, so not shipped (an A/B knob for
 #: ci/run_with_heuristics.py; the builder enumerates tiles with the shipped value)
-SM90_BLOCK_MAX_BM = 64
+SM90_BLOCK_MAX_BM = 80
 #: SM100 (paper §4.4): 2-CTA tcgen05 MMA, each CTA of the pair owns BM/2 rows; TMEM/SMEM budget caps 240.
 SM100_BM_CANDIDATES = (16, 32, 64, 96, 128, 192, 240)
 BM_CANDIDATES = {"sm90": SM90_BM_CANDIDATES, "sm100": SM100_BM_CANDIDATES}
@@ -274,11 +276,11 @@ def sm90_weight_steps_per_block(hidden: int, intermediate: int) -> int:
 
 def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidden: int, intermediate: int,
                      compute_sms: int, candidates: Sequence[int] = SM90_BM_CANDIDATES) -> TileChoice:
-    """SM90 token-bound heuristic: BM in {8,16,32,48,64} and the 384-thread pipelined or 256-thread variant.
+    """SM90 token-bound heuristic: BM in {8,16,32,48,64,80} and the 384-thread pipelined or 256-thread variant.
 
     BM. A local expert's token count is Binomial(T*P, k/E) (each token picks k distinct experts of E), with
     mean m-hat = T*P*k/E and standard deviation sigma = sqrt(m-hat * (1 - k/E)). We size blocks to cover
-    m-hat + sigma: the number of blocks comes from the largest candidate (ceil(cover / 64)), then BM is the
+    m-hat + sigma: the number of blocks comes from the largest candidate (ceil(cover / 80)), then BM is the
     smallest candidate that covers cover/blocks when one block does, else the largest. BM is the WGMMA N, so
     padding rows cost MMA issue slots but no weight bytes: small BM at small T keeps the (decode-bound) issue count low, and the +sigma margin
     keeps a typical expert in one block instead of spilling a second, nearly empty one.

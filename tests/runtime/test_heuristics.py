@@ -117,9 +117,11 @@ def test_sm90_bm_covers_mean_plus_binomial_sigma():
     # T = 1: m-hat = 0.25 -> BM 8 (paper §2.1: "an expert receives 0.25 tokens on average")
     c1 = choose_sm90_tile(1, **shape("glm-5.2", 8))
     assert c1.expected_tokens == pytest.approx(0.25) and c1.bm == 8
-    # T = 256: m-hat = 64 -> cover 71.9 > 64 -> two blocks of 64
+    # T = 256: m-hat = 64 -> cover 71.9 > 64 -> one block of 80 (two of 64 before session 31: the remainder block
+    # streamed the expert's weights again); T = 224: cover 63.4 -> one block of 64 as before
     c256 = choose_sm90_tile(256, **shape("glm-5.2", 8))
-    assert (c256.bm, c256.blocks_per_expert) == (64, 2)
+    assert (c256.bm, c256.blocks_per_expert) == (80, 1)
+    assert choose_sm90_tile(224, **shape("glm-5.2", 8)).bm == 64
 
 
 def test_sm90_two_ctas_once_each_cta_has_several_tasks():
@@ -271,7 +273,7 @@ def test_choose_tile_dispatch():
     assert choose_tile("sm_103a", 7, **shape("glm-5.2", 8)) == choose_sm100_tile(7, **s100)
     with pytest.raises(ValueError, match="unknown target arch"):
         choose_tile("sm_80", 1, **shape("glm-5.2", 8))
-    assert choose_tile("sm_90a", 256, capacity=256, **shape("glm-5.2", 8)).bm == 64
+    assert choose_tile("sm_90a", 256, capacity=256, **shape("glm-5.2", 8)).bm == 80
     with pytest.raises(ValueError, match="exceeds the per-rank capacity 256"):
         choose_tile("sm_90a", 257, capacity=256, **shape("glm-5.2", 8))
 
@@ -350,10 +352,10 @@ def test_reachable_bms_as_candidates_reproduce_every_choice():
 
 
 def test_sm90_block_max_bm_splits_coverage_into_smaller_blocks(monkeypatch):
-    """SM90_BLOCK_MAX_BM (an A/B knob; 64 shipped): GLM-5.2 at P = 2, T = 256 covers ~20 tokens per expert with one
+    """SM90_BLOCK_MAX_BM (an A/B knob; 80 shipped): GLM-5.2 at P = 2, T = 256 covers ~20 tokens per expert with one
     BM 32 block by default and with two BM 16 blocks (on the two-CTA build) when the cap is 16."""
     glm = dict(ranks=2, top_k=8, experts=256, hidden=6144, intermediate=2048, compute_sms=128)
-    assert h.SM90_BLOCK_MAX_BM == 64
+    assert h.SM90_BLOCK_MAX_BM == 80
     t = h.choose_sm90_tile(256, **glm)
     assert (t.bm, t.blocks_per_expert, t.ctas_per_sm) == (32, 1, 2)
     monkeypatch.setattr(h, "SM90_BLOCK_MAX_BM", 16)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 #: model shapes (H, I) from the manifests (paper Table 4) and a small test model
 SHAPES = {"test": (1024, 512), "glm52": (6144, 2048), "dsv41flash": (5120, 2304)}
-BMS = (8, 16, 32, 48, 64)
+BMS = (8, 16, 32, 48, 64, 80)
 #: name suffix -> kernel: 256-thread, 384-thread pipelined, 384-thread persistent ring consumer
 VARIANTS = ("", "_p", "_pp")
 

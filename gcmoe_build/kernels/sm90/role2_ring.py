@@ -196,10 +196,11 @@ def slab_groups_build(pipelined, bm, ctas_per_sm):
 
 
 def pingpong_build(pipelined, bm, ctas_per_sm):
-    """``Role2GemmConfig.pingpong`` of a ring build: the 384-thread one-CTA BM 64 build, whose two consumer warpgroups
-    otherwise decode, wait and promote in lockstep (kernel alone W1 -4..-14 %, W2 -3..-10 %: session 26 calls A-B);
-    the one-CTA BM 8-32 builds measured -4..+3 % and the two-CTA builds -3..+2 % with turns (call A): no change."""
-    return bool(pipelined) and ctas_per_sm == 1 and bm == 64
+    """``Role2GemmConfig.pingpong`` of a ring build: the 384-thread one-CTA BM 64 and BM 80 builds (lag 0: their
+    second partial set does not fit), whose two consumer warpgroups otherwise decode, wait and promote in lockstep
+    (BM 64 kernel alone W1 -4..-14 %, W2 -3..-10 %: session 26 calls A-B); the one-CTA BM 8-32 builds measured
+    -4..+3 % and the two-CTA builds -3..+2 % with turns (call A): no change."""
+    return bool(pipelined) and ctas_per_sm == 1 and bm >= 64
 
 
 def w1_split_build(pipelined, bm, ctas_per_sm, w1_chunks):
