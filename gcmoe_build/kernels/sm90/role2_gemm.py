@@ -302,8 +302,12 @@ class Role2GemmConfig:
             total = self.act_kb * 1024
         elif self.ctas_per_sm == 2:
             total = 48 * 1024
+        elif self.pipelined:
+            # 64 KB, or a K512 chunk per buffer where a block needs more (BM 80: 80 KB; session 31: at 64 KB its chunk
+            # was K256, twice BM 64's chunk waits and copies per task)
+            total = max(64 * 1024, self.act_buffers * 512 * self.bm)
         else:
-            total = 64 * 1024 if self.pipelined else 96 * 1024
+            total = 96 * 1024
         return total // self.act_buffers
 
     @property
