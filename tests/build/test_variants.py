@@ -44,8 +44,9 @@ def test_counts_of_shipped_manifests(variants):
     # one and at two CTAs per SM (heuristics.sm90_ctas_per_sm) at P = 2 and 8; at P = 1 only at two (from T = 1 since
     # session 21's W1 split-K), with the W1 split-K code (T = 1, heuristics.sm90_w1_split) and without (session 22);
     # role3 per P twice: with the shared lane and routed-only (shared_experts 0); since session 29 BM 48 at P = 8
-    # (GLM-5.2 T = 112-160 besides BM 64; DSV-4.1-Flash T = 224-256 instead of BM 64)
-    assert counts["glm-5.2"] == {"role1": 10, "role2": 13, "role3": 6, "role4": 4}
+    # (GLM-5.2 T = 112-160 besides BM 64; DSV-4.1-Flash T = 224-256 instead of BM 64); since session 31 BM 80 at P = 8
+    # (GLM-5.2 T >= 228: 65-80 tokens per local expert in one block; DSV-4.1-Flash never reaches it)
+    assert counts["glm-5.2"] == {"role1": 11, "role2": 14, "role3": 6, "role4": 4}
     assert counts["deepseek-v4.1-flash"] == {"role1": 7, "role2": 10, "role3": 6, "role4": 4}
     # test-tiny, P in {1,2}: BM 8..64 (and 48) with 256 threads plus BM 64 with 384 threads, per P; 4 self-tests
     assert counts["test-tiny"] == {"role1": 10, "role2": 12, "role3": 4, "role4": 4,
@@ -62,7 +63,8 @@ def test_every_token_count_maps_to_a_compiled_variant(manifests, variants):
         for P in t.ranks:
             for T in range(0, t.capacity + 1):
                 c = choose_tile(t.arch, T, ranks=P, top_k=s.top_k, experts=s.experts, hidden=s.hidden,
-                                intermediate=s.intermediate, compute_sms=t.partition.compute_sms)
+                                intermediate=s.intermediate, compute_sms=t.partition.compute_sms,
+                                candidates=t.bm_candidates)
                 find_variant(vs, "role2", arch=t.arch, ranks=P, bm=c.bm, threads=c.threads, ctas_per_sm=c.ctas_per_sm,
                              w1_split=c.w1_split)
                 find_variant(vs, "role1", arch=t.arch, ranks=P, bm=c.bm)
@@ -80,7 +82,8 @@ def test_nothing_unreachable(manifests, variants):
         for P in t.ranks:
             for T in range(1, t.capacity + 1):
                 c = choose_tile(t.arch, T, ranks=P, top_k=s.top_k, experts=s.experts, hidden=s.hidden,
-                                intermediate=s.intermediate, compute_sms=t.partition.compute_sms)
+                                intermediate=s.intermediate, compute_sms=t.partition.compute_sms,
+                                candidates=t.bm_candidates)
                 picked.add((P, c.bm, c.threads))
         got = {(v.params["ranks"], v.params["bm"], v.params["threads"]) for v in variants[n] if v.role == "role2"}
         assert got == picked
