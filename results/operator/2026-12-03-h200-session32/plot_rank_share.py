@@ -17,6 +17,9 @@ OPS = HERE.parent
 sys.path.insert(0, str(OPS / "2026-12-02-h200-session29"))
 from rank_share_table import rows  # noqa: E402
 
+sys.path.insert(0, str(OPS / "2026-12-02-h200-session30"))
+from plot_rank_share import style_rank_share_axes  # noqa: E402
+
 
 def mean_share(call: Path, specs) -> dict:
     """{(model, rounded tokens per expert): mean share} over the call's timelines ``specs``."""
@@ -37,15 +40,7 @@ def main() -> None:
     for pts, mark, lab in ((s31, "s", "BM 80, K256 chunk (session 31)"), (s32, "D", "BM 80, K512 chunk (shipped, session 32)")):
         xs = sorted(x for m, x in pts if m == "rank-share-glm-5.2-p8" and x == 64)
         ax.plot(xs, [pts["rank-share-glm-5.2-p8", x] for x in xs], mark, ms=7, label=f"GLM-5.2 {lab}")
-    ax.axhline(70, color="grey", ls="--", lw=1)
-    ax.text(8.2, 66, "issue 5 target (>= 16 tokens / expert)", fontsize=8, color="grey")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks([8, 16, 32, 64], ["8", "16", "32", "64"])
-    ax.set_xlabel("tokens per local expert (P = 8 load)")
-    ax.set_ylabel("role2 share of read bandwidth (%)")
-    ax.set_ylim(0, 100)
-    ax.set_title("role2 in the layer, one rank's share on one H200 (sessions 30-32)", fontsize=10)
-    ax.legend(fontsize=7)
+    style_rank_share_axes(ax, "role2 in the layer, one rank's share on one H200 (sessions 30-32)")
     (HERE / "plots").mkdir(exist_ok=True)
     fig.tight_layout()
     fig.savefig(HERE / "plots" / "rank_share.png", dpi=120)
