@@ -7,6 +7,8 @@ from gcmoe_build.manifest import ManifestError, load_manifest
 from gcmoe_build.manifest.errors import MISSING
 
 GOOD = (Path(__file__).resolve().parents[2] / "manifests" / "test-tiny.yaml").read_text()
+#: test-tiny's BM line (an explicit list: the ladder without 80, manifests/test-tiny.yaml)
+TINY_BM = "bm: [8, 16, 32, 48, 64]"
 
 
 def load_text(tmp_path, text: str) -> ManifestError:
@@ -109,9 +111,9 @@ def test_unknown_key_lists_known_keys(tmp_path):
     ("ranks: [1, 2]", "ranks: 2", "targets[0].ranks", 2, "a list"),
     ("ranks: [1, 2]", "ranks: [1, '2']", "targets[0].ranks[1]", "2", "an integer"),
     ("ranks: [1, 2]", "ranks: [1, 2.0]", "targets[0].ranks[1]", 2.0, "an integer"),
-    ("bm: [8, 16, 32, 48, 64]", "bm: fast", "targets[0].bm", "fast", "'auto' or a list of integers"),
-    ("bm: [8, 16, 32, 48, 64]", "bm: [8, true]", "targets[0].bm", [8, True], "'auto' or a list of integers"),
-    ("bm: [8, 16, 32, 48, 64]", "bm: 16", "targets[0].bm", 16, "'auto' or a list of integers"),
+    (TINY_BM, "bm: fast", "targets[0].bm", "fast", "'auto' or a list of integers"),
+    (TINY_BM, "bm: [8, true]", "targets[0].bm", [8, True], "'auto' or a list of integers"),
+    (TINY_BM, "bm: 16", "targets[0].bm", 16, "'auto' or a list of integers"),
     ("arch: sm_90a", "arch: sm_80", "targets[0].arch", "sm_80", "one of 'sm_90a', 'sm_100a' or 'sm_103a'"),
     ("kind: swiglu", "kind: gelu", "activation.kind", "gelu", "one of 'swiglu'"),
     ("selftest_kernels: true", "selftest_kernels: 'true'", "selftest_kernels", "true", "true or false"),

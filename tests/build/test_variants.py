@@ -38,6 +38,13 @@ def variants(manifests):
     return {n: enumerate_variants(m) for n, m in manifests.items()}
 
 
+def manifest_tile(m, ranks: int, tokens: int):
+    """The tile the runtime picks for ``tokens`` per rank at ``ranks``: the heuristic over the manifest's BM list."""
+    s, (t,) = m.model, m.targets
+    return choose_tile(t.arch, tokens, ranks=ranks, top_k=s.top_k, experts=s.experts, hidden=s.hidden,
+                       intermediate=s.intermediate, compute_sms=t.partition.compute_sms, candidates=t.bm_candidates)
+
+
 def test_counts_of_shipped_manifests(variants):
     counts = {n: Counter(v.role for v in vs) for n, vs in variants.items()}
     # GLM-5.2 on H200, P in {1,2,8}: role2 picks BM {8,16} / {8..32} / {8..64}, always 384 threads, and BM 8 at
@@ -62,9 +69,7 @@ def test_every_token_count_maps_to_a_compiled_variant(manifests, variants):
         s, (t,) = m.model, m.targets
         for P in t.ranks:
             for T in range(0, t.capacity + 1):
-                c = choose_tile(t.arch, T, ranks=P, top_k=s.top_k, experts=s.experts, hidden=s.hidden,
-                                intermediate=s.intermediate, compute_sms=t.partition.compute_sms,
-                                candidates=t.bm_candidates)
+                c = manifest_tile(m, P, T)
                 find_variant(vs, "role2", arch=t.arch, ranks=P, bm=c.bm, threads=c.threads, ctas_per_sm=c.ctas_per_sm,
                              w1_split=c.w1_split)
                 find_variant(vs, "role1", arch=t.arch, ranks=P, bm=c.bm)
@@ -77,13 +82,11 @@ def test_every_token_count_maps_to_a_compiled_variant(manifests, variants):
 def test_nothing_unreachable(manifests, variants):
     """Every enumerated BM/thread variant is picked for some T (no dead kernels)."""
     for n, m in manifests.items():
-        s, (t,) = m.model, m.targets
+        (t,) = m.targets
         picked = set()
         for P in t.ranks:
             for T in range(1, t.capacity + 1):
-                c = choose_tile(t.arch, T, ranks=P, top_k=s.top_k, experts=s.experts, hidden=s.hidden,
-                                intermediate=s.intermediate, compute_sms=t.partition.compute_sms,
-                                candidates=t.bm_candidates)
+                c = manifest_tile(m, P, T)
                 picked.add((P, c.bm, c.threads))
         got = {(v.params["ranks"], v.params["bm"], v.params["threads"]) for v in variants[n] if v.role == "role2"}
         assert got == picked
