@@ -31,10 +31,8 @@ ARCH_FAMILY = {"sm_90a": "sm90", "sm_100a": "sm100", "sm_103a": "sm100"}
 #: a one-CTA block that still keeps lag 1's second partial set, which spills at 64; the heuristic's tile at 28-48
 #: expected tokens per expert, where one BM 64 block ran at ~50 % of the read bandwidth) and 80 (session 31: one
 #: block for an expert of 65-80 tokens, which BM 64 split into a full block and a remainder, streaming its weights
-#: twice; BM 80's turns build still keeps every accumulator and partial in registers, BM 96's spills) and 40 (session
-#: 33: the largest BM the two-CTA build holds — one slab group at a time, 104 registers — for 33-40 tokens, where BM 48's
-#: one-CTA pass costs ~15 % more than the two-CTA BM 32's in the layer and BM 32 streams a second block).
-SM90_BM_CANDIDATES = (8, 16, 32, 40, 48, 64, 80)
+#: twice; BM 80's turns build still keeps every accumulator and partial in registers, BM 96's spills).
+SM90_BM_CANDIDATES = (8, 16, 32, 48, 64, 80)
 #: role4 (shared experts) builds the power-of-two ladder only: its blocks hold every local token, and 48 was added for
 #: the routed spread (above).
 SM90_SHARED_BM_CANDIDATES = (8, 16, 32, 64)
@@ -63,9 +61,8 @@ SM90_TWO_CTAS_MAX_BM = 16
 #: the layer (P = 2): BM 8 -3..-4 % at T = 4-64 where each CTA has several tasks, +5..+37 % at T = 1-2 where it has
 #: one or two and a third of the one-CTA build's stages (session 6; still +2..+30 % at T = 1-2 without the wgmma
 #: serialisation, session 7); BM 16 -3.8 / -4.2 % at GLM-5.2 T = 128 / DSV-4.1-Flash T = 256 (session 7 call B).
-#: BM 32 fits since session 15 (one slab's commit group at a time: kernel alone -12..-15 % W1, -4..-8 % W2), BM 40
-#: since session 33 (8 spill operations per K256 loop; BM 48 spills ~70, so it stays one CTA).
-SM90_PIPELINED_TWO_CTAS_MAX_BM = 40
+#: BM 32 fits since session 15 (one slab's commit group at a time: kernel alone -12..-15 % W1, -4..-8 % W2).
+SM90_PIPELINED_TWO_CTAS_MAX_BM = 32
 #: steps per compute SM from which the two-CTA build runs: GLM-5.2 / DSV-4.1-Flash stream 198-284 steps per SM at
 #: T = 2 (where two CTAs lost, P = 2, sessions 6-7) and 321-550 at T = 4 (where they gained), at P = 1, 2 and 8
 SM90_PIPELINED_TWO_CTAS_MIN_STEPS = 320
@@ -279,7 +276,7 @@ def sm90_weight_steps_per_block(hidden: int, intermediate: int) -> int:
 
 def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidden: int, intermediate: int,
                      compute_sms: int, candidates: Sequence[int] = SM90_BM_CANDIDATES) -> TileChoice:
-    """SM90 token-bound heuristic: BM in {8,16,32,40,48,64,80} and the 384-thread pipelined or 256-thread variant.
+    """SM90 token-bound heuristic: BM in {8,16,32,48,64,80} and the 384-thread pipelined or 256-thread variant.
 
     BM. A local expert's token count is Binomial(T*P, k/E) (each token picks k distinct experts of E), with
     mean m-hat = T*P*k/E and standard deviation sigma = sqrt(m-hat * (1 - k/E)). We size blocks to cover

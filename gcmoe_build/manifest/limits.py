@@ -68,7 +68,7 @@ SHARED_RECIPES = {"1x1x32": 32, "1x128x128": 128}
 
 BM_CANDIDATES_BY_FAMILY = {"sm90": SM90_BM_CANDIDATES, "sm100": SM100_BM_CANDIDATES}
 WHY_BM = {
-    "sm90": "BM is the register-A WGMMA N (m64nNk32): the compiled ladder is 8, 16, 32, 40, 48, 64, 80",
+    "sm90": "BM is the register-A WGMMA N (m64nNk32): the compiled ladder is 8, 16, 32, 48, 64, 80",
     "sm100": "2-CTA MMA alignment and the TMEM/SMEM budget",
 }
 

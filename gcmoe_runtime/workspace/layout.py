@@ -90,11 +90,11 @@ from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 #: activation tensor maps; no offset moves); 6: role2's W1 split-K regions appended on Hopper (no offset moves);
 #: 7: role2's task trace appended on Hopper (no offset moves); 8: act_maps holds BM 48's two maps too (slots 8-9,
 #: appended: the other BMs' slots keep their places; every region after act_maps moves by 256 bytes); 9: act_maps
-#: holds BM 80's two maps too (slots 10-11, appended the same way); 10: and BM 40's (slots 12-13, the same way)
-LAYOUT_VERSION = 10
-#: act_maps: one 128-byte tensor map per (BM in 8 / 16 / 32 / 64 / 48 / 80 / 40, ring_x or l2_x): :func:`act_map_slot`
+#: holds BM 80's two maps too (slots 10-11, appended the same way)
+LAYOUT_VERSION = 9
+#: act_maps: one 128-byte tensor map per (BM in 8 / 16 / 32 / 64 / 48 / 80, ring_x or l2_x): :func:`act_map_slot`
 ACT_MAP_BYTES = 128
-ACT_MAP_BMS = (8, 16, 32, 64, 48, 80, 40)
+ACT_MAP_BMS = (8, 16, 32, 64, 48, 80)
 ACT_MAP_SLOTS = 2 * len(ACT_MAP_BMS)
 
 

@@ -92,7 +92,7 @@ def test_shipped_manifests_load(name, shape):
     assert t.arch == "sm_90a" and t.device.sms == 132 and t.device.alignment == 8
     assert (t.partition.dispatch_sms, t.partition.compute_sms) == (4, 128)
     # test-tiny names the ladder without BM 80 (its comment: so that it still reaches a 384-thread build)
-    assert t.bm_candidates == ((8, 16, 32, 48, 64) if name == "test-tiny" else (8, 16, 32, 40, 48, 64, 80))
+    assert t.bm_candidates == ((8, 16, 32, 48, 64) if name == "test-tiny" else (8, 16, 32, 48, 64, 80))
     assert t.recipe.routed == L.ROUTED_RECIPE_SM90
     assert L.SHARED_RECIPES[t.recipe.shared] == s.shared_experts.k_group
     if name != "test-tiny":
@@ -147,7 +147,7 @@ CASES = [
     ("targets.0.dispatch_sms_request", 132, "targets[0].dispatch_sms_request", "< device.sms (132)"),
     ("targets.0.dispatch_sms_request", 101, "targets[0].dispatch_sms_request", "compute_sms >= 32"),
     ("targets.0.dispatch_sms_request", 126, "targets[0].dispatch_sms_request", "compute_sms >= 8 (driver minimum"),
-    ("targets.0.bm", [8, 96], "targets[0].bm[1]", "one of [8, 16, 32, 40, 48, 64, 80] for sm_90a"),
+    ("targets.0.bm", [8, 96], "targets[0].bm[1]", "one of [8, 16, 32, 48, 64, 80] for sm_90a"),
     ("targets.0.bm", [16, 16], "targets[0].bm[1]", "each BM once"),
     ("targets.0.bm", [], "targets[0].bm", "non-empty subset"),
     ("targets.0.recipe.routed", "1x1x32", "targets[0].recipe.routed", "one of ['e4m3-fp32k128_x_mxfp4'] for sm_90a"),

@@ -52,9 +52,8 @@ def test_counts_of_shipped_manifests(variants):
     # session 21's W1 split-K), with the W1 split-K code (T = 1, heuristics.sm90_w1_split) and without (session 22);
     # role3 per P twice: with the shared lane and routed-only (shared_experts 0); since session 29 BM 48 at P = 8
     # (GLM-5.2 T = 112-160 besides BM 64; DSV-4.1-Flash T = 224-256 instead of BM 64); since session 31 BM 80 at P = 8
-    # (GLM-5.2 T >= 228: 65-80 tokens per local expert in one block; DSV-4.1-Flash never reaches it); since session 33
-    # BM 40 at two CTAs at P = 8 (GLM-5.2 T = 108-136 besides BM 48; DSV-4.1-Flash T = 215-256 instead of BM 48)
-    assert counts["glm-5.2"] == {"role1": 12, "role2": 15, "role3": 6, "role4": 4}
+    # (GLM-5.2 T >= 228: 65-80 tokens per local expert in one block; DSV-4.1-Flash never reaches it)
+    assert counts["glm-5.2"] == {"role1": 11, "role2": 14, "role3": 6, "role4": 4}
     assert counts["deepseek-v4.1-flash"] == {"role1": 7, "role2": 10, "role3": 6, "role4": 4}
     # test-tiny, P in {1,2}: BM 8..64 (and 48) with 256 threads plus BM 64 with 384 threads, per P; 4 self-tests
     assert counts["test-tiny"] == {"role1": 10, "role2": 12, "role3": 4, "role4": 4,

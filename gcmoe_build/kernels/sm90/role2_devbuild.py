@@ -17,7 +17,7 @@ from pathlib import Path
 
 #: model shapes (H, I) from the manifests (paper Table 4) and a small test model
 SHAPES = {"test": (1024, 512), "glm52": (6144, 2048), "dsv41flash": (5120, 2304)}
-BMS = (8, 16, 32, 40, 48, 64, 80)
+BMS = (8, 16, 32, 48, 64, 80)
 #: name suffix -> kernel: 256-thread, 384-thread pipelined, 384-thread persistent ring consumer
 VARIANTS = ("", "_p", "_pp")
 
@@ -139,7 +139,7 @@ def configs(shapes, experiments: bool = False):
             for bm in BMS:
                 for sfx, kw in ACT2_EXPERIMENTS.items():
                     if kw.get("ctas_per_sm", 1) == 2 and bm > (64 if kw.get("slab_passes") == 2 else
-                                                               40 if kw.get("slab_groups") == 1 else 16):
+                                                               32 if kw.get("slab_groups") == 1 else 16):
                         continue
                     if kw.get("slab_passes") == 2 and bm < 32:
                         continue

@@ -84,7 +84,7 @@ SIGNAL_WARP_TIDS = (32, 64)
 #: the named barriers of ``Role2GemmConfig.pingpong``: warpgroup w waits on PINGPONG_BARS[w] for its turn and hands
 #: the turn over by arriving on the other's (0: every thread, 1: the consumers, SIGNAL_BAR: the signal warp's hand-over)
 PINGPONG_BARS = (3, 4)
-SUPPORTED_BM = (8, 16, 32, 40, 48, 64, 80)
+SUPPORTED_BM = (8, 16, 32, 48, 64, 80)
 #: one 64-row slab's share of a K128 weight stage: its packed codes (4 KB) + UE8M0 scales (256 B)
 SLAB_STAGE_BYTES = 4096 + 256
 STAGE_BYTES = 4 * SLAB_STAGE_BYTES  # one K128 step of a CTA's four slabs: packed codes of 256 rows + their scales

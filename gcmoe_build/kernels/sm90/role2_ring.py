@@ -111,7 +111,7 @@ latency (kernel-alone -8..-10 % at BM 8 on the H200, ``results/operator/2026-11-
 setmaxnreg 32 / 104, 3-5 stages, W1 drained per K128 so that ptxas keeps the wgmmas asynchronous) beside the one-CTA
 one where the heuristic can pick either: it takes the two-CTA one once each CTA has several tasks
 (``heuristics.sm90_ctas_per_sm``; layer -3..-4 % at BM 8 / T = 4-64, ``results/operator/2026-11-30-h200-session6``;
-BM 16 -4 %, ``results/operator/2026-11-30-h200-x2-session7``). BM 32's and BM 40's two-CTA builds issue one slab's K128 chain per
+BM 16 -4 %, ``results/operator/2026-11-30-h200-x2-session7``). BM 32's two-CTA build issues one slab's K128 chain per
 commit group and drains it before decoding the next slab (``Role2GemmConfig.slab_groups = 1``: one slab's partial and
 A registers live), which is what fits its accumulators into 104 registers (:func:`slab_groups_build`; kernel alone
 -12..-15 % W1, -4..-8 % W2 against the one-CTA build, session 15). The one-CTA BM 64 build's two consumer
@@ -188,8 +188,8 @@ def signal_warp_build(pipelined, bm, ctas_per_sm):
 
 
 def slab_groups_build(pipelined, bm, ctas_per_sm):
-    """``Role2GemmConfig.slab_groups`` of a ring build: 1 for the 384-thread two-CTA builds above BM 16 (BM 32 / 40:
-    their accumulators and a per-step group's partials and A registers do not fit 104 registers; one slab's do), else 0:
+    """``Role2GemmConfig.slab_groups`` of a ring build: 1 for the 384-thread two-CTA builds above BM 16 (their
+    accumulators and a per-step group's partials and A registers do not fit 104 registers; one slab's do), else 0:
     the BM 8 / 16 two-CTA builds measured the same either way (+-1 %, session 15 call C) and the one-CTA builds keep
     lag 1's whole-step overlap (two groups in flight measured -0.3..-2 % at BM 64, call A: not worth a change)."""
     return 1 if pipelined and ctas_per_sm == 2 and bm > 16 else 0

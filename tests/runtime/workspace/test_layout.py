@@ -131,12 +131,12 @@ def test_offsets_are_pinned():
     got = {n: lay.offset(n) for n in ("l2_sf", "l1_full_count", "combine", "dispatch_grid")}
     assert got == PINNED_V4
     # version 6 appended role2's W1 split-K regions after act_maps: everything of version 5 stays where it was;
-    # version 8 gave act_maps BM 48's two maps (ten slots), version 9 BM 80's (twelve), version 10 BM 40's (fourteen):
-    # it stays, the regions after it move by 256 bytes each time
-    assert lay.offset("act_maps") == PINNED_V5_TOTAL - 1024 and lay.region("act_maps").nbytes == 14 * 128
-    assert lay.offset("w1_split_count") == PINNED_V5_TOTAL + 768
+    # version 8 gave act_maps BM 48's two maps (ten slots), version 9 BM 80's (twelve): it stays, the regions after
+    # it move by 256 bytes each time
+    assert lay.offset("act_maps") == PINNED_V5_TOTAL - 1024 and lay.region("act_maps").nbytes == 12 * 128
+    assert lay.offset("w1_split_count") == PINNED_V5_TOTAL + 512
     # version 7 appended role2's task trace after them: nothing of version 6 moved
-    assert LAYOUT_VERSION == 10 and lay.offset("role2_trace") == lay.region("w1_partials").end
+    assert LAYOUT_VERSION == 9 and lay.offset("role2_trace") == lay.region("w1_partials").end
     assert list(lay.regions)[-3:] == ["w1_split_count", "w1_partials", "role2_trace"]
     assert lay.region("role2_trace").shape == (ROLE2_TRACE_TASKS, ROLE2_TRACE_WORDS)
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-BMS = (8, 16, 32, 40, 48, 64, 80)
+BMS = (8, 16, 32, 48, 64, 80)
 _RS_WGMMA = re.compile(
     r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k32\.f32\.e4m3\.e4m3\s+\{[^}]*\},\s*"
     r"\{%r\d+, %r\d+, %r\d+, %r\d+\},\s*%rd\d+")

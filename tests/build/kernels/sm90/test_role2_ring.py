@@ -387,22 +387,21 @@ def test_signal_warp_builds():
 
 
 def test_slab_groups_builds():
-    """role2_ring.slab_groups_build: only the 384-thread two-CTA builds above BM 16 (BM 32 and 40, which the heuristic
+    """role2_ring.slab_groups_build: only the 384-thread two-CTA builds above BM 16 (BM 32, which the heuristic now
     runs at two CTAs) issue one slab's commit group at a time; every other ring build keeps one group per K128 step
     (the BM 8 / 16 two-CTA records and the one-CTA records are unchanged by session 15)."""
     from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig, slab_groups_build
     from gcmoe_runtime.heuristics import SM90_PIPELINED_TWO_CTAS_MAX_BM
 
-    assert SM90_PIPELINED_TWO_CTAS_MAX_BM == 40
+    assert SM90_PIPELINED_TWO_CTAS_MAX_BM == 32
     assert [slab_groups_build(True, bm, c) for bm, c in ((8, 1), (16, 1), (8, 2), (16, 2), (32, 1), (32, 2),
-                                                         (40, 2), (64, 1))] == [0, 0, 0, 0, 0, 1, 1, 0]
+                                                         (64, 1))] == [0, 0, 0, 0, 0, 1, 0]
     assert slab_groups_build(False, 32, 2) == 0
-    for bm in (32, 40):
-        cfg = Role2RingConfig({**BASE, "bm": bm, "threads": 384, "ctas_per_sm": 2})
-        assert cfg.w1.slab_groups == cfg.w2.slab_groups == 1 and cfg.w1.signal_warp
-        assert cfg.smem_bytes <= 113 * 1024
-    with pytest.raises(ValueError, match="ctas_per_sm=2 must be 1, or 2 with bm <= 40"):
-        Role2RingConfig({**BASE, "bm": 48, "threads": 384, "ctas_per_sm": 2})
+    cfg = Role2RingConfig({**BASE, "bm": 32, "threads": 384, "ctas_per_sm": 2})
+    assert cfg.w1.slab_groups == cfg.w2.slab_groups == 1 and cfg.w1.signal_warp
+    assert cfg.smem_bytes <= 113 * 1024
+    with pytest.raises(ValueError, match="ctas_per_sm=2 must be 1, or 2 with bm <= 32"):
+        Role2RingConfig({**BASE, "bm": 64, "threads": 384, "ctas_per_sm": 2})
 
 
 def test_pingpong_builds(role2_arts):
