@@ -15,6 +15,7 @@ never disagree. gcmoe_runtime never imports gcmoe_build; this module imports not
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -42,6 +43,14 @@ SM90_SHARED_BM_CANDIDATES = (8, 16, 32, 64)
 #: again. Measured at 16 (session 8 call F, GLM-5.2 P = 2 T = 256): +7.3 %, so not shipped (an A/B knob for
 #: ci/run_with_heuristics.py; the builder enumerates tiles with the shipped value)
 SM90_BLOCK_MAX_BM = 80
+#: SM90: what one expert's weight pass costs role2 per BM, relative to the two-CTA BM 32 pass, as the heuristic runs
+#: each BM (8-32 on the two-CTA build, 48-80 on one CTA; the one-CTA steps are the dear ones: the two-CTA forms issue
+#: from twice the warps). Measured in the layer on one H200 (``results/operator/2026-12-03-h200-session33/call-b``,
+#: session 32 calls B-C): the P = 8 shares of GLM-5.2 (32 experts) and DSV-4.1-Flash (48) forced onto each tile, role2
+#: µs over the routing's expert passes: BM 8 / 16 0.986 (equal passes); BM 16 / 32 0.85 / 0.87-0.89 (GLM-5.2 /
+#: DSV-4.1-Flash); BM 48 / 32 1.20 / 1.24; BM 64 / 48 1.21 (GLM-5.2); BM 80 / 64 1.09 (GLM-5.2).
+SM90_PASS_COST = {8: 0.86, 16: 0.87, 32: 1.0, 48: 1.22, 64: 1.48, 80: 1.61}
+assert set(SM90_PASS_COST) == set(SM90_BM_CANDIDATES)
 #: SM100 (paper §4.4): 2-CTA tcgen05 MMA, each CTA of the pair owns BM/2 rows; TMEM/SMEM budget caps 240.
 SM100_BM_CANDIDATES = (16, 32, 64, 96, 128, 192, 240)
 BM_CANDIDATES = {"sm90": SM90_BM_CANDIDATES, "sm100": SM100_BM_CANDIDATES}
@@ -260,6 +269,53 @@ def expected_tokens_per_expert(tokens: int, ranks: int, top_k: int, experts: int
     return tokens * ranks * top_k / experts
 
 
+def expected_blocks(n: int, p: float, bms: Sequence[int]) -> dict[int, float]:
+    """E[ceil(X / BM)] per BM for X ~ Binomial(n, p): the ring blocks (= weight passes) one local expert takes.
+
+    Weights relative to the mode, outward until they fall below 1e-18 of it (no underflow at any n), with IEEE
+    multiplies, divides and adds only, in a fixed order: bit-identical on every machine, as :func:`_powi`."""
+    if p >= 1.0:
+        return {bm: float(-(-n // bm)) for bm in bms}
+    if n == 0 or p <= 0.0:
+        return {bm: 0.0 for bm in bms}
+    odds = p / (1.0 - p)
+    mode = min(n, int((n + 1) * p))
+    terms = [(mode, 1.0)]
+    w, k = 1.0, mode
+    while k < n:
+        w = w * (n - k) / (k + 1) * odds
+        k += 1
+        if w < 1e-18:
+            break
+        terms.append((k, w))
+    w, k = 1.0, mode
+    while k > 0:
+        w = w * k / (n - k + 1) / odds
+        k -= 1
+        if w < 1e-18:
+            break
+        terms.append((k, w))
+    total = 0.0
+    for _, w in terms:
+        total += w
+    out = {}
+    for bm in bms:
+        acc = 0.0
+        for k, w in terms:
+            acc += w * (-(-k // bm))
+        out[bm] = acc / total
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def cheapest_sm90_bm(n: int, p: float, cands: tuple[int, ...]) -> int:
+    """The BM of least expected role2 weight streaming for one local expert of Binomial(n, p) tokens:
+    ``SM90_PASS_COST[BM] * E[ceil(X / BM)]`` (role1 fills an expert's blocks to BM in turn, and every block streams the
+    expert's weights once); ties go to the smaller BM. Cached: the runtime asks once per token count."""
+    blocks = expected_blocks(n, p, cands)
+    return min(cands, key=lambda bm: (SM90_PASS_COST[bm] * blocks[bm], bm))
+
+
 def _pick_bm(coverage: float, cands: tuple[int, ...], min_blocks: int = 1) -> tuple[int, int]:
     """Blocks from the largest candidate, then the smallest candidate covering coverage/blocks."""
     blocks = max(min_blocks, math.ceil(coverage / cands[-1]) if coverage > 0 else 1)
@@ -278,12 +334,16 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
                      compute_sms: int, candidates: Sequence[int] = SM90_BM_CANDIDATES) -> TileChoice:
     """SM90 token-bound heuristic: BM in {8,16,32,48,64,80} and the 384-thread pipelined or 256-thread variant.
 
-    BM. A local expert's token count is Binomial(T*P, k/E) (each token picks k distinct experts of E), with
-    mean m-hat = T*P*k/E and standard deviation sigma = sqrt(m-hat * (1 - k/E)). We size blocks to cover
-    m-hat + sigma: the number of blocks comes from the largest candidate (ceil(cover / 80)), then BM is the
-    smallest candidate that covers cover/blocks when one block does, else the largest. BM is the WGMMA N, so
-    padding rows cost MMA issue slots but no weight bytes: small BM at small T keeps the (decode-bound) issue count low, and the +sigma margin
-    keeps a typical expert in one block instead of spilling a second, nearly empty one.
+    BM. A local expert's token count X is Binomial(T*P, k/E) (each token picks k distinct experts of E), with
+    mean m-hat = T*P*k/E and standard deviation sigma = sqrt(m-hat * (1 - k/E)). role1 fills an expert's blocks to BM
+    in turn and role2 streams the expert's weights once per block, so the expert costs ceil(X / BM) passes, each at
+    the BM's measured cost (SM90_PASS_COST): BM is the candidate of least expected cost
+    SM90_PASS_COST[BM] * E[ceil(X / BM)] (:func:`cheapest_sm90_bm`). BM is the WGMMA N, so padding columns cost MMA
+    issue slots but no weight bytes, and a block above BM streams the expert again: a small BM at small T keeps the
+    issue count low, a larger one keeps most experts in one block. (Until session 33 BM was the smallest candidate
+    covering m-hat + sigma, the paper's rule: at every measured step it left a two-CTA BM for a dearer one-CTA one
+    one to three token-count steps early, 2-11 % of role2 there; session 33 call B and docs/PERFORMANCE.md.) The
+    blocks an expert at m-hat + sigma spans (``blocks_per_expert``) size the thread and CTA decisions below.
 
     Threads. Every active expert's weights are streamed once per layer in K128 steps (one step = one
     128-row x 128-K weight tile). Count the steps one compute SM must stream: expected active local experts
@@ -315,14 +375,16 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
     sigma = math.sqrt(m_hat * (1.0 - p))
     coverage = m_hat + sigma
     usable = tuple(c for c in cands if c <= SM90_BLOCK_MAX_BM) or cands[:1]
-    bm, blocks = _pick_bm(coverage, usable)
-    if blocks > 1:
-        # role1 fills an expert's blocks to BM in turn, so an expert above the largest BM takes a full block and a
-        # remainder: the largest BM keeps the most experts in one block (the power-of-two ladder picked it here anyway)
-        bm = usable[-1]
+    blocks_at_largest = max(1, math.ceil(coverage / usable[-1]))
+    # above the largest candidate every BM streams most experts more than once: the largest keeps the fewest blocks
+    # (and BM monotone in T, where the expected cost would step back to two blocks of a cheaper BM)
+    bm = cheapest_sm90_bm(t * ranks, p, usable) if blocks_at_largest == 1 else usable[-1]
+    blocks = max(1, math.ceil(coverage / bm))
     local_experts = experts // ranks
     active_experts = local_experts * (1.0 - _powi(1.0 - p, t * ranks))
-    steps_per_sm = active_experts * blocks * sm90_weight_steps_per_block(hidden, intermediate) / compute_sms
+    # the thread / CTA thresholds below were measured with the blocks at the largest candidate (monotone in T)
+    steps_per_sm = (active_experts * blocks_at_largest * sm90_weight_steps_per_block(hidden, intermediate)
+                    / compute_sms)
     threads = SM90_THREADS_PIPELINED if steps_per_sm >= SM90_PIPELINE_STAGES else SM90_THREADS_NONPIPELINED
     ctas = sm90_ctas_per_sm(bm, threads, steps_per_sm, ranks)
     w1_split = sm90_w1_split(bm, threads, ctas, t, ranks=ranks, top_k=top_k, experts=experts,
