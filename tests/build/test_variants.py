@@ -54,7 +54,8 @@ def test_counts_of_shipped_manifests(variants):
     # (GLM-5.2 T = 112-160 besides BM 64; DSV-4.1-Flash T = 224-256 instead of BM 64); since session 31 BM 80 at P = 8
     # (GLM-5.2 T >= 228: 65-80 tokens per local expert in one block; DSV-4.1-Flash never reaches it)
     assert counts["glm-5.2"] == {"role1": 11, "role2": 14, "role3": 6, "role4": 4}
-    assert counts["deepseek-v4.1-flash"] == {"role1": 7, "role2": 10, "role3": 6, "role4": 4}
+    # DSV-4.1-Flash: since session 33 (the BM of least expected cost) BM 16 at P = 1 too (T >= 233)
+    assert counts["deepseek-v4.1-flash"] == {"role1": 8, "role2": 11, "role3": 6, "role4": 4}
     # test-tiny, P in {1,2}: BM 8..64 (and 48) with 256 threads plus BM 64 with 384 threads, per P; 4 self-tests
     assert counts["test-tiny"] == {"role1": 10, "role2": 12, "role3": 4, "role4": 4,
                                    **{r: 1 for r in SELFTEST_ROLES}}
