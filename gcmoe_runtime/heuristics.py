@@ -341,8 +341,8 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
     SM90_PASS_COST[BM] * E[ceil(X / BM)] (:func:`cheapest_sm90_bm`). BM is the WGMMA N, so padding columns cost MMA
     issue slots but no weight bytes, and a block above BM streams the expert again: a small BM at small T keeps the
     issue count low, a larger one keeps most experts in one block. (Until session 33 BM was the smallest candidate
-    covering m-hat + sigma, the paper's rule: at every measured step it left a two-CTA BM for a dearer one-CTA one
-    one to three token-count steps early, 2-11 % of role2 there; session 33 call B and docs/PERFORMANCE.md.) The
+    covering m-hat + sigma, the paper's rule, which ignores what a pass costs: at the measured steps it moved to the
+    dearer BM one to three token-count steps early, 2-11 % of role2 there; docs/PERFORMANCE.md "Session 33".) The
     blocks an expert at m-hat + sigma spans (``blocks_per_expert``) size the thread and CTA decisions below.
 
     Threads. Every active expert's weights are streamed once per layer in K128 steps (one step = one
@@ -362,8 +362,10 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
     CTAs per SM: :func:`sm90_ctas_per_sm` (384-thread tiles up to BM 32 at two CTAs once each has several tasks).
     The stage count is a calibration constant.
 
-    Monotone in T: the active-expert count, the coverage and the block count never decrease with T, so
-    BM never decreases and, once pipelined, larger T stays pipelined. T = 0 (an empty rank that still
+    Monotone in T: the active-expert count, the coverage and the blocks at the largest BM never decrease with T, so
+    once pipelined, larger T stays pipelined; the expected-cost BM grows with T as the tail of X moves past each
+    candidate (checked for T up to 1024 at the shipped shapes, tests/runtime/test_heuristics.py; above the largest
+    candidate's coverage BM stays the largest). T = 0 (an empty rank that still
     serves other ranks' tokens) is treated as T = 1 so it maps onto a compiled variant. Only IEEE basic
     operations and sqrt (both correctly rounded) are used, so every machine makes the same choice.
     """
