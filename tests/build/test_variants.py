@@ -51,8 +51,8 @@ def test_counts_of_shipped_manifests(variants):
     # one and at two CTAs per SM (heuristics.sm90_ctas_per_sm) at P = 2 and 8; at P = 1 only at two (from T = 1 since
     # session 21's W1 split-K), with the W1 split-K code (T = 1, heuristics.sm90_w1_split) and without (session 22);
     # role3 per P twice: with the shared lane and routed-only (shared_experts 0); since session 29 BM 48 at P = 8
-    # (GLM-5.2 T = 112-160 besides BM 64; DSV-4.1-Flash T = 224-256 instead of BM 64); since session 31 BM 80 at P = 8
-    # (GLM-5.2 T >= 228: 65-80 tokens per local expert in one block; DSV-4.1-Flash never reaches it)
+    # (GLM-5.2 T = 115-173 with session 33's expected-cost rule; DSV-4.1-Flash T >= 228 instead of BM 64); since
+    # session 31 BM 80 at P = 8 (GLM-5.2 T >= 219: 65-80 tokens per local expert in one block; DSV-4.1-Flash never)
     assert counts["glm-5.2"] == {"role1": 11, "role2": 14, "role3": 6, "role4": 4}
     # DSV-4.1-Flash: since session 33 (the BM of least expected cost) BM 16 at P = 1 too (T >= 233)
     assert counts["deepseek-v4.1-flash"] == {"role1": 8, "role2": 11, "role3": 6, "role4": 4}

@@ -68,14 +68,14 @@ def main() -> None:
             ax.plot(ts, ys, "o-", label=label, ms=4)
             for t, y in zip(ts, ys):
                 best[t][bm] = y
+        labels = {"new": "new rule", "old": "old rule (m̂ + σ)"}  # each label on its first marker only
         for t, per_bm in sorted(best.items()):
             new = h.choose_sm90_tile(t, compute_sms=128, **SHAPE[share]).bm
             old = old_rule_bm(t, SHAPE[share])
             if new in per_bm:
-                ax.plot(t, per_bm[new], "k*", ms=11, label="new rule" if t == min(best) else None)
+                ax.plot(t, per_bm[new], "k*", ms=11, label=labels.pop("new", None))
             if old in per_bm and old != new:
-                ax.plot(t, per_bm[old], "rx", ms=9, mew=2, label="old rule (m̂ + σ)" if "old" not in
-                        " ".join(str(x.get_label()) for x in ax.lines) else None)
+                ax.plot(t, per_bm[old], "rx", ms=9, mew=2, label=labels.pop("old", None))
         ax.set_title(f"{share} (one H200, routing seed 0)")
         ax.set_xlabel("tokens per rank T")
         ax.set_ylabel("role2 µs (mean of two runs)")
