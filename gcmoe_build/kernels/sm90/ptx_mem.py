@@ -128,6 +128,20 @@ def globaltimer(*, loc=None, ip=None) -> Int64:
 
 
 @dsl_user_op
+def clock32(*, loc=None, ip=None) -> Int32:
+    """``%clock``: the SM's 32-bit cycle counter (dev stamps compared within one SM only; volatile, so ``ptxas``
+    keeps it in order with the other side-effecting instructions: barriers, waits, stores)."""
+    return Int32(_asm("mov.u32 $0, %clock;", "=r", [], 1)[0])
+
+
+@dsl_user_op
+def st_global_u32_if(addr, x, pred, *, loc=None, ip=None):
+    """Store ``x`` to ``addr`` if ``pred`` (Int32) != 0: one predicated store, no branch in the caller's loop."""
+    _asm("{\n.reg .pred p;\nsetp.ne.s32 p, $2, 0;\n@p st.global.u32 [$0], $1;\n}", "l,r,r",
+         [_v(addr, Int64), _v(x), _v(pred)], 0)
+
+
+@dsl_user_op
 def smid(*, loc=None, ip=None) -> Int32:
     """``%smid``: the SM this thread runs on (for traces; not a stable id across launches)."""
     return Int32(_asm("mov.u32 $0, %smid;", "=r", [], 1)[0])

@@ -102,6 +102,16 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_pp2ksafw": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
                                       pingpong=True),
+                    # ... and the same two forms stamping %clock at each K128 step's events (session 34:
+                    # Role2GemmConfig.step_stamps; the stamp buffer is the ticket formal)
+                    "_ppksafc": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
+                                     signal_warp=True, act_tma=True, fast_math=True, step_stamps=True),
+                    "_ppksafwc": dict(act_buffers=2, task_records=True, w2_early_release=True,
+                                      staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
+                                      pingpong=True, step_stamps=True),
+                    "_pp2ksafc": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
+                                      staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
+                                      step_stamps=True),
                     # ... each warpgroup's two slabs one after the other over K: BM 64 at two CTAs per SM (session 16:
                     # Role2GemmConfig.slab_passes; built at BM 32 / 64)
                     "_pp2ksap": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
@@ -218,6 +228,7 @@ def main(argv=None):
     from gcmoe_build.frontend.dsl import import_dsl
 
     import_dsl("sm_90a")
+    from .role2_gemm import STAMP_CTAS, STAMP_EVENTS, STAMP_STEPS
     out = Path(a.outdir)
     out.mkdir(parents=True, exist_ok=True)
     index = {}
@@ -242,6 +253,7 @@ def main(argv=None):
                        "act_tma": cfg.act_tma, "slab_groups": cfg.slab_groups, "slab_passes": cfg.slab_passes,
                        "dev_no_decode": cfg.dev_no_decode, "fast_math": cfg.fast_math, "pingpong": cfg.pingpong,
                        "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
+                       "step_stamps": [STAMP_CTAS, STAMP_STEPS, list(STAMP_EVENTS)] if cfg.step_stamps else None,
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
                        "mma_steps_per_call": cfg.mma_steps_per_call,
                        "row_tiles": cfg.row_tiles}

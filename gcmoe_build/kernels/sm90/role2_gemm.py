@@ -104,6 +104,11 @@ PRODUCER_REGS_2, CONSUMER_REGS_2 = 32, 104
 #: shared memory one CTA may use when two share an SM (228 KB per SM, 1 KB reserved per CTA)
 SMEM_LIMIT_2 = 113 * 1024
 STAGE_RELEASES = ("read", "fence", "decoded", "decoded_k32_2")
+#: ``Role2GemmConfig.step_stamps`` (dev): the stamp buffer (the persistent kernel's ``ticket`` formal) holds u32
+#: ``%clock`` values at ``[cta][warpgroup][stream step][event]`` for the first STAMP_CTAS CTAs and STAMP_STEPS steps;
+#: the events of one K128 step, in order (``*_mma_k128_steps``' chained path; the producer's in warpgroup 0's row)
+STAMP_CTAS, STAMP_STEPS = 4, 256
+STAMP_EVENTS = ("start", "stage_ready", "decoded", "turn", "issued", "mma_done", "promoted", "produced")
 #: the K32 of a K128 step after whose MMA issue a "decoded_k32_2" stage is released: a thread's 6 shared loads of the
 #: step (2 x LDS.128 + LDS.64 per slab) have all been consumed by the decode of K32 2 (code words 0-3 at K32 0, 4-7 at
 #: K32 2; scale words at K32 0 and 2), so K32 3 decodes from registers only
@@ -213,6 +218,11 @@ class Role2GemmConfig:
     #: fragments are decoded before the turn is taken, so one warpgroup decodes and promotes while the other's MMAs
     #: run, instead of both decoding, then both waiting on the tensor pipe (:func:`_mma_k128_steps`' ``turns``)
     pingpong: bool = False
+    #: dev harness measurement only (never in a bundle; persistent pipelined kernels, static split): consumer thread
+    #: 0 of each warpgroup and the producer thread of CTAs ``< STAMP_CTAS`` store ``%clock`` at each K128 step's
+    #: events (:data:`STAMP_EVENTS`) into the ``ticket`` buffer: where a step's cycles go (stage wait, decode, turn,
+    #: MMA latency, promote). ~30 instructions per step and warp more: compare against the build without it
+    step_stamps: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -271,6 +281,11 @@ class Role2GemmConfig:
             raise ValueError("role2 pingpong: the turns order the per-K128 wgmma bursts of the persistent pipelined "
                              "kernel's folded FP4 decode, so pipelined=True, fold_scales=True, "
                              "dev_compute_only=False, slab_groups=0")
+        if self.step_stamps and not (self.pipelined and not self.dynamic_tasks and not self.slab_groups
+                                     and self.fold_scales and not self.dev_compute_only):
+            raise ValueError("role2 step_stamps: the chained K128 steps of the persistent pipelined kernel, whose "
+                             "stamp buffer is the ticket formal, so pipelined=True, dynamic_tasks=False, "
+                             "slab_groups=0, fold_scales=True, dev_compute_only=False")
         if self.kc % (128 * self.mma_steps_per_call):
             raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: K chunk {self.kc} is not a "
                              f"multiple of {128 * self.mma_steps_per_call}")
@@ -473,11 +488,13 @@ class K128Step:
     ``ascl`` its :class:`TokenScales`, ``kl128`` its K128 index within the staged activation chunk, ``release`` (or
     None) is called once the MMA of K32 ``release_q`` is issued (every load consumed: the stage may be overwritten),
     ``issued`` (or None) once all its MMAs are issued and committed (work that should run under them: the next
-    activation chunk's copies, :func:`for_each_chunk`)."""
+    activation chunk's copies, :func:`for_each_chunk`); ``stamp`` (or None, dev) records an event of
+    :data:`STAMP_EVENTS`."""
 
     def __init__(self, fetch, ascl, kl128, release=None, release_q: int = 3, issued=None):
         self.fetch, self.ascl, self.kl128, self.release, self.release_q = fetch, ascl, kl128, release, release_q
         self.issued = issued
+        self.stamp = None  # ``Role2GemmConfig.step_stamps``: stamp(event index of STAMP_EVENTS)
         self._words = None
 
     @property
@@ -565,6 +582,10 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             return a_regs(step, q)
         return [r for sl in range(nslab) for r in slab_regs(step, q, sl)]
 
+    def mark(step, event: str):  # Role2GemmConfig.step_stamps (dev): trace-time no-op without a stamp
+        if step.stamp is not None:
+            step.stamp(STAMP_EVENTS.index(event))
+
     d0s = {}  # id(step) -> its K32 0 descriptor (trace-time cache: the steps are unrolled, K32 0 comes first)
 
     def b_desc(step, q):
@@ -586,10 +607,16 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         """A chained step: its four K32 A fragments decoded, then (``turns``: in this warpgroup's turn) its wgmmas
         behind one fence (:func:`b_desc`'s stepped descriptors), committed; the stage is released after K32
         ``release_q``'s wgmma (``turns``: after the burst, once the turn is handed over)."""
+        mark(step, "start")
+        if step.stamp is not None:
+            step.words  # the stage wait and loads first, so the next stamp closes them
+            mark(step, "stage_ready")
         b_desc(step, 0)  # K32 0's descriptor ahead of the decode, where the turns have always built it
         a4 = [regs(step, q) for q in range(4)]
+        mark(step, "decoded")
         if turns is not None:
             turns[0]()
+            mark(step, "turn")
         wgmma_fence()
         parts = (None,) * nslab
         for q in range(4):
@@ -602,6 +629,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             turns[1]()
             if step.release is not None:
                 step.release()
+        mark(step, "issued")
         return parts
 
     def folded(ts):  # the token scales times the decode's 2**FOLD_LOG2, unless staging already applied it
@@ -663,10 +691,12 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         def promote(done, pending: int):
             wgmma_wait(pending)
             parts, step = done
+            mark(step, "mma_done")
             if a_regs is None:
                 fma(parts, folded(step.ascl[0]))
             else:
                 fma(parts, step.ascl[0], block_scales(step, 0))
+            mark(step, "promoted")
 
         done = None  # (partials, step) of the previous step, its group still pending
         for step in steps:

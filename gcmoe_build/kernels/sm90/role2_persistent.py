@@ -38,12 +38,12 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
-from .ptx_mem import (bar_sync, evict_first_policy, fence_tensormap_acquire, launch_coords, ld_global_f32,
+from .ptx_mem import (bar_sync, clock32, evict_first_policy, fence_tensormap_acquire, launch_coords, ld_global_f32,
                       ld_global_s32, mbar_init, mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
-                      setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
+                      setmaxnreg, st_global_u32_if, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
 from .role2_gemm import (ActTma, CONSUMER_THREADS, act_tma_phase_flips, L2_SCALE_GROUP, PRODUCER_THREADS,
                          SIGNAL_BAR, SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS,
-                         Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers,
+                         Role2GemmConfig, STAMP_CTAS, STAMP_EVENTS, STAMP_STEPS, TokenScales, _consumer_lane, _init_stage_barriers,
                          _mma_k128_steps, _produce_k128, _token_major_scale_addr, _w1_epilogue, for_each_chunk,
                          row_table_dst, stage_k128_step, all_w1_tile_bits, w1_tile_bits, w2_epilogue,
                          w2_stash_slab, pingpong_close, pingpong_open, pingpong_turns)
@@ -110,6 +110,15 @@ def build_role2_persistent(cfg: Role2GemmConfig):
 
     def qwait(bar, ph):  # the task hand-offs' bounded mbarrier wait
         mbar_wait_or_trap(bar, ph, TMO)
+
+    def stamper(buf, cta, wg, first_thread, gs):
+        """``Role2GemmConfig.step_stamps`` (dev): stamp(event) stores ``%clock`` at [cta][wg][gs][event] of
+        ``buf`` from ``first_thread`` (Int32 != 0) of a stamped CTA, for stream steps below STAMP_STEPS."""
+        def stamp(event: int):
+            ok = first_thread * Int32(cta < STAMP_CTAS) * Int32(gs < STAMP_STEPS)
+            slot = ((cta * 2 + wg) * STAMP_STEPS + gs) * len(STAMP_EVENTS) + event
+            st_global_u32_if(buf + Int64(slot) * 4, clock32(), ok)
+        return stamp
 
     def release_task(task, l2_mask, l1_empty):
         """Make task ``task``'s stores visible at GPU scope, then its signals: W1 its two N128 mask bits, both one
@@ -190,6 +199,9 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                             _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, pass_base(li, p) + kb,
                                           lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), w, ws,
                                           slab0 + p if p else slab0, NK128, kb, policy, 2 * NSL, NP)
+                            if const_expr(cfg.step_stamps):
+                                stamper(ticket, cta, Int32(0), Int32(1), pass_base(li, p) + kb)(
+                                    STAMP_EVENTS.index("produced"))
                     li = li + 1
                     task = producer_task(ticket, cta, li, ntasks, ncta)
                 announce_end(smem, li)
@@ -253,6 +265,9 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                                     cfg, smem, BAR_OFF, STAGE_OFF, NS, gs0 + kc * (KC // 128) + kl128,
                                     lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), (wg, tw, warp, g),
                                     TokenScales(asc_buf, kl128, t, BM, GS), kl128))
+                                if const_expr(cfg.step_stamps):
+                                    steps[-1].stamp = stamper(ticket, cta, wg, Int32(tw == 0),
+                                                              gs0 + kc * (KC // 128) + kl128)
                             if const_expr(prefetch is not None):
                                 steps[-1].issued = lambda k2=k2: prefetch(k2)
                             _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales,

@@ -203,7 +203,10 @@ class Role2Kernels:
         _, _, fn, info = self.function(name)
         assert info.get("persistent") and len(ptrs) == 15, (name, len(ptrs))
         if name not in self._tickets:
-            self._tickets[name] = torch.zeros(1, dtype=torch.int32, device="cuda")
+            # a step_stamps build's stamp buffer ([cta][warpgroup][step][event] u32) is its ticket formal
+            ctas, steps, events = info.get("step_stamps") or (0, 0, ())
+            self._tickets[name] = torch.zeros(max(1, ctas * 2 * steps * len(events)), dtype=torch.int32,
+                                              device="cuda")
         stream = stream or torch.cuda.current_stream()
         vals = (ctypes.c_uint64 * 17)(*ptrs, self._tickets[name].data_ptr(), self.act_map(name, ptrs[3], nblocks))
         nb = ctypes.c_uint32(nblocks)
@@ -212,6 +215,17 @@ class Role2Kernels:
         _check(cu.cuLaunchKernel(fn, ncta, 1, 1, info["threads"], 1, 1, info["smem"],
                                  cu.CUstream(stream.cuda_stream), ctypes.addressof(ptr_arr), 0))
         self._keep = (vals, nb, ptr_arr)
+
+    def stamps(self, name: str):
+        """A step_stamps build's stamp buffer as ``[cta][warpgroup][step][event]`` int32 (``%clock`` values; the
+        buffer is the launch's ticket formal: fill it before the launch to tell stamped slots from the others)."""
+        ctas, steps, events = self.index[name]["step_stamps"]
+        self.function(name)
+        if name not in self._tickets:
+            import torch
+
+            self._tickets[name] = torch.zeros(ctas * 2 * steps * len(events), dtype=torch.int32, device="cuda")
+        return self._tickets[name].view(ctas, 2, steps, len(events))
 
     def ticket_value(self, name: str) -> int:
         """``name``'s task counter after its last launch (0 unless a launch was cut short)."""
