@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Int32, Int64, Float32, Uint8, const_expr
+from cutlass import Int32, Int64, Float32, Uint8, Uint32, const_expr
 
 from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2, FOLD_LUT_WORDS
@@ -807,12 +807,21 @@ def _init_stage_barriers(smem, bar_off: int, ns: int):
     mbar_init_fence()
 
 
+def stage_slot(gs, ns: int):
+    """Stream step ``gs`` (an Int32, never negative) -> (its stage ``gs % ns``, the number of earlier uses of that
+    stage ``gs // ns``), as Int32. Divided unsigned: a signed ``%`` / ``//`` by a constant costs the sign fix-ups
+    (shift, lea.hi, compare, select: ~10 instructions per K128 step on a consumer's path, session 34), an unsigned one
+    by a power of two is a mask and a shift."""
+    u = Uint32(gs)
+    return Int32(u % Uint32(ns)), Int32(u // Uint32(ns))
+
+
 @cute.jit
 def _produce_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_empty, w, ws, slab0, nk, kb, policy,
                   nsl: int = 4, sstride: int = 1):
     """Producer, stream step ``gs`` (stage ``gs % ns``): once the stage has been used, wait for its empty
     barrier (``wait_empty(bar, parity)``, a bounded wait), then :func:`_issue_k128_stage` for K128 ``kb``."""
-    s = gs % ns
+    s = gs % ns  # signed here: stage_slot cost the 32-register producer of the two-CTA builds spills (session 34)
     use = gs // ns
     if gs >= ns:
         wait_empty(smem + bar_off + 8 * (ns + s), (use - 1) & 1)
@@ -825,8 +834,8 @@ def _consume_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_full, wg
     this thread's words of its ``nslab`` slabs (:func:`_read_k128_stage`) and, unless ``release``
     (Role2GemmConfig.stage_release) is "decoded" (then :func:`_release_k128` after the step's MMAs), arrive on the
     empty barrier. Returns the words."""
-    s = gs % ns
-    wait_full(smem + bar_off + 8 * s, (gs // ns) & 1)
+    s, use = stage_slot(gs, ns)
+    wait_full(smem + bar_off + 8 * s, use & 1)
     words = _read_k128_stage(smem + stage_off + s * stage_bytes, wg, tw, warp, g, nslab)
     if release == "fence":
         fence_proxy_async_shared()
@@ -837,7 +846,7 @@ def _consume_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_full, wg
 
 def _release_k128(smem, bar_off: int, ns: int, gs):
     """Consumer: arrive on stream step ``gs``'s empty barrier (``stage_release="decoded"``)."""
-    mbar_arrive(smem + bar_off + 8 * (ns + gs % ns))
+    mbar_arrive(smem + bar_off + 8 * (ns + stage_slot(gs, ns)[0]))
 
 
 def stage_k128_step(cfg: Role2GemmConfig, smem, bar_off: int, stage_off: int, ns: int, gs, wait_full, lane, ascl,
