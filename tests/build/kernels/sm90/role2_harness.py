@@ -228,8 +228,11 @@ class Role2Kernels:
         return self._tickets[name].view(ctas, 2, steps, len(events))
 
     def ticket_value(self, name: str) -> int:
-        """``name``'s task counter after its last launch (0 unless a launch was cut short)."""
-        return int(self._tickets[name].item()) if name in self._tickets else 0
+        """``name``'s task counter after its last launch (0 unless a launch was cut short; a step_stamps build's
+        ticket formal is its stamp buffer, not a counter: 0)."""
+        if name not in self._tickets or self.index[name].get("step_stamps"):
+            return 0
+        return int(self._tickets[name].item())
 
 
 class RingSignals:
