@@ -223,15 +223,6 @@ class Role2GemmConfig:
     #: events (:data:`STAMP_EVENTS`) into the ``ticket`` buffer: where a step's cycles go (stage wait, decode, turn,
     #: MMA latency, promote). ~30 instructions per step and warp more: compare against the build without it
     step_stamps: bool = False
-    #: dev experiment (session 34; persistent pipelined kernels, chained per K128 without slab groups): the next K128
-    #: step's stage wait and shared loads are issued right after this step's wgmmas, before this step's MMA wait and
-    #: promote, so the full-barrier check (~100-200 cycles per step on the warp's path in call B's stamps, the stage
-    #: itself ready thousands of cycles earlier) runs under the MMAs; the 20 words stay live across the promote
-    fetch_ahead: bool = False
-    #: dev experiment (session 34; chained per K128 without slab groups): a step's token scales are loaded before its
-    #: MMA wait instead of after it (``ptxas`` keeps the lazily loaded ``LDS`` below ``WARPGROUP.DEPBAR``, so their
-    #: latency opened every promote), 16 registers live across the wait at BM 64
-    scales_ahead: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -295,10 +286,6 @@ class Role2GemmConfig:
             raise ValueError("role2 step_stamps: the chained K128 steps of the persistent pipelined kernel, whose "
                              "stamp buffer is the ticket formal, so pipelined=True, dynamic_tasks=False, "
                              "slab_groups=0, fold_scales=True, dev_compute_only=False")
-        if (self.fetch_ahead or self.scales_ahead) and not (self.pipelined and self.fold_scales and not self.slab_groups
-                                     and not self.dev_compute_only):
-            raise ValueError("role2 fetch_ahead / scales_ahead: the chained K128 steps of the pipelined kernel's folded decode, so "
-                             "pipelined=True, fold_scales=True, slab_groups=0, dev_compute_only=False")
         if self.kc % (128 * self.mma_steps_per_call):
             raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: K chunk {self.kc} is not a "
                              f"multiple of {128 * self.mma_steps_per_call}")
@@ -527,8 +514,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
-                    block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None,
-                    fetch_ahead: bool = False, scales_ahead: bool = False):
+                    block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -561,10 +547,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     ``turns`` (``Role2GemmConfig.pingpong``; one token scale per K128 without slab groups): ``(take, hand_over)``;
     each K128 step's A fragments are decoded first, then ``take()`` waits for this warpgroup's turn, the step's
     wgmmas are issued and committed behind one fence, and ``hand_over()`` gives the turn to the other warpgroup, so
-    the two warpgroups' bursts alternate on the tensor pipe while the other decodes and promotes. ``fetch_ahead``
-    (per K128 without slab groups, ``Role2GemmConfig.fetch_ahead``): the next step's words are fetched right after
-    this step's wgmmas are issued, before its MMA wait and promote; ``scales_ahead``: a step's token scales are
-    loaded before its MMA wait (``Role2GemmConfig.scales_ahead``).
+    the two warpgroups' bursts alternate on the tensor pipe while the other decodes and promotes.
 
     Chained per K128 (with or without slab groups), a step's (a slab group's) four K32 A fragments are decoded first
     and one ``wgmma.fence`` precedes its wgmmas: a fence orders every earlier register write of the warp, and the A
@@ -706,23 +689,20 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         return
     if per_k128:
         def promote(done, pending: int):
-            parts, step = done
-            tsc = folded(step.ascl[0]) if scales_ahead and a_regs is None else None  # loads under the MMAs
             wgmma_wait(pending)
+            parts, step = done
             mark(step, "mma_done")
             if a_regs is None:
-                fma(parts, tsc if tsc is not None else folded(step.ascl[0]))
+                fma(parts, folded(step.ascl[0]))
             else:
                 fma(parts, step.ascl[0], block_scales(step, 0))
             mark(step, "promoted")
 
         done = None  # (partials, step) of the previous step, its group still pending
-        for si, step in enumerate(steps):
+        for step in steps:
             parts = issue_step(step)
             if step.issued is not None:
                 step.issued()
-            if fetch_ahead and si + 1 < len(steps):
-                steps[si + 1].words  # its stage wait and loads now, under this step's MMAs (Role2GemmConfig)
             if done is not None:
                 promote(done, 1)
             done = (parts, step)
