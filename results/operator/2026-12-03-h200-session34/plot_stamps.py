@@ -1,12 +1,13 @@
 """One CTA's K128 steps as a Gantt chart from ``stamp_role2.py``'s JSON (session 34).
 
-``python3 plot_stamps.py STAMPS.json OUT.png [--cta 0] [--steps 8:20]``: per consumer warpgroup one lane, each step's
+``python3 plot_stamps.py STAMPS.json[.gz] OUT.png [--cta 0] [--steps 8:20]``: per consumer warpgroup one lane, each step's
 phases coloured (stage wait, decode, turn wait, issue, waiting for its MMAs, promote); with lag 1 a step's MMA wait
 overlaps the next step's bars, so its row is drawn below the lane (the MMA of step k ends where it is promoted).
 """
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -30,7 +31,8 @@ def main():
     ap.add_argument("--cta", type=int, default=0)
     ap.add_argument("--steps", default="8:20")
     a = ap.parse_args()
-    d = json.loads(Path(a.json).read_text())
+    raw = Path(a.json).read_bytes()
+    d = json.loads(gzip.decompress(raw) if a.json.endswith(".gz") else raw)
     ev = {e: i for i, e in enumerate(d["events"])}
     s0, s1 = (int(x) for x in a.steps.split(":"))
     cta = d["stamps"][a.cta]
