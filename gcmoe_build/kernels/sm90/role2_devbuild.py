@@ -112,13 +112,6 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_pp2ksafc": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
                                       step_stamps=True),
-                    # ... and K1024 activation chunks (128 KB over both buffers: half the chunk boundaries, whose
-                    # barrier and scale staging cost ~400 cycles each in session 34's stamps; 5 weight stages)
-                    "_ppksafwk": dict(act_buffers=2, task_records=True, w2_early_release=True,
-                                      staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
-                                      pingpong=True, act_kb=128),
-                    "_ppksafk": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
-                                     signal_warp=True, act_tma=True, fast_math=True, act_kb=128),
                     # ... each warpgroup's two slabs one after the other over K: BM 64 at two CTAs per SM (session 16:
                     # Role2GemmConfig.slab_passes; built at BM 32 / 64)
                     "_pp2ksap": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
