@@ -24,8 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
 from tests.build.kernels.sm90.role2_harness import (ClockSampler, RingSignals, Role2Kernels, e4m3_random,  # noqa: E402
-                                                    time_launch)
-from gcmoe_runtime.numerics.sm90_window import STORED_BIAS, WINDOW_STEPS  # noqa: E402
+                                                    random_packed_experts, time_launch)
 
 SHAPES = {"glm52": (6144, 2048, 256 // 8), "dsv41flash": (5120, 2304, 384 // 8)}
 POINTS = [(1, 8), (8, 8), (16, 16), (32, 32), (64, 64)]  # (tokens per expert, BM)
@@ -67,15 +66,7 @@ def main():
     runs = [(shape, h, i, e1) for shape in a.shapes.split(",") for h, i, e0 in [SHAPES[shape]]
             for e1 in ([int(x) for x in a.experts.split(",") if x] or [e0])]
     for shape, h, i, e in runs:
-        # random bytes are valid packed codes; stored scales inside the window the transform guarantees
-        # (sm90_window: byte STORED_BIAS + r, r in 0..WINDOW_STEPS; the folding decoder assumes it)
-        lo, hi = STORED_BIAS, STORED_BIAS + WINDOW_STEPS + 1
-        w1 = torch.randint(0, 256, (e * 2 * i * h // 2,), dtype=torch.uint8, device="cuda", generator=gen)
-        s1 = torch.randint(lo, hi, (e * 2 * i * h // 32,), dtype=torch.uint8, device="cuda", generator=gen)
-        w2 = torch.randint(0, 256, (e * h * i // 2,), dtype=torch.uint8, device="cuda", generator=gen)
-        s2 = torch.randint(lo, hi, (e * h * i // 32,), dtype=torch.uint8, device="cuda", generator=gen)
-        ef = torch.full((e,), 64.0, device="cuda")
-        bexp = torch.arange(e, dtype=torch.int32, device="cuda")
+        w1, s1, w2, s2, ef, bexp = random_packed_experts(torch, e, h, i, gen)
         for (m, bm), var in [(pt, v) for pt in points for v in variants]:
             name1, name2 = f"role2_w1_{shape}_bm{bm}{var}", f"role2_w2_{shape}_bm{bm}{var}"
             if name1 not in k.index or name2 not in k.index:

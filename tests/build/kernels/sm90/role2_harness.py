@@ -275,6 +275,23 @@ def sm90_weights(e: int, n: int, k: int, gate_up: bool, gen):
     return (m.tiles.contiguous(), m.kernel_scales(), m.expert_factor.float().contiguous(), m.dequantize())
 
 
+def random_packed_experts(torch, e: int, h: int, i: int, gen):
+    """Timing inputs of ``e`` experts of shape (H, I): random packed W1 / W2 codes (every byte is a valid pair of
+    codes) and stored scales inside the window the SM90 transform guarantees (``sm90_window``: byte STORED_BIAS + r,
+    r in 0..WINDOW_STEPS; the folding decoder assumes it), the expert factors and the identity expert map. Returns
+    (w1, s1, w2, s2, ef, bexp) on the GPU."""
+    from gcmoe_runtime.numerics.sm90_window import STORED_BIAS, WINDOW_STEPS
+
+    lo, hi = STORED_BIAS, STORED_BIAS + WINDOW_STEPS + 1
+    w1 = torch.randint(0, 256, (e * 2 * i * h // 2,), dtype=torch.uint8, device="cuda", generator=gen)
+    s1 = torch.randint(lo, hi, (e * 2 * i * h // 32,), dtype=torch.uint8, device="cuda", generator=gen)
+    w2 = torch.randint(0, 256, (e * h * i // 2,), dtype=torch.uint8, device="cuda", generator=gen)
+    s2 = torch.randint(lo, hi, (e * h * i // 32,), dtype=torch.uint8, device="cuda", generator=gen)
+    ef = torch.full((e,), 64.0, device="cuda")
+    bexp = torch.arange(e, dtype=torch.int32, device="cuda")
+    return w1, s1, w2, s2, ef, bexp
+
+
 def e4m3_random(torch, shape, gen, scale=1.0):
     x = torch.randn(shape, generator=gen, device="cuda") * scale
     return x.clamp(-448, 448).to(torch.float8_e4m3fn)

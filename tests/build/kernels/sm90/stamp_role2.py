@@ -18,10 +18,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
-from tests.build.kernels.sm90.role2_harness import RingSignals, Role2Kernels, e4m3_random  # noqa: E402
-from gcmoe_runtime.numerics.sm90_window import STORED_BIAS, WINDOW_STEPS  # noqa: E402
+from tests.build.kernels.sm90.bench_role2 import SHAPES  # noqa: E402
+from tests.build.kernels.sm90.role2_harness import (RingSignals, Role2Kernels, e4m3_random,  # noqa: E402
+                                                    random_packed_experts)
 
-SHAPES = {"glm52": (6144, 2048, 256 // 8), "dsv41flash": (5120, 2304, 384 // 8)}
 POISON = -1
 #: phase name -> (from event, to event); events missing from a build (the turn without pingpong) fall back
 PHASES = (("stage_wait", "start", "stage_ready"), ("decode", "stage_ready", "decoded"), ("turn_wait", "decoded", "turn"),
@@ -92,13 +92,7 @@ def main():
     report = [f"# role2 K128 step stamps ({torch.cuda.get_device_name()})", ""]
     for shape in a.shapes.split(","):
         h, i, e = SHAPES[shape]
-        lo, hi = STORED_BIAS, STORED_BIAS + WINDOW_STEPS + 1
-        w1 = torch.randint(0, 256, (e * 2 * i * h // 2,), dtype=torch.uint8, device="cuda", generator=gen)
-        s1 = torch.randint(lo, hi, (e * 2 * i * h // 32,), dtype=torch.uint8, device="cuda", generator=gen)
-        w2 = torch.randint(0, 256, (e * h * i // 2,), dtype=torch.uint8, device="cuda", generator=gen)
-        s2 = torch.randint(lo, hi, (e * h * i // 32,), dtype=torch.uint8, device="cuda", generator=gen)
-        ef = torch.full((e,), 64.0, device="cuda")
-        bexp = torch.arange(e, dtype=torch.int32, device="cuda")
+        w1, s1, w2, s2, ef, bexp = random_packed_experts(torch, e, h, i, gen)
         for pt in a.points.split(","):
             m, bm = (int(x) for x in pt.split(":"))
             ntok = torch.full((e,), m, dtype=torch.int32, device="cuda")
