@@ -24,9 +24,9 @@ from tests.build.kernels.sm90.role2_harness import (RingSignals, Role2Kernels, e
 
 POISON = -1
 #: phase name -> (from event, to event); events missing from a build (the turn without pingpong) fall back
-PHASES = (("stage_wait", "start", "stage_ready"), ("decode", "stage_ready", "decoded"), ("turn_wait", "decoded", "turn"),
-          ("issue", "turn", "issued"), ("issued_to_mma_done", "issued", "mma_done"),
-          ("promote", "mma_done", "promoted"))
+PHASES = (("stage_wait", "start", "stage_ready"), ("decode", "stage_ready", "decoded"),
+          ("turn_wait", "decoded", "turn"), ("issue", "turn", "issued"),
+          ("issued_to_mma_done", "issued", "mma_done"), ("promote", "mma_done", "promoted"))
 
 
 def _cyc(a: int, b: int) -> int:
