@@ -61,6 +61,37 @@ def phases(stamps: list, events: list, steps_per_task: int) -> dict:
     return out
 
 
+def busy_overlap(stamps: list, events: list, steps: range, grain: int = 4) -> list[float]:
+    """Share of the time in which 0, 1 or 2 of the stamped warps (warp 0 of each warpgroup: the same scheduler) run
+    CUDA-core work — a step's stage wait + decode, or its promote — over ``steps`` of each stamped CTA (averaged over the
+    CTAs, sampled every ``grain`` cycles where both warps have stamps). The turns meant to alternate the two: ideally
+    no time at 0 or 2."""
+    ev = {e: i for i, e in enumerate(events)}
+    shares = []
+    for cta in stamps:
+        t0 = cta[0][steps[0]][ev["start"]]
+        busy = []
+        for wg in (0, 1):
+            iv = []
+            for gs in steps:
+                st = cta[wg][gs]
+                if POISON in (st[ev["start"]], st[ev["decoded"]], st[ev["mma_done"]], st[ev["promoted"]]):
+                    continue
+                iv += [(_cyc(t0, st[ev["start"]]), _cyc(t0, st[ev["decoded"]])),
+                       (_cyc(t0, st[ev["mma_done"]]), _cyc(t0, st[ev["promoted"]]))]
+            busy.append(iv)
+        if not all(busy):
+            continue
+        lo = max(min(a for a, _ in iv) for iv in busy)
+        hi = min(max(b for _, b in iv) for iv in busy)
+        cnt = [0, 0, 0]
+        for t in range(lo, hi, grain):
+            cnt[sum(any(a <= t < b for a, b in iv) for iv in busy)] += 1
+        if sum(cnt):
+            shares.append([c / sum(cnt) for c in cnt])
+    return [sum(s[k] for s in shares) / len(shares) for k in range(3)] if shares else [0.0, 0.0, 0.0]
+
+
 def table(name: str, ph: dict) -> list[str]:
     keys = sorted({k[1] for k in ph}, key=lambda n: ([p[0] for p in PHASES] + ["period", "stage_lead"]).index(
         n.split(":")[-1]) + (100 if n.startswith("top:") else 0))
@@ -142,6 +173,9 @@ def main():
                         {"name": name, "tokens_per_expert": m, "experts": e, "us": us, "events": events,
                          "steps_per_task": steps_per_task, "stamps": raw}))
                     report += table(f"{name}, {m} tokens per expert, {e} experts: {us:.1f} µs (one launch)", ph)
+                    ov = busy_overlap(raw, events, range(8, min(40, steps_per_task)))
+                    report += ["Time with 0 / 1 / 2 stamped warps in stage wait + decode or promote (steps 8-39): "
+                               + " / ".join(f"{100 * x:.0f} %" for x in ov), ""]
     text = "\n".join(report)
     (out / "stamps.md").write_text(text + "\n")
     print(text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.build.kernels.sm90.stamp_role2 import POISON, _cyc, phases
+from tests.build.kernels.sm90.stamp_role2 import POISON, _cyc, busy_overlap, phases
 
 EVENTS = ["start", "stage_ready", "decoded", "turn", "issued", "mma_done", "promoted", "produced"]
 
@@ -52,3 +52,15 @@ def test_step_stamps_only_where_the_chained_steps_are_stamped():
     for bad in (dict(slab_groups=1), dict(dynamic_tasks=True, task_records=True), dict(pipelined=False)):
         with pytest.raises(ValueError, match="step_stamps"):
             Role2GemmConfig(**{**ok, **bad})
+
+
+def test_busy_overlap_counts_the_warps_in_cuda_core_phases():
+    # warp 0 busy in [0, 200) (start -> decoded) and [700, 780) (mma_done -> promoted) of each 900-cycle step; warp 1
+    # the same, shifted by 450 cycles: never both busy, idle 900 - 2 x 280 = 340 of each 900 cycles
+    rows = [[_step(900 * gs) for gs in range(6)], [_step(900 * gs + 450) for gs in range(6)]]
+    none, one, both = busy_overlap([rows], EVENTS, range(0, 6), grain=1)
+    assert both == 0.0
+    assert abs(one - 560 / 900) < 0.02 and abs(none - 340 / 900) < 0.02
+    # the same warp twice: always both or none
+    none, one, both = busy_overlap([[rows[0], rows[0]]], EVENTS, range(0, 6), grain=1)
+    assert one == 0.0 and abs(both - 280 / 900) < 0.02
