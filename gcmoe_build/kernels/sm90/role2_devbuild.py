@@ -112,14 +112,6 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_pp2ksafc": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
                                       step_stamps=True),
-                    # ... and the turn taken before the decode (session 34: Role2GemmConfig.turn_covers_decode),
-                    # plain and stamped
-                    "_ppksafwe": dict(act_buffers=2, task_records=True, w2_early_release=True,
-                                      staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
-                                      pingpong=True, turn_covers_decode=True),
-                    "_ppksafwec": dict(act_buffers=2, task_records=True, w2_early_release=True,
-                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
-                                       pingpong=True, turn_covers_decode=True, step_stamps=True),
                     # ... each warpgroup's two slabs one after the other over K: BM 64 at two CTAs per SM (session 16:
                     # Role2GemmConfig.slab_passes; built at BM 32 / 64)
                     "_pp2ksap": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,

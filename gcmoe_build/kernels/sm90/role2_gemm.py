@@ -223,10 +223,6 @@ class Role2GemmConfig:
     #: events (:data:`STAMP_EVENTS`) into the ``ticket`` buffer: where a step's cycles go (stage wait, decode, turn,
     #: MMA latency, promote). ~30 instructions per step and warp more: compare against the build without it
     step_stamps: bool = False
-    #: dev experiment (session 34; with ``pingpong``): a warpgroup takes its turn before the step's stage wait and
-    #: decode instead of after them, so one warpgroup's decode runs while the other's MMAs and promote do (call B's
-    #: stamps: both warps of a scheduler in decode / promote 40 % of the time, neither 20-25 %)
-    turn_covers_decode: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -290,8 +286,6 @@ class Role2GemmConfig:
             raise ValueError("role2 step_stamps: the chained K128 steps of the persistent pipelined kernel, whose "
                              "stamp buffer is the ticket formal, so pipelined=True, dynamic_tasks=False, "
                              "slab_groups=0, fold_scales=True, dev_compute_only=False")
-        if self.turn_covers_decode and not self.pingpong:
-            raise ValueError("role2 turn_covers_decode: moves the turn of pingpong=True")
         if self.kc % (128 * self.mma_steps_per_call):
             raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: K chunk {self.kc} is not a "
                              f"multiple of {128 * self.mma_steps_per_call}")
@@ -520,8 +514,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
-                    block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None,
-                    turn_covers_decode: bool = False):
+                    block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -615,16 +608,13 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         behind one fence (:func:`b_desc`'s stepped descriptors), committed; the stage is released after K32
         ``release_q``'s wgmma (``turns``: after the burst, once the turn is handed over)."""
         mark(step, "start")
-        if turns is not None and turn_covers_decode:
-            turns[0]()
-            mark(step, "turn")
         if step.stamp is not None:
             step.words  # the stage wait and loads first, so the next stamp closes them
             mark(step, "stage_ready")
         b_desc(step, 0)  # K32 0's descriptor ahead of the decode, where the turns have always built it
         a4 = [regs(step, q) for q in range(4)]
         mark(step, "decoded")
-        if turns is not None and not turn_covers_decode:
+        if turns is not None:
             turns[0]()
             mark(step, "turn")
         wgmma_fence()
