@@ -202,13 +202,8 @@ class Role2Kernels:
 
         _, _, fn, info = self.function(name)
         assert info.get("persistent") and len(ptrs) == 15, (name, len(ptrs))
-        if name not in self._tickets:
-            # a step_stamps build's stamp buffer ([cta][warpgroup][step][event] u32) is its ticket formal
-            ctas, steps, events = info.get("step_stamps") or (0, 0, ())
-            self._tickets[name] = torch.zeros(max(1, ctas * 2 * steps * len(events)), dtype=torch.int32,
-                                              device="cuda")
         stream = stream or torch.cuda.current_stream()
-        vals = (ctypes.c_uint64 * 17)(*ptrs, self._tickets[name].data_ptr(), self.act_map(name, ptrs[3], nblocks))
+        vals = (ctypes.c_uint64 * 17)(*ptrs, self._ticket(name).data_ptr(), self.act_map(name, ptrs[3], nblocks))
         nb = ctypes.c_uint32(nblocks)
         addrs = [ctypes.addressof(vals) + 8 * i for i in range(17)] + [ctypes.addressof(nb)]
         ptr_arr = (ctypes.c_void_p * 18)(*addrs)
@@ -216,16 +211,23 @@ class Role2Kernels:
                                  cu.CUstream(stream.cuda_stream), ctypes.addressof(ptr_arr), 0))
         self._keep = (vals, nb, ptr_arr)
 
+    def _ticket(self, name: str):
+        """``name``'s ticket formal, allocated zeroed on first use: a u32 task counter, or for a step_stamps build its
+        stamp buffer (``[cta][warpgroup][step][event]`` u32)."""
+        if name not in self._tickets:
+            import torch
+
+            ctas, steps, events = self.index[name].get("step_stamps") or (0, 0, ())
+            self._tickets[name] = torch.zeros(max(1, ctas * 2 * steps * len(events)), dtype=torch.int32,
+                                              device="cuda")
+        return self._tickets[name]
+
     def stamps(self, name: str):
         """A step_stamps build's stamp buffer as ``[cta][warpgroup][step][event]`` int32 (``%clock`` values; the
         buffer is the launch's ticket formal: fill it before the launch to tell stamped slots from the others)."""
         ctas, steps, events = self.index[name]["step_stamps"]
         self.function(name)
-        if name not in self._tickets:
-            import torch
-
-            self._tickets[name] = torch.zeros(ctas * 2 * steps * len(events), dtype=torch.int32, device="cuda")
-        return self._tickets[name].view(ctas, 2, steps, len(events))
+        return self._ticket(name).view(ctas, 2, steps, len(events))
 
     def ticket_value(self, name: str) -> int:
         """``name``'s task counter after its last launch (0 unless a launch was cut short; a step_stamps build's
