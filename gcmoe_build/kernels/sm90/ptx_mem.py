@@ -147,12 +147,16 @@ def smid(*, loc=None, ip=None) -> Int32:
     return Int32(_asm("mov.u32 $0, %smid;", "=r", [], 1)[0])
 
 
-def _named_bar(op: str, bar_id, nthreads: int):
-    """``bar.<op>`` on named barrier ``bar_id``: an int is an immediate, an Int32 a register chosen at run time."""
-    if isinstance(bar_id, int):
-        _asm(f"bar.{op} {bar_id}, {int(nthreads)};", "", [], 0)
-    else:
-        _asm(f"bar.{op} $0, {int(nthreads)};", "r", [_v(bar_id, Int32)], 0)
+def _named_bar(op: str, bar_id, nthreads: int, pred=None):
+    """``bar.<op>`` on named barrier ``bar_id``: an int is an immediate, an Int32 a register chosen at run time.
+    ``pred`` (Int32, warp-uniform): only where it is != 0, as a predicated instruction — a branch around it would open
+    a divergent region in ptxas's view, whose values leave the uniform datapath."""
+    bid, args = (str(bar_id), []) if isinstance(bar_id, int) else ("$0", [_v(bar_id, Int32)])
+    body = f"bar.{op} {bid}, {int(nthreads)};"
+    if pred is not None:
+        body = f"{{\n.reg .pred p;\nsetp.ne.s32 p, ${len(args)}, 0;\n@p {body}\n}}"
+        args.append(_v(pred, Int32))
+    _asm(body, ",".join("r" * len(args)), args, 0)
 
 
 @dsl_user_op
@@ -163,10 +167,10 @@ def bar_sync(bar_id, nthreads: int, *, loc=None, ip=None):
 
 
 @dsl_user_op
-def bar_arrive(bar_id, nthreads: int, *, loc=None, ip=None):
+def bar_arrive(bar_id, nthreads: int, pred=None, *, loc=None, ip=None):
     """Arrive on named barrier ``bar_id`` without waiting: the producer half of a :func:`bar_sync` /
-    ``bar.arrive`` pair over ``nthreads`` threads."""
-    _named_bar("arrive", bar_id, nthreads)
+    ``bar.arrive`` pair over ``nthreads`` threads (``pred``: only where != 0, predicated: :func:`_named_bar`)."""
+    _named_bar("arrive", bar_id, nthreads, pred)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -489,11 +489,13 @@ class K128Step:
     None) is called once the MMA of K32 ``release_q`` is issued (every load consumed: the stage may be overwritten),
     ``issued`` (or None) once all its MMAs are issued and committed (work that should run under them: the next
     activation chunk's copies, :func:`for_each_chunk`); ``stamp`` (or None, dev) records an event of
-    :data:`STAMP_EVENTS`."""
+    :data:`STAMP_EVENTS`; ``final`` (or None): an Int32, 1 on the consumer's last step of the launch, where
+    :func:`pingpong_turns`' last hand-over is skipped."""
 
     def __init__(self, fetch, ascl, kl128, release=None, release_q: int = 3, issued=None):
         self.fetch, self.ascl, self.kl128, self.release, self.release_q = fetch, ascl, kl128, release, release_q
         self.issued = issued
+        self.final = None
         self.stamp = None  # ``Role2GemmConfig.step_stamps``: stamp(event index of STAMP_EVENTS)
         self._words = None
 
@@ -546,7 +548,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     (FP4, the timing probe ``Role2GemmConfig.dev_no_decode``): the raw code words are the A registers.
     ``turns`` (``Role2GemmConfig.pingpong``; one token scale per K128 without slab groups): ``(take, hand_over)``;
     each K128 step's A fragments are decoded first, then ``take()`` waits for this warpgroup's turn, the step's
-    wgmmas are issued and committed behind one fence, and ``hand_over()`` gives the turn to the other warpgroup, so
+    wgmmas are issued and committed behind one fence, and ``hand_over(step)`` gives the turn to the other warpgroup, so
     the two warpgroups' bursts alternate on the tensor pipe while the other decodes and promotes.
 
     Chained per K128 (with or without slab groups), a step's (a slab group's) four K32 A fragments are decoded first
@@ -626,7 +628,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                 step.release()
         wgmma_commit()
         if turns is not None:
-            turns[1]()
+            turns[1](step)
             if step.release is not None:
                 step.release()
         mark(step, "issued")
@@ -739,23 +741,31 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
 
 def pingpong_turns(wg):
     """:func:`_mma_k128_steps`' ``turns`` of consumer warpgroup ``wg`` (``Role2GemmConfig.pingpong``): wait at its own
-    barrier of :data:`PINGPONG_BARS`, hand the turn over by arriving at the other's."""
+    barrier of :data:`PINGPONG_BARS`, hand the turn over by arriving at the other's. Warpgroup 1 skips its hand-over
+    at a step whose :attr:`K128Step.final` is 1 (predicated, no branch): after :func:`pingpong_open`'s first turn
+    that leaves both barriers balanced at exit without :func:`pingpong_close`."""
     mine = Int32(PINGPONG_BARS[0]) + wg
     other = Int32(PINGPONG_BARS[1]) - wg
-    return (lambda: bar_sync(mine, CONSUMER_THREADS), lambda: bar_arrive(other, CONSUMER_THREADS))
+
+    def hand_over(step):
+        bar_arrive(other, CONSUMER_THREADS, None if step.final is None else 1 - Int32(wg == 1) * step.final)
+
+    return (lambda: bar_sync(mine, CONSUMER_THREADS), hand_over)
 
 
-@cute.jit
-def pingpong_open(wg):
-    """Before a consumer's first task (``Role2GemmConfig.pingpong``): warpgroup 1 hands warpgroup 0 the first turn."""
-    if wg == 1:
-        bar_arrive(Int32(PINGPONG_BARS[0]), CONSUMER_THREADS)
+def pingpong_open(wg, has_work=None):
+    """Before a consumer's first task (``Role2GemmConfig.pingpong``): warpgroup 1 hands warpgroup 0 the first turn
+    (``has_work``, an Int32: only when the consumer has a step to run, for a kernel that closes by
+    :attr:`K128Step.final` instead of :func:`pingpong_close`). Predicated, not branched on ``wg``."""
+    bar_arrive(PINGPONG_BARS[0], CONSUMER_THREADS, Int32(wg == 1) if has_work is None else Int32(wg == 1) * has_work)
 
 
 @cute.jit
 def pingpong_close(wg):
     """After a consumer's last task: both warpgroups issued the same bursts, so warpgroup 1's last hand-over is still
-    open on warpgroup 0's barrier; warpgroup 0 completes it, so no named barrier is left mid-phase at exit."""
+    open on warpgroup 0's barrier; warpgroup 0 completes it, so no named barrier is left mid-phase at exit. (The
+    ring closes by :attr:`K128Step.final` instead: any barrier after its task loop, even a branch-free one, took its
+    K loops off the uniform datapath — session 35.)"""
     if wg == 0:
         bar_sync(Int32(PINGPONG_BARS[0]), CONSUMER_THREADS)
 

@@ -286,6 +286,8 @@ class Role2RingConfig:
         #: their release through the signal warp's record
         self.w1_split = int(p.get("w1_split", 1))
         can = w1_split_build(pipe, self.bm, self.ctas_per_sm, self.hidden // self.w1.kc)
+        if turns and can > 1:  # the turns' last step (K128Step.final) is counted over a task's whole K
+            raise ValueError("role2: the turns (pingpong_build) and a W1 split cannot share a build")
         if self.w1_split not in (1, can):
             raise ValueError(f"role2: w1_split={self.w1_split} must be 1, or {W1_SPLIT} for the 384-thread two-CTA BM "
                              f"{W1_SPLIT_BM} build whose W1 chunks divide by it (got threads={self.threads}, "
@@ -394,7 +396,7 @@ def _trace_parts(cfg):
                              SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS, K128Step, TokenScales, _consumer_lane,
                              _init_stage_barriers, _mma_k128_steps, stage_k128_step, _load_k128, _produce_k128,
                              _w1_epilogue, ActTma, act_tma_phase_flips, all_w1_tile_bits, for_each_chunk,
-                             w1_tile_bits, w2_epilogue, pingpong_close, pingpong_open, pingpong_turns)
+                             w1_tile_bits, w2_epilogue, pingpong_open, pingpong_turns)
     from .task_queue import check_slot_reuse, init_task_slots, next_task, publish_task
 
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
@@ -570,7 +572,7 @@ def _trace_parts(cfg):
                  tile: Int32, ntok: Int32, gs0: Int32, rb: Int32, row0: Int64, ws: Int64, o_act: Int64,
                  o_asc: Int64, o_mask: Int64, w: Int64, wsc: Int64, sf_stride: Int32, policy: Int64, err: Int64,
                  timeout_ns: Int64, o_maps: Int64, aph: Int32, bm_stride: Int32, c0: Int32, nch: Int32,
-                 o_trace: Int64, task: Int32):
+                 o_trace: Int64, task: Int32, final_task: Int32):
         """K loop of one 256-row task (the verified mainloop) over its K chunks ``[c0, c0 + nch)`` (split builds' W1;
         all of K otherwise, the arguments unused): weights from the producer's stages (384)
         or the register stream (256); activations + scales staged per K chunk into shared memory (padded
@@ -617,6 +619,8 @@ def _trace_parts(cfg):
                         steps.append(K128Step(fetch, ascl, kl128))
                 if const_expr(prefetch is not None):
                     steps[-1].issued = lambda k2=k2: prefetch(k2)
+                if const_expr(mc.pingpong):  # the consumer's last step (``final_task``: this is its last task)
+                    steps[-1].final = final_task * Int32(kc == K // KC - 1) * Int32(k2 == KC // 256 - 1)
                 _mma_k128_steps(steps, acc, act_buf, BM, mc.lag, overlap=PIPE, prescaled=mc.staged_fold_scale,
                                 sw128=mc.act_tma, slab_groups=mc.slab_groups, turns=turns)
 
@@ -748,8 +752,12 @@ def _trace_parts(cfg):
                     fence_tensormap_acquire(ws + o_act_maps + act_map_slot("w1", BM) * ACT_MAP_BYTES)
                     fence_tensormap_acquire(ws + o_act_maps + act_map_slot("w2", BM) * ACT_MAP_BYTES)
             if const_expr(cfg.w1.pingpong):
-                pingpong_open(wg)
+                # closed by the last step's skipped hand-over (K128Step.final), not pingpong_close: any barrier after
+                # this loop took its K loops off the uniform datapath (GLM-5.2 BM 64 669 -> 636 instructions per
+                # K256: every wgmma descriptor through R2UR; session 35)
+                pingpong_open(wg, Int32(nlocal > 0))
             for li in cutlass.range(nlocal, unroll=1):
+                last_task = Int32(li == nlocal - 1)
                 if const_expr(PIPE):  # the producer acquired the task: its record (module docstring)
                     _, el, ntok, efac_rec = next_task(
                         smem + SLOT_OFF, li, lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
@@ -791,7 +799,7 @@ def _trace_parts(cfg):
                     # ================= W1: ring_x x W1 -> SwiGLU x weight -> FP8 l2_x =================
                     mainloop("w1", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_ring_x, o_ring_sf,
                              o_l2_full_mask, w1_tiles, w1_scales, sf_stride, policy, err, timeout_ns, o_act_maps,
-                             aph, bm_stride, sp * nch1, nch1, o_role2_trace, cta + li * ncta)
+                             aph, bm_stride, sp * nch1, nch1, o_role2_trace, cta + li * ncta, last_task)
                     if const_expr(TR):
                         if ctid == 0:
                             stamp(ws + o_role2_trace, cta + li * ncta, wsl.TRACE_KLOOP_END, globaltimer())
@@ -825,7 +833,7 @@ def _trace_parts(cfg):
                     # ================= W2: l2_x x W2 -> BF16 partials -> source rank's combine =================
                     mainloop("w2", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_l2_x, o_l2_sf,
                              o_l2_full_mask, w2_tiles, w2_scales, sf_stride, policy, err, timeout_ns, o_act_maps,
-                             aph, bm_stride, Int32(0), Int32(0), o_role2_trace, cta + li * ncta)
+                             aph, bm_stride, Int32(0), Int32(0), o_role2_trace, cta + li * ncta, last_task)
                     if const_expr(TR):
                         if ctid == 0:
                             stamp(ws + o_role2_trace, cta + li * ncta, wsl.TRACE_KLOOP_END, globaltimer())
@@ -864,8 +872,6 @@ def _trace_parts(cfg):
                 else:
                     gs0 = gs0 + NK2 + is1 * (NK1 - NK2)
                     aph = aph ^ (FLIP2 + is1 * (FLIP1 - FLIP2))
-            if const_expr(cfg.w1.pingpong):
-                pingpong_close(wg)
 
     @cute.jit
     def host(peer: cute.Pointer, o_ring_x: Int64, o_ring_sf: Int64, o_ring_meta: Int64, o_ring_block: Int64,
