@@ -112,6 +112,13 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_pp2ksafc": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
                                       step_stamps=True),
+                    # ... and the one-CTA form (lag 1 at BM <= 48) with four K128 steps per MMA call, one drain per
+                    # K512 as the ring's one-CTA BM 8-48 builds (session 35: role2_ring.steps_per_call_build)
+                    "_ppksaf4": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
+                                     signal_warp=True, act_tma=True, fast_math=True, mma_steps_per_call=4),
+                    "_ppksafc4": dict(act_buffers=2, task_records=True, w2_early_release=True,
+                                      staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
+                                      step_stamps=True, mma_steps_per_call=4),
                     # ... each warpgroup's two slabs one after the other over K: BM 64 at two CTAs per SM (session 16:
                     # Role2GemmConfig.slab_passes; built at BM 32 / 64)
                     "_pp2ksap": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,

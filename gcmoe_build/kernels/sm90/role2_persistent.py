@@ -66,6 +66,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     if not cfg.pipelined:
         raise ValueError("the persistent role2 kernel is the 384-thread pipelined variant (pipelined=True)")
     BM, K, KC = cfg.bm, cfg.k, cfg.kc
+    SPC = cfg.mma_steps_per_call  # K128 steps per _mma_k128_steps call: the tensor cores drain once per call
     NK128 = K // 128
     ND = BM // 2
     NT = cfg.row_tiles
@@ -257,10 +258,10 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                     gs0 = pass_base(li, p)
 
                     def chunk_mma(kc, act_buf, asc_buf, prefetch):
-                        for k2 in cutlass.range(KC // 256, unroll=1):
+                        for k2 in cutlass.range(KC // (128 * SPC), unroll=1):
                             steps = []
-                            for h in cutlass.range_constexpr(2):
-                                kl128 = k2 * 2 + h
+                            for h in cutlass.range_constexpr(SPC):
+                                kl128 = k2 * SPC + h
                                 steps.append(stage_k128_step(
                                     cfg, smem, BAR_OFF, STAGE_OFF, NS, gs0 + kc * (KC // 128) + kl128,
                                     lambda bar, ph: mbar_wait_or_trap(bar, ph, TMO), (wg, tw, warp, g),

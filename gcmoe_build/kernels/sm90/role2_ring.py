@@ -128,6 +128,8 @@ reciprocal (else IEEE); its exponent is ``ex2.approx`` with or without it (not y
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
+import dataclasses
+
 from gcmoe_runtime.heuristics import (SM90_PIPELINED_TWO_CTAS_MAX_BM, SM90_TWO_CTAS_MAX_BM, W1_SPLIT, W1_SPLIT_BM,
                                       W1_SPLIT_MAX_BLOCKS, sm90_ctas_per_sm)
 
@@ -201,6 +203,15 @@ def pingpong_build(pipelined, bm, ctas_per_sm):
     (BM 64 kernel alone W1 -4..-14 %, W2 -3..-10 %: session 26 calls A-B); the one-CTA BM 8-32 builds measured
     -4..+3 % and the two-CTA builds -3..+2 % with turns (call A): no change."""
     return bool(pipelined) and ctas_per_sm == 1 and bm >= 64
+
+
+def steps_per_call_build(pipelined, bm, ctas_per_sm, kc):
+    """``Role2GemmConfig.mma_steps_per_call`` of a ring build: 4 — one tensor-core drain per K512 instead of per K256 —
+    for the builds that keep a step's MMAs in flight under the next step's decode (lag 1: the 384-thread one-CTA BM
+    8-48 builds), whose every K256 call otherwise ends in a full drain (session 34's stamps: BM 48's steps alternate
+    ~880 / ~1 690 cycles); where the K chunk holds whole K512s. 2 elsewhere: at lag 0 (BM 64 / 80, the two-CTA builds)
+    every step drains anyway."""
+    return 4 if pipelined and ctas_per_sm == 1 and bm <= 48 and kc % 512 == 0 else 2
 
 
 def w1_split_build(pipelined, bm, ctas_per_sm, w1_chunks):
@@ -282,6 +293,9 @@ class Role2RingConfig:
         self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=pipe,
                                   ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf, staged_fold_scale=pipe,
                                   signal_warp=sig, act_tma=pipe, slab_groups=slabs, pingpong=turns)
+        # ... and at lag 1 one drain per K512 (each GEMM by its own chunk)
+        self.w1, self.w2 = (dataclasses.replace(c, mma_steps_per_call=steps_per_call_build(
+            pipe, self.bm, self.ctas_per_sm, c.kc)) for c in (self.w1, self.w2))
         #: W1 tasks per W1 tile at small loads (module docstring, "W1 split-K"); the split's non-last tasks skip
         #: their release through the signal warp's record
         self.w1_split = int(p.get("w1_split", 1))
@@ -599,11 +613,13 @@ def _trace_parts(cfg):
 
         turns = pingpong_turns(wg) if const_expr(mc.pingpong) else None
 
+        SPC = mc.mma_steps_per_call  # K128 steps per _mma_k128_steps call: the tensor cores drain once per call
+
         def chunk_mma(kc, act_buf, asc_buf, prefetch):
-            for k2 in cutlass.range(KC // 256, unroll=1):
+            for k2 in cutlass.range(KC // (128 * SPC), unroll=1):
                 steps = []
-                for h in cutlass.range_constexpr(2):
-                    kl128 = k2 * 2 + h
+                for h in cutlass.range_constexpr(SPC):
+                    kl128 = k2 * SPC + h
                     kb = kc * (KC // 128) + kl128
                     ascl = TokenScales(asc_buf, kl128, t, BM, GS)
                     if const_expr(PIPE):
@@ -620,7 +636,7 @@ def _trace_parts(cfg):
                 if const_expr(prefetch is not None):
                     steps[-1].issued = lambda k2=k2: prefetch(k2)
                 if const_expr(mc.pingpong):  # the consumer's last step (``final_task``: this is its last task)
-                    steps[-1].final = final_task * Int32(kc == K // KC - 1) * Int32(k2 == KC // 256 - 1)
+                    steps[-1].final = final_task * Int32(kc == K // KC - 1) * Int32(k2 == KC // (128 * SPC) - 1)
                 _mma_k128_steps(steps, acc, act_buf, BM, mc.lag, overlap=PIPE, prescaled=mc.staged_fold_scale,
                                 sw128=mc.act_tma, slab_groups=mc.slab_groups, turns=turns)
 
