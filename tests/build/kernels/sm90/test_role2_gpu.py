@@ -63,7 +63,10 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
          + [(sh, 48, v) for sh in ("glm52", "dsv41flash") for v in ("_ppksaf", "_ppksafl", "_ppksafw")]
          + [(sh, 80, v) for sh in ("glm52", "dsv41flash") for v in ("_ppksaf", "_ppksafw")]
          # the step-stamp builds (session 34: Role2GemmConfig.step_stamps): stamping must not change a result
-         + [("glm52", 64, "_ppksafwc"), ("glm52", 48, "_ppksafc"), ("glm52", 16, "_pp2ksafc")])
+         + [("glm52", 64, "_ppksafwc"), ("glm52", 48, "_ppksafc"), ("glm52", 16, "_pp2ksafc")]
+         # four K128 steps per MMA call at lag 1, as the ring's one-CTA BM 8-48 builds (session 35), and stamped
+         + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 48) for v in ("_ppksaf4",)]
+         + [("glm52", 48, "_ppksafc4")])
 # BM 48 (wgmma N = 48, session 29): the one-CTA forms at lag 0, lag 1 (a second partial set fits, unlike BM 64) and
 # with the turns; BM 80 (session 31): lag 0 and the turns (the ring's BM 80 build), one block for 65-80 tokens
 #: ("_p_read" / "_p2_read", the racy release, are built for diag_two_cta.py, which shows the race, not tested here:
