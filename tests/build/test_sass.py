@@ -17,23 +17,31 @@ def summaries():
     from gcmoe_build.sass import summarize
     from gcmoe_runtime.artifacts.bundle import open_bundle
 
+    from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig
+
     out = {}
     for name in ("test-tiny", "glm-5.2", "deepseek-v4.1-flash"):
         b = open_bundle(BUNDLES / f"{name}-sm90a.gcmoe")
         for r in b.records:
             if r.role in ("role2", "role4") and r.variant.get("ranks", 2) == 2:
                 key = (name, r.role, r.variant["bm"], r.variant.get("threads"), r.variant.get("ctas_per_sm", 1))
-                out[key] = summarize(b.cubin(r.key))
+                # QGMMAs per mainloop body, W1 and W2: 8 per K128 step (2 slabs x 4 K32); a role2 body holds
+                # mma_steps_per_call steps (4 in the one-CTA lag-1 builds whose K chunk holds whole K512s)
+                spc = ((c.w1.mma_steps_per_call, c.w2.mma_steps_per_call) if r.role == "role2"
+                       and (c := Role2RingConfig(dict(r.variant))) else (2, 2))
+                out[key] = (summarize(b.cubin(r.key)), [8 * n for n in spc])
     return out
 
 
 def test_every_mma_is_register_a_qgmma_and_mainloops_do_not_spill(summaries):
     assert {k[1] for k in summaries} == {"role2", "role4"} and len(summaries) >= 10
-    for key, s in summaries.items():
-        assert s.qgmma == 32 and s.qgmma_register_a == 32, key  # W1 + W2: 2 K128 x 2 slabs x 4 K32 each
-        if key[0] != "test-tiny":  # production K: one K256 loop per GEMM, no spill traffic in it (the test
+    for key, (s, body) in summaries.items():
+        # W1 + W2 (the test model: its K unrolled, 2 K128 steps x 2 slabs x 4 K32 each)
+        want = 32 if key[0] == "test-tiny" else sum(body)
+        assert s.qgmma == want and s.qgmma_register_a == want, key
+        if key[0] != "test-tiny":  # production K: one loop per GEMM, no spill traffic in it (the test
             # model's K is 2-4 K128 steps: its K loops are unrolled into the task loop, which may spill)
-            assert len(s.mma_loops) == 2 and all(q == 16 for _, q in s.mma_loops), key
+            assert len(s.mma_loops) == 2 and sorted(q for _, q in s.mma_loops) == sorted(body), key
             # two CTAs per SM cap the consumers at 104 registers: the BM 16 build spills one register around one
             # of its loops (1 STL + 1 LDL per K256 of ~600 instructions, since the W2 loop chains per K128 like
             # W1's, session 8); anything more is a regression
