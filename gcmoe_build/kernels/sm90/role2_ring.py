@@ -116,7 +116,11 @@ commit group and drains it before decoding the next slab (``Role2GemmConfig.slab
 A registers live), which is what fits its accumulators into 104 registers (:func:`slab_groups_build`; kernel alone
 -12..-15 % W1, -4..-8 % W2 against the one-CTA build, session 15). The one-CTA BM 64 build's two consumer
 warpgroups take turns issuing their wgmmas (``Role2GemmConfig.pingpong``, :func:`pingpong_build`): one decodes and
-promotes while the other's MMAs run, instead of both in lockstep.
+promotes while the other's MMAs run, instead of both in lockstep; warpgroup 1 gives the first turn before the task loop
+and skips its last hand-over (``K128Step.final``), so no barrier follows the loop (one there took the K loops off the
+uniform datapath, session 35). The one-CTA BM 8-48 builds, which keep a step's MMAs in flight under the next step's
+decode (lag 1), issue four K128 steps per MMA call where the K chunk allows (:func:`steps_per_call_build`): one
+tensor-core drain per K512.
 
 Activations: the 384-thread builds' chunks come by tensor map (``Role2GemmConfig.act_tma``: ``KC/128`` boxes of
 [BM rows x 128 B], 128-byte swizzle, issued by consumer thread 0 after its fence.proxy.async.global; the maps over
@@ -588,7 +592,8 @@ def _trace_parts(cfg):
                  timeout_ns: Int64, o_maps: Int64, aph: Int32, bm_stride: Int32, c0: Int32, nch: Int32,
                  o_trace: Int64, task: Int32, final_task: Int32):
         """K loop of one 256-row task (the verified mainloop) over its K chunks ``[c0, c0 + nch)`` (split builds' W1;
-        all of K otherwise, the arguments unused): weights from the producer's stages (384)
+        all of K otherwise, the arguments unused; ``final_task``: 1 on the consumer's last task, whose last step
+        skips warpgroup 1's hand-over of the turns): weights from the producer's stages (384)
         or the register stream (256); activations + scales staged per K chunk into shared memory (padded
         rows zeroed; 384 threads: by tensor map, ``aph`` the chunk buffers' phases); ``_k128_mma`` per K128. W1
         (``mode == "w1"``): ``ring_x`` rows + FP32 MN-major ``ring_sf``; W2: ``l2_x`` rows + UE8M0 ``l2_sf``, each
@@ -769,7 +774,7 @@ def _trace_parts(cfg):
                     fence_tensormap_acquire(ws + o_act_maps + act_map_slot("w2", BM) * ACT_MAP_BYTES)
             if const_expr(cfg.w1.pingpong):
                 # closed by the last step's skipped hand-over (K128Step.final), not pingpong_close: any barrier after
-                # this loop took its K loops off the uniform datapath (GLM-5.2 BM 64 669 -> 636 instructions per
+                # this loop took its K loops off the uniform datapath (GLM-5.2 BM 64 669 -> 638 instructions per
                 # K256: every wgmma descriptor through R2UR; session 35)
                 pingpong_open(wg, Int32(nlocal > 0))
             for li in cutlass.range(nlocal, unroll=1):
