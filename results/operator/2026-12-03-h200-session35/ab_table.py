@@ -1,15 +1,16 @@
 """Session 35: role2 in the layer, old vs new bundles, alternating runs per arm (`bench timeline`, median role2
 duration of 20 replays per run): `python3 ab_table.py` in this folder -> call-b/ab_role2.md (the turns builds' new
-close: old = session 34's bundles) and call-c/ab_role2.md (four steps per MMA call at lag 1: old = call B's)."""
+close: old = session 34's bundles), call-c/ab_role2.md (four steps per MMA call at lag 1: old = call B's) and, with
+matplotlib, ab_role2.png (both calls' changes)."""
 import json
 from pathlib import Path
 
 here = Path(__file__).parent
 #: call -> (title, [(row label, old runs, new runs)])
 CALLS = {
-    "call-b": ("GLM-5.2 share (session 35 call B)",
-               [("heuristic", ("g-old-1", "g-old-2"), ("g-new-1", "g-new-2")),
-                ("BM 64 forced", ("g64-old",), ("g64-new",))]),
+    "call-b": ("session 35 call B",
+               [("GLM-5.2 share", ("g-old-1", "g-old-2"), ("g-new-1", "g-new-2")),
+                ("GLM-5.2 share BM 64 forced", ("g64-old",), ("g64-new",))]),
     "call-c": ("session 35 call C",
                [("GLM-5.2 share", ("g-old-1", "g-old-2"), ("g-new-1", "g-new-2")),
                 ("DSV-4.1-Flash share", ("d-old-1", "d-old-2"), ("d-new-1", "d-new-2")),
@@ -22,6 +23,7 @@ def role2(call, run):
     return {p["tokens"]: p["summary"]["roles"]["role2"]["dur_us"] for p in pts}
 
 
+bars = []  # (label, change %) for the plot
 for call, (title, arms) in CALLS.items():
     rows = ["| case | T | old runs µs | new runs µs | change |", "|---|---|---|---|---|"]
     for label, old, new in arms:
@@ -31,6 +33,24 @@ for call, (title, arms) in CALLS.items():
             om, nm = sum(x[t] for x in o) / len(o), sum(x[t] for x in n) / len(n)
             rows.append(f"| {label} | {t} | {' / '.join(f'{x[t]:.1f}' for x in o)} | "
                         f"{' / '.join(f'{x[t]:.1f}' for x in n)} | {100 * (nm / om - 1):+.1f} % |")
+            bars.append((f"{call[-1].upper()}: {label} T={t}", 100 * (nm / om - 1)))
     text = f"# role2 in the layer, {title}\n\n" + "\n".join(rows) + "\n"
     (here / call / "ab_role2.md").write_text(text)
     print(text)
+
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:  # the tables are the result; the plot is a view of them
+    plt = None
+if plt is not None:
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(bars) + 1.2))
+    ax.barh([b[0] for b in bars][::-1], [b[1] for b in bars][::-1],
+            color=["tab:green" if b[1] < 0 else "tab:red" for b in bars][::-1])
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_xlabel("role2 time in the layer, new vs old (%)")
+    ax.set_title("Session 35, one H200, role2 in the layer\n"
+                 "B: the turns builds' new close; C: four steps per MMA call at lag 1", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(here / "ab_role2.png", dpi=110)
