@@ -47,9 +47,10 @@ def test_every_mma_is_register_a_qgmma_and_mainloops_do_not_spill(summaries):
             # W1's, session 8); anything more is a regression
             assert s.spill_ops_in_mma_loops <= (2 if key[4] == 2 and key[2] == 16 else 0), key
         # the producer's stage loop (pipelined role2): the two-CTA builds (32 producer registers with the signal
-        # warp, session 13) spill 3 values around its empty-barrier wait, the others none; more is a regression
+        # warp, session 13) spill 3 values around its empty-barrier wait, the one-CTA builds from BM 48 (24 producer
+        # registers, session 35) 9, the others none; more is a regression
         if key[1] == "role2" and key[3] == 384:
-            assert s.spill_ops_in_copy_loops <= (3 if key[4] == 2 else 0), key
+            assert s.spill_ops_in_copy_loops <= (3 if key[4] == 2 else 9 if key[2] >= 48 else 0), key
 
 
 def test_parser_on_a_handmade_listing():

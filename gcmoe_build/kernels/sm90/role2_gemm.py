@@ -95,6 +95,10 @@ FOLD_SCALE = float(2 ** FOLD_LOG2)  # decoded operands are fp4 x 2**(r - 5): the
 L2_SCALE_GROUP = SM90_INTERMEDIATE_SCALE_GROUP
 assert L2_SCALE_GROUP == 128, L2_SCALE_GROUP
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg split: 128*40 + 256*232 <= 384 * 168 (see launch_regs)
+#: ... and from BM 48 (their accumulators and partials want the registers): 128*24 + 256*240, the same total. The
+#: consumers' K loops spill less (GLM-5.2 BM 48 6 / 6 -> 2 / 0 instructions per K512 loop), the producer thread spills
+#: 9 around its stage loop; role2 in the layer -1.2..-2.3 % at BM 48-80, but +1.9 % at BM 8 (session 35 call F)
+WIDE_CONSUMER_MIN_BM, PRODUCER_REGS_WIDE, CONSUMER_REGS_WIDE = 48, 24, 240
 #: the same split for two pipelined CTAs per SM: 128*32 + 256*104 = 384 * 80. setmaxnreg only moves registers
 #: inside the CTA's launch allocation (threads x the per-thread count ptxas was capped at); a consumer increase the
 #: producer's decrease does not cover blocks forever (GPU-measured: 24 / 112 hung until the stage-wait trap). The
@@ -401,7 +405,12 @@ class Role2GemmConfig:
     def setmaxnreg(self) -> tuple[int, int]:
         """(producer, consumer) registers per thread after ``setmaxnreg`` (pipelined variant); their sum over the
         CTA's threads never exceeds its launch allocation (checked)."""
-        prod, cons = (PRODUCER_REGS, CONSUMER_REGS) if self.ctas_per_sm == 1 else (PRODUCER_REGS_2, CONSUMER_REGS_2)
+        if self.ctas_per_sm == 2:
+            prod, cons = PRODUCER_REGS_2, CONSUMER_REGS_2
+        elif self.bm >= WIDE_CONSUMER_MIN_BM:
+            prod, cons = PRODUCER_REGS_WIDE, CONSUMER_REGS_WIDE
+        else:
+            prod, cons = PRODUCER_REGS, CONSUMER_REGS
         if PRODUCER_THREADS * prod + CONSUMER_THREADS * cons > (PRODUCER_THREADS + CONSUMER_THREADS) * self.launch_regs:
             raise ValueError(f"role2 setmaxnreg {prod}/{cons} exceeds the launch allocation of {self.launch_regs} "
                              f"registers per thread at {self.ctas_per_sm} CTA(s) per SM")
