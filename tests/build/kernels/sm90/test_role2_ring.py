@@ -127,7 +127,7 @@ def test_ring_protocol_order(role2_arts, bm, threads):
         prod_bulk = _first(ptx, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint",
                            publish)
         assert "createpolicy.fractional.L2::evict_first" in ptx[:prod_bulk]
-        cons = _first(ptx, "setmaxnreg.inc.sync.aligned.u32 232;", prod_bulk)
+        cons = _first(ptx, f"setmaxnreg.inc.sync.aligned.u32 {240 if bm >= 48 else 232};", prod_bulk)
         l1 = _first(ptx, "mbarrier.try_wait.parity.shared::cta.b64", cons)  # the task record
         assert "ld.acquire.gpu.global.u64" not in ptx[cons:]
         # one bounded wait left (l2_empty, generation > 0): its first probe and its retry loop
