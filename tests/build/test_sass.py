@@ -27,8 +27,10 @@ def summaries():
                 key = (name, r.role, r.variant["bm"], r.variant.get("threads"), r.variant.get("ctas_per_sm", 1))
                 # QGMMAs per mainloop body, W1 and W2: 8 per K128 step (2 slabs x 4 K32); a role2 body holds
                 # mma_steps_per_call steps (4 in the one-CTA lag-1 builds whose K chunk holds whole K512s)
-                spc = ((c.w1.mma_steps_per_call, c.w2.mma_steps_per_call) if r.role == "role2"
-                       and (c := Role2RingConfig(dict(r.variant))) else (2, 2))
+                spc = (2, 2)
+                if r.role == "role2":
+                    c = Role2RingConfig(dict(r.variant))
+                    spc = (c.w1.mma_steps_per_call, c.w2.mma_steps_per_call)
                 out[key] = (summarize(b.cubin(r.key)), [8 * n for n in spc])
     return out
 

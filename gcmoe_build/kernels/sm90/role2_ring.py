@@ -209,13 +209,13 @@ def pingpong_build(pipelined, bm, ctas_per_sm):
     return bool(pipelined) and ctas_per_sm == 1 and bm >= 64
 
 
-def steps_per_call_build(pipelined, bm, ctas_per_sm, kc):
-    """``Role2GemmConfig.mma_steps_per_call`` of a ring build: 4 — one tensor-core drain per K512 instead of per K256 —
-    for the builds that keep a step's MMAs in flight under the next step's decode (lag 1: the 384-thread one-CTA BM
-    8-48 builds), whose every K256 call otherwise ends in a full drain (session 34's stamps: BM 48's steps alternate
-    ~880 / ~1 690 cycles); where the K chunk holds whole K512s. 2 elsewhere: at lag 0 (BM 64 / 80, the two-CTA builds)
-    every step drains anyway."""
-    return 4 if pipelined and ctas_per_sm == 1 and bm <= 48 and kc % 512 == 0 else 2
+def steps_per_call_build(cfg):
+    """``Role2GemmConfig.mma_steps_per_call`` of a ring GEMM ``cfg``: 4 — one tensor-core drain per K512 instead of per
+    K256 — for the pipelined builds that keep a step's MMAs in flight under the next step's decode (``cfg.lag`` 1: the
+    384-thread one-CTA BM 8-48 builds), whose every K256 call otherwise ends in a full drain (session 34's stamps: BM
+    48's steps alternate ~880 / ~1 690 cycles); where the K chunk holds whole K512s. 2 elsewhere: at lag 0 (BM 64 / 80,
+    the two-CTA builds) every step drains anyway."""
+    return 4 if cfg.pipelined and cfg.lag == 1 and cfg.kc % 512 == 0 else 2
 
 
 def w1_split_build(pipelined, bm, ctas_per_sm, w1_chunks):
@@ -298,8 +298,8 @@ class Role2RingConfig:
                                   ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf, staged_fold_scale=pipe,
                                   signal_warp=sig, act_tma=pipe, slab_groups=slabs, pingpong=turns)
         # ... and at lag 1 one drain per K512 (each GEMM by its own chunk)
-        self.w1, self.w2 = (dataclasses.replace(c, mma_steps_per_call=steps_per_call_build(
-            pipe, self.bm, self.ctas_per_sm, c.kc)) for c in (self.w1, self.w2))
+        self.w1, self.w2 = (dataclasses.replace(c, mma_steps_per_call=steps_per_call_build(c))
+                            for c in (self.w1, self.w2))
         #: W1 tasks per W1 tile at small loads (module docstring, "W1 split-K"); the split's non-last tasks skip
         #: their release through the signal warp's record
         self.w1_split = int(p.get("w1_split", 1))
