@@ -155,6 +155,10 @@ class SassSummary:
     spill_ops_in_mma_loops: int
     mma_loops: tuple[tuple[int, int], ...]  # (instructions, QGMMA) per innermost MMA loop
     spill_ops_in_copy_loops: int = 0  # STL + LDL inside the producer's bulk-copy (stage) loops
+    #: R2UR per innermost MMA loop: a loop on the uniform datapath builds its wgmma descriptors, stage indices and
+    #: parities in uniform registers; one ptxas thinks divergent builds them per thread and moves each to a uniform
+    #: register before its QGMMA (32 per K256 in the one-CTA role2 loops, sessions 35-36)
+    r2ur_in_mma_loops: tuple[int, ...] = ()
 
     @property
     def insns_per_qgmma(self) -> tuple[float, ...]:
@@ -171,7 +175,8 @@ def summarize(cubin: bytes) -> SassSummary:
         qgmma=q, qgmma_register_a=ra, spill_ops=sum(1 for i in insns if i.opcode in ("STL", "LDL")),
         spill_ops_in_mma_loops=sum(lp.count("STL", "LDL") for lp in loops),
         mma_loops=tuple((len(lp.insns), lp.count("QGMMA")) for lp in loops),
-        spill_ops_in_copy_loops=sum(lp.count("STL", "LDL") for lp in copies))
+        spill_ops_in_copy_loops=sum(lp.count("STL", "LDL") for lp in copies),
+        r2ur_in_mma_loops=tuple(lp.count("R2UR") for lp in loops))
 
 
 def _matches(variant: dict, where: dict[str, str]) -> bool:
@@ -190,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     where = dict(kv.split("=", 1) for kv in a.where.split(",") if kv)
     b = open_bundle(a.bundle)
     print("| variant | QGMMA (register A) | STL+LDL (in MMA loops) (in stage loops) "
-          "| MMA loops: instructions / QGMMA |")
+          "| MMA loops: instructions / QGMMA / R2UR |")
     print("|---|---|---|---|")
     for r in sorted(b.records, key=lambda r: sorted(r.variant.items())):
         if r.role != a.role or not _matches(r.variant, where):
@@ -198,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         s = summarize(b.cubin(r.key))
         label = " ".join(f"{k}={r.variant[k]}" for k in ("hidden", "ranks", "bm", "threads", "ctas_per_sm")
                          if k in r.variant)
-        loops = ", ".join(f"{n}/{q}" for n, q in s.mma_loops)
+        loops = ", ".join(f"{n}/{q}/{u}" for (n, q), u in zip(s.mma_loops, s.r2ur_in_mma_loops))
         print(f"| {label} | {s.qgmma} ({s.qgmma_register_a}) | {s.spill_ops} ({s.spill_ops_in_mma_loops}) "
               f"({s.spill_ops_in_copy_loops}) | {loops} |")
         if a.loops:

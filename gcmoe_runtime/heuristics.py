@@ -51,6 +51,13 @@ SM90_BLOCK_MAX_BM = 80
 #: DSV-4.1-Flash); BM 48 / 32 1.20 / 1.24; BM 64 / 48 1.21 (GLM-5.2); BM 80 / 64 1.09 (GLM-5.2).
 SM90_PASS_COST = {8: 0.86, 16: 0.87, 32: 1.0, 48: 1.22, 64: 1.48, 80: 1.61}
 assert set(SM90_PASS_COST) == set(SM90_BM_CANDIDATES)
+#: SM90: the narrower wgmma N a BM build's W1 K loop takes for a ring block of at most that many tokens (a branch per
+#: task on the block's token count, ``role2_ring.narrow_n_build``), with that block pass's cost as above: the BM 80
+#: build runs W1 (two thirds of an expert's weights) of a block of <= 64 tokens at N = 64 (session 36), so an expert
+#: below 65 tokens no longer pays BM 80's wider MMAs and promotes there. Cost: W1 at BM 64's, W2 at BM 80's
+#: (2/3 x 1.48 + 1/3 x 1.61; the prediction, measured in the layer in session 36: docs/PERFORMANCE.md).
+SM90_NARROW_PASS = {80: (64, 1.52)}
+assert all(bm in SM90_BM_CANDIDATES and n < bm and n % 8 == 0 for bm, (n, _) in SM90_NARROW_PASS.items())
 #: SM100 (paper §4.4): 2-CTA tcgen05 MMA, each CTA of the pair owns BM/2 rows; TMEM/SMEM budget caps 240.
 SM100_BM_CANDIDATES = (16, 32, 64, 96, 128, 192, 240)
 BM_CANDIDATES = {"sm90": SM90_BM_CANDIDATES, "sm100": SM100_BM_CANDIDATES}
@@ -270,14 +277,38 @@ def expected_tokens_per_expert(tokens: int, ranks: int, top_k: int, experts: int
 
 
 def expected_blocks(n: int, p: float, bms: Sequence[int]) -> dict[int, float]:
-    """E[ceil(X / BM)] per BM for X ~ Binomial(n, p): the ring blocks (= weight passes) one local expert takes.
+    """E[ceil(X / BM)] per BM for X ~ Binomial(n, p): the ring blocks (= weight passes) one local expert takes."""
+    return {bm: _binomial_mean(n, p, lambda k, bm=bm: float(-(-k // bm))) for bm in bms}
+
+
+def sm90_block_cost(tokens: int, bm: int) -> float:
+    """What role2 pays for one ring block of ``tokens`` (1..BM) tokens on the BM build: the BM's pass cost, or the
+    narrow pass's where the build has one (:data:`SM90_NARROW_PASS`) and the block fits it."""
+    narrow = SM90_NARROW_PASS.get(bm)
+    return narrow[1] if narrow is not None and tokens <= narrow[0] else SM90_PASS_COST[bm]
+
+
+def expert_pass_cost(tokens: int, bm: int) -> float:
+    """role2's weight streaming for one local expert of ``tokens`` tokens on the BM build: role1 fills its blocks to
+    BM in turn, so ``tokens // BM`` full blocks and one remainder block, each at :func:`sm90_block_cost`."""
+    full, rest = divmod(tokens, bm)
+    return full * SM90_PASS_COST[bm] + (sm90_block_cost(rest, bm) if rest else 0.0)
+
+
+def expected_pass_cost(n: int, p: float, bms: Sequence[int]) -> dict[int, float]:
+    """E[:func:`expert_pass_cost`] per BM for X ~ Binomial(n, p) tokens of one local expert."""
+    return {bm: _binomial_mean(n, p, lambda k, bm=bm: expert_pass_cost(k, bm)) for bm in bms}
+
+
+def _binomial_mean(n: int, p: float, f) -> float:
+    """E[f(X)] for X ~ Binomial(n, p).
 
     Weights relative to the mode, outward until they fall below 1e-18 of it (no underflow at any n), with IEEE
     multiplies, divides and adds only, in a fixed order: bit-identical on every machine, as :func:`_powi`."""
     if p >= 1.0:
-        return {bm: float(-(-n // bm)) for bm in bms}
+        return f(n)
     if n == 0 or p <= 0.0:
-        return {bm: 0.0 for bm in bms}
+        return f(0)
     odds = p / (1.0 - p)
     mode = min(n, int((n + 1) * p))
     terms = [(mode, 1.0)]
@@ -298,22 +329,20 @@ def expected_blocks(n: int, p: float, bms: Sequence[int]) -> dict[int, float]:
     total = 0.0
     for _, w in terms:
         total += w
-    out = {}
-    for bm in bms:
-        acc = 0.0
-        for k, w in terms:
-            acc += w * (-(-k // bm))
-        out[bm] = acc / total
-    return out
+    acc = 0.0
+    for k, w in terms:
+        acc += w * f(k)
+    return acc / total
 
 
 @functools.lru_cache(maxsize=4096)
 def cheapest_sm90_bm(n: int, p: float, cands: tuple[int, ...]) -> int:
     """The BM of least expected role2 weight streaming for one local expert of Binomial(n, p) tokens:
-    ``SM90_PASS_COST[BM] * E[ceil(X / BM)]`` (role1 fills an expert's blocks to BM in turn, and every block streams the
-    expert's weights once); ties go to the smaller BM. Cached: the runtime asks once per token count."""
-    blocks = expected_blocks(n, p, cands)
-    return min(cands, key=lambda bm: (SM90_PASS_COST[bm] * blocks[bm], bm))
+    ``E[expert_pass_cost(X, BM)]`` (role1 fills an expert's blocks to BM in turn, and every block streams the
+    expert's weights once, at its BM's pass cost or the build's narrow one); ties go to the smaller BM. Cached: the
+    runtime asks once per token count."""
+    cost = expected_pass_cost(n, p, cands)
+    return min(cands, key=lambda bm: (cost[bm], bm))
 
 
 def _pick_bm(coverage: float, cands: tuple[int, ...], min_blocks: int = 1) -> tuple[int, int]:
@@ -337,8 +366,9 @@ def choose_sm90_tile(tokens: int, *, ranks: int, top_k: int, experts: int, hidde
     BM. A local expert's token count X is Binomial(T*P, k/E) (each token picks k distinct experts of E), with
     mean m-hat = T*P*k/E and standard deviation sigma = sqrt(m-hat * (1 - k/E)). role1 fills an expert's blocks to BM
     in turn and role2 streams the expert's weights once per block, so the expert costs ceil(X / BM) passes, each at
-    the BM's measured cost (SM90_PASS_COST): BM is the candidate of least expected cost
-    SM90_PASS_COST[BM] * E[ceil(X / BM)] (:func:`cheapest_sm90_bm`). BM is the WGMMA N, so padding columns cost MMA
+    the BM's measured cost (SM90_PASS_COST; a block that fits the build's narrow MMA width at that width's cost,
+    SM90_NARROW_PASS): BM is the candidate of least expected cost (:func:`cheapest_sm90_bm`). BM is the WGMMA N, so
+    padding columns cost MMA
     issue slots but no weight bytes, and a block above BM streams the expert again: a small BM at small T keeps the
     issue count low, a larger one keeps most experts in one block. (Until session 33 BM was the smallest candidate
     covering m-hat + sigma, the paper's rule, which ignores what a pass costs: at the measured steps it moved to the

@@ -26,12 +26,13 @@ def summaries():
             if r.role in ("role2", "role4") and r.variant.get("ranks", 2) == 2:
                 key = (name, r.role, r.variant["bm"], r.variant.get("threads"), r.variant.get("ctas_per_sm", 1))
                 # QGMMAs per mainloop body, W1 and W2: 8 per K128 step (2 slabs x 4 K32); a role2 body holds
-                # mma_steps_per_call steps (4 in the one-CTA lag-1 builds whose K chunk holds whole K512s)
-                spc = (2, 2)
+                # mma_steps_per_call steps (4 in the one-CTA lag-1 builds whose K chunk holds whole K512s); a build
+                # with a narrow W1 loop (Role2RingConfig.narrow_n: BM 80) has W1's twice
+                bodies = [16, 16]
                 if r.role == "role2":
                     c = Role2RingConfig(dict(r.variant))
-                    spc = (c.w1.mma_steps_per_call, c.w2.mma_steps_per_call)
-                out[key] = (summarize(b.cubin(r.key)), [8 * n for n in spc])
+                    bodies = [8 * c.w1.mma_steps_per_call] * (2 if c.narrow_n else 1) + [8 * c.w2.mma_steps_per_call]
+                out[key] = (summarize(b.cubin(r.key)), bodies)
     return out
 
 
@@ -41,13 +42,19 @@ def test_every_mma_is_register_a_qgmma_and_mainloops_do_not_spill(summaries):
         # W1 + W2 (the test model: its K unrolled, 2 K128 steps x 2 slabs x 4 K32 each)
         want = 32 if key[0] == "test-tiny" else sum(body)
         assert s.qgmma == want and s.qgmma_register_a == want, key
-        if key[0] != "test-tiny":  # production K: one loop per GEMM, no spill traffic in it (the test
-            # model's K is 2-4 K128 steps: its K loops are unrolled into the task loop, which may spill)
-            assert len(s.mma_loops) == 2 and sorted(q for _, q in s.mma_loops) == sorted(body), key
+        if key[0] != "test-tiny":  # production K: one loop per GEMM (W1's narrow copy too), no spill traffic in
+            # it (the test model's K is 2-4 K128 steps: its K loops are unrolled into the task loop, which may spill)
+            assert len(s.mma_loops) == len(body) and sorted(q for _, q in s.mma_loops) == sorted(body), key
             # two CTAs per SM cap the consumers at 104 registers: the BM 16 build spills one register around one
             # of its loops (1 STL + 1 LDL per K256 of ~600 instructions, since the W2 loop chains per K128 like
             # W1's, session 8); anything more is a regression
             assert s.spill_ops_in_mma_loops <= (2 if key[4] == 2 and key[2] == 16 else 0), key
+            # the turns builds' loops (one CTA, BM >= 64) stay on the uniform datapath: descriptors, stage indices
+            # and parities in uniform registers, not moved there per QGMMA (sessions 35-36: 32 R2UR per K256 when
+            # ptxas thought the loop divergent; the BM 80 build's wide W1 loop beside its narrow copy keeps 1; the
+            # lag-1 BM 48 loops move 14 per K512, as they always did)
+            if key[1] == "role2" and key[3] == 384 and key[4] == 1 and key[2] >= 64:
+                assert max(s.r2ur_in_mma_loops) <= 1, (key, s.r2ur_in_mma_loops)
         # the producer's stage loop (pipelined role2): the two-CTA builds (32 producer registers with the signal
         # warp, session 13) spill 3 values around its empty-barrier wait, the one-CTA builds from BM 48 (24 producer
         # registers, session 35) 9, the others none; more is a regression

@@ -479,8 +479,9 @@ class TokenScales:
     the staged shared-memory table ``[group][BM]`` when first needed (W2 has a group per K32: loading
     all four up front costs BM registers at BM = 64)."""
 
-    def __init__(self, asc_smem, kl128, t, bm: int, group: int):
+    def __init__(self, asc_smem, kl128, t, bm: int, group: int, n: int | None = None):
         self.asc_smem, self.kl128, self.t, self.bm, self.group = asc_smem, kl128, t, bm, group
+        self.n = bm if n is None else n  # the MMA's N: the tokens read (a narrow step of a wider block, ``mma_n``)
         self._cache = {}
 
     def __getitem__(self, q: int):
@@ -488,7 +489,7 @@ class TokenScales:
         if kk not in self._cache:
             row = self.kl128 * (128 // self.group) + kk
             self._cache[kk] = [ld_shared_f32(self.asc_smem + (row * self.bm + 8 * (i >> 1) + 2 * self.t + (i & 1)) * 4)
-                               for i in range(self.bm // 4)]
+                               for i in range(self.n // 4)]
         return self._cache[kk]
 
 
@@ -526,7 +527,8 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
-                    block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None):
+                    block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None,
+                    mma_n: int | None = None):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -559,7 +561,10 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     ``turns`` (``Role2GemmConfig.pingpong``; one token scale per K128 without slab groups): ``(take, hand_over)``;
     each K128 step's A fragments are decoded first, then ``take()`` waits for this warpgroup's turn, the step's
     wgmmas are issued and committed behind one fence, and ``hand_over(step)`` gives the turn to the other warpgroup, so
-    the two warpgroups' bursts alternate on the tensor pipe while the other decodes and promotes.
+    the two warpgroups' bursts alternate on the tensor pipe while the other decodes and promotes. ``mma_n`` (default
+    ``bm``; a multiple of 8 up to ``bm``): the wgmmas' N — a block of at most ``mma_n`` tokens in a BM-wide chunk and
+    accumulator (``Role2RingConfig.narrow_n``): only the first ``mma_n // 2`` values of each slab's ``acc`` are
+    promoted (the rest keep what they hold) and the steps' token scales are read for ``mma_n`` tokens.
 
     Chained per K128 (with or without slab groups), a step's (a slab group's) four K32 A fragments are decoded first
     and one ``wgmma.fence`` precedes its wgmmas: a fence orders every earlier register write of the warp, and the A
@@ -568,9 +573,13 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     if not overlap and len(steps) > 1:
         for step in steps:
             _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled,
-                            sw128=sw128, slab_groups=slab_groups, block_k128=block_k128, nslab=nslab)
+                            sw128=sw128, slab_groups=slab_groups, block_k128=block_k128, nslab=nslab, mma_n=mma_n)
         return
-    nd = bm // 2
+    nd = bm // 2  # the accumulator's values per slab (its layout), whatever N the wgmmas run at
+    mn = bm if mma_n is None else mma_n
+    if mn % 8 or not 8 <= mn <= bm:
+        raise ValueError(f"_mma_k128_steps mma_n: a multiple of 8 in [8, bm={bm}] (got {mn})")
+    nv = mn // 2  # values each wgmma writes per slab
     per_k128 = (block_k128 if a_regs is not None else fold) and steps[0].ascl.group == 128
     if turns is not None and not (per_k128 and not slab_groups):
         raise ValueError("_mma_k128_steps turns: the per-K128 chain without slab groups only")
@@ -613,7 +622,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         a = regs(step, q)
         desc = b_desc(step, q)
         wgmma_fence()
-        return tuple(wgmma_rs_e4m3(bm, a[4 * sl:4 * sl + 4], desc, None) for sl in range(nslab))
+        return tuple(wgmma_rs_e4m3(mn, a[4 * sl:4 * sl + 4], desc, None) for sl in range(nslab))
 
     def issue_step(step):
         """A chained step: its four K32 A fragments decoded, then (``turns``: in this warpgroup's turn) its wgmmas
@@ -633,7 +642,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         parts = (None,) * nslab
         for q in range(4):
             d = b_desc(step, q)
-            parts = tuple(wgmma_rs_e4m3(bm, a4[q][4 * sl:4 * sl + 4], d, parts[sl]) for sl in range(nslab))
+            parts = tuple(wgmma_rs_e4m3(mn, a4[q][4 * sl:4 * sl + 4], d, parts[sl]) for sl in range(nslab))
             if turns is None and q == step.release_q and step.release is not None:
                 step.release()
         wgmma_commit()
@@ -658,7 +667,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         return rs
 
     def fma(parts, tsc, rs=None):
-        for i in range(nd):
+        for i in range(nv):
             ts = tsc[(i >> 2) * 2 + (i & 1)]
             hrow = (i >> 1) & 1
             sc = [ts if rs is None else rs[2 * sl + hrow] * ts for sl in range(nslab)]
@@ -678,7 +687,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             sl, p, step = pend.pop(0)
             wgmma_wait(pending)
             tsc = folded(step.ascl[0])
-            for i in range(nd):
+            for i in range(nv):
                 acc[sl * nd + i] = acc[sl * nd + i] + fence_f32(p[i]) * tsc[(i >> 2) * 2 + (i & 1)]
 
         for step in steps:
@@ -689,7 +698,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                 a4 = [slab_regs(step, q, sl) for q in range(4)]
                 wgmma_fence()
                 for q in range(4):
-                    p = wgmma_rs_e4m3(bm, a4[q], b_desc(step, q), p)
+                    p = wgmma_rs_e4m3(mn, a4[q], b_desc(step, q), p)
                     if sl == 1 and q == step.release_q and step.release is not None:
                         step.release()  # slab 1's decode of K32 release_q: every shared load consumed
                 wgmma_commit()

@@ -134,8 +134,8 @@ reciprocal (else IEEE); its exponent is ``ex2.approx`` with or without it (not y
 
 import dataclasses
 
-from gcmoe_runtime.heuristics import (SM90_PIPELINED_TWO_CTAS_MAX_BM, SM90_TWO_CTAS_MAX_BM, W1_SPLIT, W1_SPLIT_BM,
-                                      W1_SPLIT_MAX_BLOCKS, sm90_ctas_per_sm)
+from gcmoe_runtime.heuristics import (SM90_NARROW_PASS, SM90_PIPELINED_TWO_CTAS_MAX_BM, SM90_TWO_CTAS_MAX_BM,
+                                      W1_SPLIT, W1_SPLIT_BM, W1_SPLIT_MAX_BLOCKS, sm90_ctas_per_sm)
 
 from .role_common import int_param, peer_abi_plan, peer_scope
 
@@ -207,6 +207,20 @@ def pingpong_build(pipelined, bm, ctas_per_sm):
     (BM 64 kernel alone W1 -4..-14 %, W2 -3..-10 %: session 26 calls A-B); the one-CTA BM 8-32 builds measured
     -4..+3 % and the two-CTA builds -3..+2 % with turns (call A): no change."""
     return bool(pipelined) and ctas_per_sm == 1 and bm >= 64
+
+
+def narrow_n_build(pipelined, bm, ctas_per_sm):
+    """The narrower wgmma N of a ring build's W1 K loop (``Role2RingConfig.narrow_n``; 0: none): the 384-thread
+    one-CTA builds that :data:`heuristics.SM90_NARROW_PASS` gives one (BM 80: 64). A W1 task of a block with at most
+    that many tokens runs a second copy of the K loop at that N — one branch per task on the block's token count
+    (every consumer thread reads it from the same task record), the chunks, accumulators and epilogue those of BM
+    (columns N..BM keep the zeros the task starts with) — so an expert of <= 64 tokens in the BM 80 build pays BM 64's
+    MMAs and promotes for two thirds of its weights (kernel alone BM 80 at 64 tokens ran at 51 % of the read
+    bandwidth, BM 64 at 58 %: session 35 call E). W1 only: a second copy of W2's loop too (four K loops) took all four
+    off the uniform datapath (every wgmma descriptor through ``R2UR``, 32 per K256; GLM-5.2 W1 n64 640 -> 673, n80
+    676 -> 710 instructions per K256; session 36), as session 35's barrier after the task loop did."""
+    narrow = SM90_NARROW_PASS.get(bm)
+    return narrow[0] if narrow is not None and pipelined and ctas_per_sm == 1 else 0
 
 
 def steps_per_call_build(cfg):
@@ -300,6 +314,8 @@ class Role2RingConfig:
         # ... and at lag 1 one drain per K512 (each GEMM by its own chunk)
         self.w1, self.w2 = (dataclasses.replace(c, mma_steps_per_call=steps_per_call_build(c))
                             for c in (self.w1, self.w2))
+        #: the W1 K loop's narrower wgmma N for blocks that fit it (:func:`narrow_n_build`; 0: one K loop at BM)
+        self.narrow_n = narrow_n_build(pipe, self.bm, self.ctas_per_sm)
         #: W1 tasks per W1 tile at small loads (module docstring, "W1 split-K"); the split's non-last tasks skip
         #: their release through the signal warp's record
         self.w1_split = int(p.get("w1_split", 1))
@@ -426,6 +442,7 @@ def _trace_parts(cfg):
     P0 = PRODUCER_THREADS if PIPE else 0
     CT = CONSUMER_THREADS
     ND = BM // 2
+    NARROW = cfg.narrow_n  # a second W1 K loop at this wgmma N for blocks of at most NARROW tokens (0: none)
     NT1, NT2 = cfg.nt1, cfg.nt2
     TPB = NT1 + NT2
     NK1, NK2 = H // 128, I // 128
@@ -590,11 +607,11 @@ def _trace_parts(cfg):
                  tile: Int32, ntok: Int32, gs0: Int32, rb: Int32, row0: Int64, ws: Int64, o_act: Int64,
                  o_asc: Int64, o_mask: Int64, w: Int64, wsc: Int64, sf_stride: Int32, policy: Int64, err: Int64,
                  timeout_ns: Int64, o_maps: Int64, aph: Int32, bm_stride: Int32, c0: Int32, nch: Int32,
-                 o_trace: Int64, task: Int32, final_task: Int32):
+                 o_trace: Int64, task: Int32, final_task: Int32, mma_n: cutlass.Constexpr):
         """K loop of one 256-row task (the verified mainloop) over its K chunks ``[c0, c0 + nch)`` (split builds' W1;
         all of K otherwise, the arguments unused; ``final_task``: 1 on the consumer's last task, whose last step
-        skips warpgroup 1's hand-over of the turns): weights from the producer's stages (384)
-        or the register stream (256); activations + scales staged per K chunk into shared memory (padded
+        skips warpgroup 1's hand-over of the turns; ``mma_n``: the wgmmas' N, BM or ``NARROW``): weights from the
+        producer's stages (384) or the register stream (256); activations + scales staged per K chunk into shared memory (padded
         rows zeroed; 384 threads: by tensor map, ``aph`` the chunk buffers' phases); ``_k128_mma`` per K128. W1
         (``mode == "w1"``): ``ring_x`` rows + FP32 MN-major ``ring_sf``; W2: ``l2_x`` rows + UE8M0 ``l2_sf``, each
         chunk after acquiring its mask bits."""
@@ -620,13 +637,13 @@ def _trace_parts(cfg):
 
         SPC = mc.mma_steps_per_call  # K128 steps per _mma_k128_steps call: the tensor cores drain once per call
 
-        def chunk_mma(kc, act_buf, asc_buf, prefetch):
+        def k_loop(kc, act_buf, asc_buf, prefetch, mma_n):
             for k2 in cutlass.range(KC // (128 * SPC), unroll=1):
                 steps = []
                 for h in cutlass.range_constexpr(SPC):
                     kl128 = k2 * SPC + h
                     kb = kc * (KC // 128) + kl128
-                    ascl = TokenScales(asc_buf, kl128, t, BM, GS)
+                    ascl = TokenScales(asc_buf, kl128, t, BM, GS, mma_n)
                     if const_expr(PIPE):
                         steps.append(stage_k128_step(
                             mc, smem, BAR_OFF, STAGE_OFF, NS, lambda kb=kb: gs0 + kb,
@@ -643,7 +660,10 @@ def _trace_parts(cfg):
                 if const_expr(mc.pingpong):  # the consumer's last step (``final_task``: this is its last task)
                     steps[-1].final = final_task * Int32(kc == K // KC - 1) * Int32(k2 == KC // (128 * SPC) - 1)
                 _mma_k128_steps(steps, acc, act_buf, BM, mc.lag, overlap=PIPE, prescaled=mc.staged_fold_scale,
-                                sw128=mc.act_tma, slab_groups=mc.slab_groups, turns=turns)
+                                sw128=mc.act_tma, slab_groups=mc.slab_groups, turns=turns, mma_n=mma_n)
+
+        def chunk_mma(kc, act_buf, asc_buf, prefetch):
+            k_loop(kc, act_buf, asc_buf, prefetch, mma_n)
 
         if const_expr(mc.act_tma):
             act_src = ActTma(ws + o_maps + act_map_slot(mode, BM) * ACT_MAP_BYTES, rb * bm_stride, aph, ACTBAR_OFF)
@@ -818,9 +838,18 @@ def _trace_parts(cfg):
                 nch1 = NKC1 // srun  # a split W1 task's K chunks (split builds)
                 if is1 != 0:
                     # ================= W1: ring_x x W1 -> SwiGLU x weight -> FP8 l2_x =================
-                    mainloop("w1", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_ring_x, o_ring_sf,
-                             o_l2_full_mask, w1_tiles, w1_scales, sf_stride, policy, err, timeout_ns, o_act_maps,
-                             aph, bm_stride, sp * nch1, nch1, o_role2_trace, cta + li * ncta, last_task)
+                    # a block of at most NARROW tokens runs the K loop at that N (Role2RingConfig.narrow_n; every
+                    # consumer thread reads ntok from the same task record: a uniform branch)
+                    w1_args = (smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_ring_x, o_ring_sf,
+                               o_l2_full_mask, w1_tiles, w1_scales, sf_stride, policy, err, timeout_ns, o_act_maps,
+                               aph, bm_stride, sp * nch1, nch1, o_role2_trace, cta + li * ncta, last_task)
+                    if const_expr(NARROW):
+                        if ntok <= NARROW:
+                            mainloop("w1", *w1_args, NARROW)
+                        else:
+                            mainloop("w1", *w1_args, BM)
+                    else:
+                        mainloop("w1", *w1_args, BM)
                     if const_expr(TR):
                         if ctid == 0:
                             stamp(ws + o_role2_trace, cta + li * ncta, wsl.TRACE_KLOOP_END, globaltimer())
@@ -854,7 +883,7 @@ def _trace_parts(cfg):
                     # ================= W2: l2_x x W2 -> BF16 partials -> source rank's combine =================
                     mainloop("w2", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_l2_x, o_l2_sf,
                              o_l2_full_mask, w2_tiles, w2_scales, sf_stride, policy, err, timeout_ns, o_act_maps,
-                             aph, bm_stride, Int32(0), Int32(0), o_role2_trace, cta + li * ncta, last_task)
+                             aph, bm_stride, Int32(0), Int32(0), o_role2_trace, cta + li * ncta, last_task, BM)
                     if const_expr(TR):
                         if ctid == 0:
                             stamp(ws + o_role2_trace, cta + li * ncta, wsl.TRACE_KLOOP_END, globaltimer())

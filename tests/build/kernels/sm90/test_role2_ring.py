@@ -437,6 +437,33 @@ def test_pingpong_builds(role2_arts):
         assert f"bar.sync {PINGPONG_BARS[0]}, 256;" not in art.ptx, p  # no close after the task loop
 
 
+def test_narrow_builds():
+    """role2_ring.narrow_n_build: the 384-thread one-CTA BM 80 build (heuristics.SM90_NARROW_PASS) carries a second W1 K
+    loop at wgmma N = 64 for blocks of at most 64 tokens, chosen per task on the record's token count; W2 and every
+    other build keep one loop at BM (session 36: a narrow W2 copy too took all four loops off the uniform datapath)."""
+    from gcmoe_build.frontend.dsl import import_dsl, trace_to_ptx
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig, _trace_parts, narrow_n_build
+    from gcmoe_runtime.heuristics import SM90_NARROW_PASS
+
+    assert SM90_NARROW_PASS[80][0] == 64
+    assert [narrow_n_build(True, bm, c) for bm, c in ((8, 1), (16, 2), (32, 2), (48, 1), (64, 1), (80, 1))] == [
+        0, 0, 0, 0, 0, 64]
+    assert narrow_n_build(False, 80, 1) == 0
+    cfg = Role2RingConfig({**BASE, "bm": 80, "threads": 384, "ctas_per_sm": 1})
+    assert cfg.narrow_n == 64 and cfg.w1.pingpong
+    host, kern, fake = _trace_parts(cfg)
+    ptx = trace_to_ptx(host, kern, fake, "gcmoe_sm90_role2_ring", "sm_90a").ptx
+
+    def wgmmas(n):
+        return len(re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{n}k32\.", ptx))
+
+    # one K256 body per loop (two K128 steps x 2 slabs x 4 K32): W1 at N = 64, W1 and W2 at N = 80
+    assert (wgmmas(64), wgmmas(80)) == (16, 32)
+    assert len(re.findall(r"setp\.\w+\.s32\s+%p\d+, %r\d+, 6[45];", ptx)) == 1  # the one branch: ntok <= 64
+
+
 def test_trace_builds_stamp_each_task_and_shipped_builds_do_not(role2_arts, monkeypatch):
     """role2_ring.TRACE (a dev instrument, module docstring "Task trace"): the 384-thread build stamps nine
     ``%globaltimer`` reads (claim, ready, last stage, start, end, and the first chunk and K loop end in the W1 and the
