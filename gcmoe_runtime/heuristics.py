@@ -54,9 +54,12 @@ assert set(SM90_PASS_COST) == set(SM90_BM_CANDIDATES)
 #: SM90: the narrower wgmma N a BM build's W1 K loop takes for a ring block of at most that many tokens (a branch per
 #: task on the block's token count, ``role2_ring.narrow_n_build``), with that block pass's cost as above: the BM 80
 #: build runs W1 (two thirds of an expert's weights) of a block of <= 64 tokens at N = 64 (session 36), so an expert
-#: below 65 tokens no longer pays BM 80's wider MMAs and promotes there. Cost: W1 at BM 64's, W2 at BM 80's
-#: (2/3 x 1.48 + 1/3 x 1.61; the prediction, measured in the layer in session 36: docs/PERFORMANCE.md).
-SM90_NARROW_PASS = {80: (64, 1.52)}
+#: below 65 tokens no longer pays all of BM 80's wider MMAs and promotes. Cost measured in the layer (session 36 call
+#: A, GLM-5.2 share forced onto each tile, every block narrow at T = 176 / 192): the BM 80 build 4.6 / 4.7 % above BM
+#: 64's pass (8.3 % before), 1.48 x 1.047 = 1.55 (predicted 1.52: W1 recovers about two thirds of its share of the gap).
+#: The BM 64 build runs W1 of a block of <= 48 tokens at N = 48 the same way (session 36 call B; cost predicted: W1 two
+#: thirds of the way from BM 64's 1.48 to BM 48's 1.22, W2 at 1.48).
+SM90_NARROW_PASS = {64: (48, 1.40), 80: (64, 1.55)}
 assert all(bm in SM90_BM_CANDIDATES and n < bm and n % 8 == 0 for bm, (n, _) in SM90_NARROW_PASS.items())
 #: SM100 (paper §4.4): 2-CTA tcgen05 MMA, each CTA of the pair owns BM/2 rows; TMEM/SMEM budget caps 240.
 SM100_BM_CANDIDATES = (16, 32, 64, 96, 128, 192, 240)

@@ -60,20 +60,26 @@ def test_every_test_tiny_variant_compiles(role2_arts):
 
 
 def test_register_a_wgmma_with_bm_tokens(role2_arts):
-    """Operands swapped: A = 4 decoded E4M3 registers (weight rows), B = shared descriptor (BM tokens)."""
+    """Operands swapped: A = 4 decoded E4M3 registers (weight rows), B = shared descriptor (BM tokens, or the build's
+    narrow N in W1's narrow copy: narrow_n_build)."""
+    from gcmoe_build.kernels.sm90.role2_ring import narrow_n_build
+
     for (p, bm, th), art in role2_arts.items():
         mmas = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k32\.f32\.e4m3\.e4m3 \{[^}]*\}, "
                           r"\{(%r\d+), (%r\d+), (%r\d+), (%r\d+)\}, %rd\d+", art.ptx)
-        assert mmas and all(int(m[0]) == bm for m in mmas), (bm, th)
-        # W1 and W2 mainloops: 2 slabs x 4 K32 per K128, two K128 per unrolled K256 step, each mainloop once
-        assert len(mmas) == 32
-        # the block exponents are folded into the decode (two PRMT per word: 2 slabs x 8 words x 2 K128 x 2
-        # mainloops = 128, plus one PRMT per scale byte: 2 slabs x 8 bytes x 2 K128 x 2 mainloops = 64), so the
-        # four K32 MMAs of a K128 accumulate on one register set (scale-d true for 3 of 4) in W1 and, with the
-        # intermediate's UE8M0 scale per 128 (numerics reference step 4, Hopper), in W2
-        assert art.ptx.count("setp.ne.b32 p, 1, 0;") == 24 and art.ptx.count("setp.ne.b32 p, 0, 0;") == 8
-        assert art.ptx.count("prmt.b32") == 128 + 64
-        assert art.ptx.count("and.b32 s, ") == art.ptx.count("mul.hi.u32 u, s, 65536;") == 64  # one mask per word
+        narrow = narrow_n_build(th == 384, bm, 1)  # test-tiny's 384-thread builds are one-CTA
+        assert mmas and all(int(m[0]) in (bm, narrow) for m in mmas), (bm, th)
+        # W1 and W2 mainloops (W1 twice with a narrow copy): 2 slabs x 4 K32 per K128, two K128 per unrolled K256
+        # step, each mainloop once
+        loops = 3 if narrow else 2
+        assert len(mmas) == 16 * loops and sum(int(m[0]) == narrow for m in mmas) == (16 if narrow else 0)
+        # the block exponents are folded into the decode (two PRMT per word: 2 slabs x 8 words x 2 K128 = 64 per
+        # mainloop, plus one PRMT per scale byte: 2 slabs x 8 bytes x 2 K128 = 32), so the four K32 MMAs of a K128
+        # accumulate on one register set (scale-d true for 3 of 4) in W1 and, with the intermediate's UE8M0 scale
+        # per 128 (numerics reference step 4, Hopper), in W2
+        assert art.ptx.count("setp.ne.b32 p, 1, 0;") == 12 * loops and art.ptx.count("setp.ne.b32 p, 0, 0;") == 4 * loops
+        assert art.ptx.count("prmt.b32") == (64 + 32) * loops
+        assert art.ptx.count("and.b32 s, ") == art.ptx.count("mul.hi.u32 u, s, 65536;") == 32 * loops  # a mask per word
 
 
 def _first(ptx, needle, start=0):
@@ -430,45 +436,50 @@ def test_pingpong_builds(role2_arts):
         if (bm, th) != (64, 384):
             assert "take" not in seq and "hand" not in seq, (p, bm, th)
             continue
-        # W1's and W2's unrolled K256 bodies, two K128 steps = two bursts each, the second hand-over predicated
-        assert seq == burst * 4, (p, seq)
+        # W1's (twice: its narrow copy, narrow_n_build) and W2's unrolled K256 bodies, two K128 steps = two bursts
+        # each, the second hand-over predicated
+        assert seq == burst * 6, (p, seq)
         assert art.ptx.count(f"@p bar.arrive {PINGPONG_BARS[0]}, 256;") == 1, p  # the first turn, given once
-        assert len(re.findall(r"@p bar\.arrive %r\d+, 256;", art.ptx)) == 2, p
+        assert len(re.findall(r"@p bar\.arrive %r\d+, 256;", art.ptx)) == 3, p
         assert f"bar.sync {PINGPONG_BARS[0]}, 256;" not in art.ptx, p  # no close after the task loop
 
 
 def test_narrow_builds():
-    """role2_ring.narrow_n_build: the 384-thread one-CTA BM 80 build (heuristics.SM90_NARROW_PASS) carries a second W1 K
-    loop at wgmma N = 64 for blocks of at most 64 tokens, chosen per task on the record's token count; W2 and every
-    other build keep one loop at BM (session 36: a narrow W2 copy too took all four loops off the uniform datapath)."""
+    """role2_ring.narrow_n_build: the 384-thread one-CTA BM 64 / 80 builds (heuristics.SM90_NARROW_PASS) carry a second
+    W1 K loop at wgmma N = 48 / 64 for blocks of at most that many tokens, chosen per task on the record's token count;
+    W2 and every other build keep one loop at BM (session 36: a narrow W2 copy too took all four loops off the uniform
+    datapath)."""
     from gcmoe_build.frontend.dsl import import_dsl, trace_to_ptx
 
     import_dsl("sm_90a")
     from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig, _trace_parts, narrow_n_build
     from gcmoe_runtime.heuristics import SM90_NARROW_PASS
 
-    assert SM90_NARROW_PASS[80][0] == 64
+    assert {bm: n for bm, (n, _) in SM90_NARROW_PASS.items()} == {64: 48, 80: 64}
     assert [narrow_n_build(True, bm, c) for bm, c in ((8, 1), (16, 2), (32, 2), (48, 1), (64, 1), (80, 1))] == [
-        0, 0, 0, 0, 0, 64]
-    assert narrow_n_build(False, 80, 1) == 0
-    cfg = Role2RingConfig({**BASE, "bm": 80, "threads": 384, "ctas_per_sm": 1})
-    assert cfg.narrow_n == 64 and cfg.w1.pingpong
-    host, kern, fake = _trace_parts(cfg)
-    ptx = trace_to_ptx(host, kern, fake, "gcmoe_sm90_role2_ring", "sm_90a").ptx
+        0, 0, 0, 0, 48, 64]
+    assert narrow_n_build(False, 64, 1) == 0
+    for bm, narrow in ((64, 48), (80, 64)):
+        cfg = Role2RingConfig({**BASE, "bm": bm, "threads": 384, "ctas_per_sm": 1})
+        assert cfg.narrow_n == narrow and cfg.w1.pingpong
+        host, kern, fake = _trace_parts(cfg)
+        ptx = trace_to_ptx(host, kern, fake, "gcmoe_sm90_role2_ring", "sm_90a").ptx
 
-    def wgmmas(n):
-        return len(re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{n}k32\.", ptx))
+        def wgmmas(n):
+            return len(re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{n}k32\.", ptx))
 
-    # one K256 body per loop (two K128 steps x 2 slabs x 4 K32): W1 at N = 64, W1 and W2 at N = 80
-    assert (wgmmas(64), wgmmas(80)) == (16, 32)
-    assert len(re.findall(r"setp\.\w+\.s32\s+%p\d+, %r\d+, 6[45];", ptx)) == 1  # the one branch: ntok <= 64
+        # one K256 body per loop (two K128 steps x 2 slabs x 4 K32): W1 at the narrow N, W1 and W2 at BM
+        assert (wgmmas(narrow), wgmmas(bm)) == (16, 32), bm
+        # the one branch: ntok <= narrow
+        assert len(re.findall(rf"setp\.\w+\.s32\s+%p\d+, %r\d+, ({narrow}|{narrow + 1});", ptx)) == 1, bm
 
 
 def test_trace_builds_stamp_each_task_and_shipped_builds_do_not(role2_arts, monkeypatch):
     """role2_ring.TRACE (a dev instrument, module docstring "Task trace"): the 384-thread build stamps nine
     ``%globaltimer`` reads (claim, ready, last stage, start, end, and the first chunk and K loop end in the W1 and the
-    W2 code paths) and the SM into ``role2_trace`` per task (relaxed u64 stores); with TRACE off (every shipped build)
-    the PTX reads no ``%smid`` and no ``%globaltimer`` but the bounded waits'."""
+    W2 code paths; the W1 first-chunk stamp once more in W1's narrow copy, narrow_n_build) and the SM into
+    ``role2_trace`` per task (relaxed u64 stores); with TRACE off (every shipped build) the PTX reads no ``%smid`` and
+    no ``%globaltimer`` but the bounded waits'."""
     from gcmoe_build.compile import compile_variant
     from gcmoe_build.kernels.sm90 import role2_ring
 
@@ -478,5 +489,6 @@ def test_trace_builds_stamp_each_task_and_shipped_builds_do_not(role2_arts, monk
     monkeypatch.setattr(role2_ring, "TRACE", True)
     traced = compile_variant(v).ptx
     assert "%smid" not in plain and traced.count("%smid") == 1
-    assert traced.count("%globaltimer") == plain.count("%globaltimer") + 9
+    assert role2_ring.narrow_n_build(True, 64, 1)
+    assert traced.count("%globaltimer") == plain.count("%globaltimer") + 10
     assert traced.count("st.relaxed.gpu.global.u64") >= plain.count("st.relaxed.gpu.global.u64") + 11
