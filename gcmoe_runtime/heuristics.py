@@ -57,9 +57,11 @@ assert set(SM90_PASS_COST) == set(SM90_BM_CANDIDATES)
 #: below 65 tokens no longer pays all of BM 80's wider MMAs and promotes. Cost measured in the layer (session 36 call
 #: A, GLM-5.2 share forced onto each tile, every block narrow at T = 176 / 192): the BM 80 build 4.6 / 4.7 % above BM
 #: 64's pass (8.3 % before), 1.48 x 1.047 = 1.55 (predicted 1.52: W1 recovers about two thirds of its share of the gap).
-#: The BM 64 build runs W1 of a block of <= 48 tokens at N = 48 the same way (session 36 call B; cost predicted: W1 two
-#: thirds of the way from BM 64's 1.48 to BM 48's 1.22, W2 at 1.48).
-SM90_NARROW_PASS = {64: (48, 1.40), 80: (64, 1.55)}
+#: The BM 64 build runs W1 of a block of <= 48 tokens at N = 48 the same way (session 36 call B, every block narrow at
+#: T = 128: the BM 64 build 3.9 % faster than before, 1.48 x 0.961 = 1.42; predicted 1.40). Neither moves a tile
+#: boundary (measured in those calls: BM 48 still 2.4 % faster at T = 160, BM 64 3.5 % faster at 176, BM 64 and 80
+#: tie at 208, BM 80 5.9 % faster at 224).
+SM90_NARROW_PASS = {64: (48, 1.42), 80: (64, 1.55)}
 assert all(bm in SM90_BM_CANDIDATES and n < bm and n % 8 == 0 for bm, (n, _) in SM90_NARROW_PASS.items())
 #: SM100 (paper §4.4): 2-CTA tcgen05 MMA, each CTA of the pair owns BM/2 rows; TMEM/SMEM budget caps 240.
 SM100_BM_CANDIDATES = (16, 32, 64, 96, 128, 192, 240)

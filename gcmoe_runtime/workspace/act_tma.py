@@ -31,13 +31,18 @@ def act_encoding(bm: int, tensor: str = "act") -> TensorMapEncoding:
                              box=(BOX_K, bm), element_strides=(1, 1), swizzle="CU_TENSOR_MAP_SWIZZLE_128B")
 
 
-def encode_act_map(address: int, rows: int, k: int, bm: int, drv: Any = None) -> bytes:
-    """The 128 map bytes for ``rows`` activation rows of ``k`` bytes at ``address`` (``rows`` a multiple of
-    ``bm``: whole blocks; ``k`` a multiple of 128)."""
+def encode_act_map(address: int, rows: int, k: int, bm: int, drv: Any = None, stride: int | None = None) -> bytes:
+    """The 128 map bytes for ``rows`` activation rows of ``k`` bytes at ``address``, read in boxes of ``bm`` rows from
+    blocks that start every ``stride`` rows (default ``bm``; the ring's ``bm_stride``: its largest BM): ``rows`` whole
+    blocks, ``bm <= stride``, ``k`` a multiple of 128. (Until session 36 ``rows`` had to be whole ``bm`` boxes, which a
+    ring of two 64-row blocks is not for BM 48: the capped-ring GPU test failed on it.)"""
+    stride = bm if stride is None else stride
     if k % BOX_K:
         raise ValueError(f"act tensor map: K={k} must be a multiple of {BOX_K}")
-    if rows % bm:
-        raise ValueError(f"act tensor map: rows={rows} must be whole blocks of bm={bm}")
+    if bm > stride:
+        raise ValueError(f"act tensor map: bm={bm} boxes overrun blocks of stride={stride} rows")
+    if rows % stride:
+        raise ValueError(f"act tensor map: rows={rows} must be whole blocks of {stride} rows")
     out = encode(prepare(act_encoding(bm), address, (rows, k), (k, 1)), drv)
     assert len(out) == TENSORMAP_BYTES
     return out
@@ -55,6 +60,6 @@ def write_act_maps(layout: Any, buf: Any, drv: Any = None) -> None:
     base = layout.offset("act_maps")
     for bm in sorted(set(layout.spec.bm_candidates) & set(ACT_MAP_BMS)):
         for mode, region, k in (("w1", "ring_x", layout.spec.hidden), ("w2", "l2_x", layout.spec.intermediate)):
-            raw = encode_act_map(buf.data_ptr() + layout.offset(region), rows, k, bm, drv)
+            raw = encode_act_map(buf.data_ptr() + layout.offset(region), rows, k, bm, drv, stride=layout.bm_max)
             off = base + act_map_slot(mode, bm) * TENSORMAP_BYTES
             buf[off:off + TENSORMAP_BYTES].copy_(torch.frombuffer(bytearray(raw), dtype=torch.uint8))

@@ -33,6 +33,19 @@ def test_bad_ring_shapes_are_refused_by_name():
         encode_act_map(0x10000, 64, 1000, 8)
     with pytest.raises(ValueError, match="rows=60"):
         encode_act_map(0x10000, 60, 1024, 8)
+    with pytest.raises(ValueError, match="bm=80 boxes overrun"):
+        encode_act_map(0x10000, 128, 1024, 80, stride=64)
+    with pytest.raises(ValueError, match="rows=96 must be whole blocks of 64 rows"):
+        encode_act_map(0x10000, 96, 1024, 48, stride=64)
+
+
+def test_a_ring_of_two_64_row_blocks_takes_48_row_boxes():
+    """The ring's maps are over whole blocks of its largest BM (``bm_stride``): 128 rows hold two 64-row blocks, read
+    in 48-row boxes by the BM 48 build (session 36: the check wanted whole 48-row boxes and refused a capped ring)."""
+    pytest.importorskip("cuda.bindings")
+    drv = _RecordingDriver()
+    encode_act_map(0x10000, 128, 1024, 48, drv, stride=64)
+    assert len(drv.calls) == 1 and int(drv.calls[0][3][1]) == 128 and int(drv.calls[0][5][1]) == 48
 
 
 def test_slots_are_distinct_and_fit_the_region():
