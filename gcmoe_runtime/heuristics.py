@@ -61,7 +61,7 @@ assert set(SM90_PASS_COST) == set(SM90_BM_CANDIDATES)
 #: T = 128: the BM 64 build 3.9 % faster than before, 1.48 x 0.961 = 1.42; predicted 1.40). Neither moves a tile
 #: boundary (measured in those calls: BM 48 still 2.4 % faster at T = 160, BM 64 3.5 % faster at 176, BM 64 and 80
 #: tie at 208, BM 80 5.9 % faster at 224).
-SM90_NARROW_PASS = {64: (48, 1.42), 80: (64, 1.55)}
+SM90_NARROW_PASS = {48: (32, 1.14), 64: (48, 1.42), 80: (64, 1.55)}
 assert all(bm in SM90_BM_CANDIDATES and n < bm and n % 8 == 0 for bm, (n, _) in SM90_NARROW_PASS.items())
 #: SM100 (paper §4.4): 2-CTA tcgen05 MMA, each CTA of the pair owns BM/2 rows; TMEM/SMEM budget caps 240.
 SM100_BM_CANDIDATES = (16, 32, 64, 96, 128, 192, 240)

@@ -1,0 +1,33 @@
+"""Role A/B of ``gcmoe_runtime.bench timeline`` folders (alternating runs of an old and a new bundle in one GPU call):
+a role's median duration per token count in one run, and the bar plot of the changes that the sessions' ``ab_table.py``
+scripts draw. (``ci/layer_ab.py`` does the same for ``bench sweep`` latencies.)"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def role_us(run_dir, role: str = "role2") -> dict[int, float]:
+    """T -> the role's median duration (µs) over the run's replays (``timeline.json``, first model)."""
+    pts = json.load(open(Path(run_dir) / "timeline.json"))["models"][0]["points"]
+    return {p["tokens"]: p["summary"]["roles"][role]["dur_us"] for p in pts}
+
+
+def plot_changes(bars, out, title: str, xlabel: str = "role2 time in the layer, new vs old (%)") -> bool:
+    """Horizontal bars of (label, change %) top-down into ``out``; False without matplotlib (the tables are the
+    result, the plot a view of them)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(bars) + 1.2))
+    ax.barh([b[0] for b in bars][::-1], [b[1] for b in bars][::-1],
+            color=["tab:green" if b[1] < 0 else "tab:red" for b in bars][::-1])
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    return True
