@@ -60,7 +60,10 @@ assert set(SM90_PASS_COST) == set(SM90_BM_CANDIDATES)
 #: The BM 64 build runs W1 of a block of <= 48 tokens at N = 48 the same way (session 36 call B, every block narrow at
 #: T = 128: the BM 64 build 3.9 % faster than before, 1.48 x 0.961 = 1.42; predicted 1.40). Neither moves a tile
 #: boundary (measured in those calls: BM 48 still 2.4 % faster at T = 160, BM 64 3.5 % faster at 176, BM 64 and 80
-#: tie at 208, BM 80 5.9 % faster at 224).
+#: tie at 208, BM 80 5.9 % faster at 224). The BM 48 build runs W1 of a block of <= 32 tokens at N = 32 (session 36
+#: call D, every block narrow at GLM-5.2 share T = 96: 6.1 % faster than before, 1.22 x 0.939 = 1.15; predicted and
+#: kept 1.14): it moves the BM 32 -> 48 step one token-count step earlier, as measured there (GLM-5.2 T = 112: BM 48
+#: 2.5 % faster than BM 32; DSV-4.1-Flash T = 224: 4.1 %; BM 32 still faster at T = 96 / 208 by 5.2 / 3.7 %).
 SM90_NARROW_PASS = {48: (32, 1.14), 64: (48, 1.42), 80: (64, 1.55)}
 assert all(bm in SM90_BM_CANDIDATES and n < bm and n % 8 == 0 for bm, (n, _) in SM90_NARROW_PASS.items())
 #: SM100 (paper §4.4): 2-CTA tcgen05 MMA, each CTA of the pair owns BM/2 rows; TMEM/SMEM budget caps 240.

@@ -73,8 +73,8 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   the signal warp reaches after reading it. The signal warp runs the producer thread's task loop (one loop, two
   branches: a second loop made ptxas spill the producer's values).
 
-* **Narrow W1 loop (session 36; ``Role2RingConfig.narrow_n``, :func:`narrow_n_build`).** The one-CTA BM 64 / 80
-  builds carry a second W1 K loop at wgmma N = 48 / 64, taken by a W1 task whose block holds at most that many
+* **Narrow W1 loop (session 36; ``Role2RingConfig.narrow_n``, :func:`narrow_n_build`).** The one-CTA BM 48 / 64 /
+  80 builds carry a second W1 K loop at wgmma N = 32 / 48 / 64, taken by a W1 task whose block holds at most that many
   tokens: an expert below the build's BM in a layer whose other experts need it pays the narrower MMAs and
   promotes for its W1 (two thirds of its weights).
 
@@ -216,12 +216,13 @@ def pingpong_build(pipelined, bm, ctas_per_sm):
 
 def narrow_n_build(pipelined, bm, ctas_per_sm):
     """The narrower wgmma N of a ring build's W1 K loop (``Role2RingConfig.narrow_n``; 0: none): the 384-thread
-    one-CTA builds that :data:`heuristics.SM90_NARROW_PASS` gives one (BM 80: 64, BM 64: 48). A W1 task of a block with
+    one-CTA builds that :data:`heuristics.SM90_NARROW_PASS` gives one (BM 80: 64, BM 64: 48, BM 48: 32). A W1 task of a block with
     at most that many tokens runs a second copy of the K loop at that N — one branch per task on the block's token
     count (every consumer thread reads it from the same task record), the chunks, accumulators and epilogue those of
     BM (columns N..BM keep the zeros the task starts with) — so an expert of <= 64 tokens in the BM 80 build pays BM
     64's MMAs and promotes for two thirds of its weights (kernel alone BM 80 at 64 tokens ran at 51 % of the read
-    bandwidth, BM 64 at 58 %: session 35 call E), one of <= 48 in the BM 64 build N = 48's. W1 only: a second copy of
+    bandwidth, BM 64 at 58 %: session 35 call E), one of <= 48 in the BM 64 build N = 48's, one of <= 32 in the BM 48
+    build (lag 1, four steps per call, kept) N = 32's. W1 only: a second copy of
     W2's loop too (four K loops) took all four off the uniform datapath (every wgmma descriptor through ``R2UR``, 32
     per K256; GLM-5.2 BM 80: W1 n64 640 -> 673, n80 676 -> 710 instructions per K256; session 36), as session 35's
     barrier after the task loop did."""

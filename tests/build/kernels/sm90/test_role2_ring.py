@@ -445,8 +445,9 @@ def test_pingpong_builds(role2_arts):
 
 
 def test_narrow_builds():
-    """role2_ring.narrow_n_build: the 384-thread one-CTA BM 64 / 80 builds (heuristics.SM90_NARROW_PASS) carry a second
-    W1 K loop at wgmma N = 48 / 64 for blocks of at most that many tokens, chosen per task on the record's token count;
+    """role2_ring.narrow_n_build: the 384-thread one-CTA BM 48 / 64 / 80 builds (heuristics.SM90_NARROW_PASS) carry a
+    second W1 K loop at wgmma N = 32 / 48 / 64 for blocks of at most that many tokens, chosen per task on the record's
+    token count;
     W2 and every other build keep one loop at BM (session 36: a narrow W2 copy too took all four loops off the uniform
     datapath)."""
     from gcmoe_build.frontend.dsl import import_dsl, trace_to_ptx
@@ -455,21 +456,23 @@ def test_narrow_builds():
     from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig, _trace_parts, narrow_n_build
     from gcmoe_runtime.heuristics import SM90_NARROW_PASS
 
-    assert {bm: n for bm, (n, _) in SM90_NARROW_PASS.items()} == {64: 48, 80: 64}
+    assert {bm: n for bm, (n, _) in SM90_NARROW_PASS.items()} == {48: 32, 64: 48, 80: 64}
     assert [narrow_n_build(True, bm, c) for bm, c in ((8, 1), (16, 2), (32, 2), (48, 1), (64, 1), (80, 1))] == [
-        0, 0, 0, 0, 48, 64]
-    assert narrow_n_build(False, 64, 1) == 0
-    for bm, narrow in ((64, 48), (80, 64)):
+        0, 0, 0, 32, 48, 64]
+    assert narrow_n_build(False, 64, 1) == 0 and narrow_n_build(False, 48, 1) == 0
+    for bm, narrow in ((48, 32), (64, 48), (80, 64)):
         cfg = Role2RingConfig({**BASE, "bm": bm, "threads": 384, "ctas_per_sm": 1})
-        assert cfg.narrow_n == narrow and cfg.w1.pingpong
+        assert cfg.narrow_n == narrow and cfg.w1.pingpong == (bm >= 64)
         host, kern, fake = _trace_parts(cfg)
         ptx = trace_to_ptx(host, kern, fake, "gcmoe_sm90_role2_ring", "sm_90a").ptx
 
         def wgmmas(n):
             return len(re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{n}k32\.", ptx))
 
-        # one K256 body per loop (two K128 steps x 2 slabs x 4 K32): W1 at the narrow N, W1 and W2 at BM
-        assert (wgmmas(narrow), wgmmas(bm)) == (16, 32), bm
+        # one unrolled body per loop (mma_steps_per_call K128 steps x 2 slabs x 4 K32): W1 at the narrow N, W1 and
+        # W2 at BM
+        w1, w2 = 8 * cfg.w1.mma_steps_per_call, 8 * cfg.w2.mma_steps_per_call
+        assert (wgmmas(narrow), wgmmas(bm)) == (w1, w1 + w2), bm
         # the one branch: ntok <= narrow
         assert len(re.findall(rf"setp\.\w+\.s32\s+%p\d+, %r\d+, ({narrow}|{narrow + 1});", ptx)) == 1, bm
 
