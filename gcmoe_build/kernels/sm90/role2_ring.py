@@ -216,16 +216,16 @@ def pingpong_build(pipelined, bm, ctas_per_sm):
 
 def narrow_n_build(pipelined, bm, ctas_per_sm):
     """The narrower wgmma N of a ring build's W1 K loop (``Role2RingConfig.narrow_n``; 0: none): the 384-thread
-    one-CTA builds that :data:`heuristics.SM90_NARROW_PASS` gives one (BM 80: 64, BM 64: 48, BM 48: 32). A W1 task of a block with
-    at most that many tokens runs a second copy of the K loop at that N — one branch per task on the block's token
-    count (every consumer thread reads it from the same task record), the chunks, accumulators and epilogue those of
-    BM (columns N..BM keep the zeros the task starts with) — so an expert of <= 64 tokens in the BM 80 build pays BM
-    64's MMAs and promotes for two thirds of its weights (kernel alone BM 80 at 64 tokens ran at 51 % of the read
-    bandwidth, BM 64 at 58 %: session 35 call E), one of <= 48 in the BM 64 build N = 48's, one of <= 32 in the BM 48
-    build (lag 1, four steps per call, kept) N = 32's. W1 only: a second copy of
-    W2's loop too (four K loops) took all four off the uniform datapath (every wgmma descriptor through ``R2UR``, 32
-    per K256; GLM-5.2 BM 80: W1 n64 640 -> 673, n80 676 -> 710 instructions per K256; session 36), as session 35's
-    barrier after the task loop did."""
+    one-CTA builds that :data:`heuristics.SM90_NARROW_PASS` gives one (BM 80: 64, BM 64: 48, BM 48: 32). A W1 task of
+    a block with at most that many tokens runs a second copy of the K loop at that N — one branch per task on the
+    block's token count (every consumer thread reads it from the same task record), the chunks, accumulators and
+    epilogue those of BM (columns N..BM keep the zeros the task starts with) — so an expert of <= 64 tokens in the BM
+    80 build pays BM 64's MMAs and promotes for two thirds of its weights (kernel alone BM 80 at 64 tokens ran at 51 %
+    of the read bandwidth, BM 64 at 58 %: session 35 call E), one of <= 48 in the BM 64 build N = 48's, one of <= 32
+    in the BM 48 build (lag 1, four steps per call, kept) N = 32's. W1 only: a second copy of W2's loop too (four K
+    loops) took all four off the uniform datapath (every wgmma descriptor through ``R2UR``, 32 per K256; GLM-5.2 BM
+    80: W1 n64 640 -> 673, n80 676 -> 710 instructions per K256; session 36), as session 35's barrier after the task
+    loop did."""
     narrow = SM90_NARROW_PASS.get(bm)
     return narrow[0] if narrow is not None and pipelined and ctas_per_sm == 1 else 0
 
@@ -618,8 +618,9 @@ def _trace_parts(cfg):
         """K loop of one 256-row task (the verified mainloop) over its K chunks ``[c0, c0 + nch)`` (split builds' W1;
         all of K otherwise, the arguments unused; ``final_task``: 1 on the consumer's last task, whose last step
         skips warpgroup 1's hand-over of the turns; ``mma_n``: the wgmmas' N, BM or ``NARROW``): weights from the
-        producer's stages (384) or the register stream (256); activations + scales staged per K chunk into shared memory (padded
-        rows zeroed; 384 threads: by tensor map, ``aph`` the chunk buffers' phases); ``_k128_mma`` per K128. W1
+        producer's stages (384) or the register stream (256); activations + scales staged per K chunk into shared
+        memory (padded rows zeroed; 384 threads: by tensor map, ``aph`` the chunk buffers' phases); ``_k128_mma`` per
+        K128. W1
         (``mode == "w1"``): ``ring_x`` rows + FP32 MN-major ``ring_sf``; W2: ``l2_x`` rows + UE8M0 ``l2_sf``, each
         chunk after acquiring its mask bits."""
         mc = cfg.w1 if const_expr(mode == "w1") else cfg.w2
@@ -644,7 +645,7 @@ def _trace_parts(cfg):
 
         SPC = mc.mma_steps_per_call  # K128 steps per _mma_k128_steps call: the tensor cores drain once per call
 
-        def k_loop(kc, act_buf, asc_buf, prefetch, mma_n):
+        def chunk_mma(kc, act_buf, asc_buf, prefetch):
             for k2 in cutlass.range(KC // (128 * SPC), unroll=1):
                 steps = []
                 for h in cutlass.range_constexpr(SPC):
@@ -668,9 +669,6 @@ def _trace_parts(cfg):
                     steps[-1].final = final_task * Int32(kc == K // KC - 1) * Int32(k2 == KC // (128 * SPC) - 1)
                 _mma_k128_steps(steps, acc, act_buf, BM, mc.lag, overlap=PIPE, prescaled=mc.staged_fold_scale,
                                 sw128=mc.act_tma, slab_groups=mc.slab_groups, turns=turns, mma_n=mma_n)
-
-        def chunk_mma(kc, act_buf, asc_buf, prefetch):
-            k_loop(kc, act_buf, asc_buf, prefetch, mma_n)
 
         if const_expr(mc.act_tma):
             act_src = ActTma(ws + o_maps + act_map_slot(mode, BM) * ACT_MAP_BYTES, rb * bm_stride, aph, ACTBAR_OFF)
