@@ -2,10 +2,13 @@
 duration of 20 replays per run): `python3 ab_table.py` in this folder -> call-b/ab_role2.md (the turns builds' new
 close: old = session 34's bundles), call-c/ab_role2.md (four steps per MMA call at lag 1: old = call B's),
 call-f/ab_role2.md (setmaxnreg 24 / 240: old = the shipped s35e) and, with matplotlib, ab_role2.png (calls B and C)."""
-import json
+import sys
 from pathlib import Path
 
 here = Path(__file__).parent
+sys.path.insert(0, str(here.parents[2] / "ci"))
+from timeline_ab import plot_changes, role_us  # noqa: E402
+
 #: call -> (title, [(row label, old runs, new runs)])
 CALLS = {
     "call-b": ("session 35 call B",
@@ -22,8 +25,7 @@ CALLS = {
 
 
 def role2(call, run):
-    pts = json.load(open(here / call / "tl" / run / "timeline.json"))["models"][0]["points"]
-    return {p["tokens"]: p["summary"]["roles"]["role2"]["dur_us"] for p in pts}
+    return role_us(here / call / "tl" / run)
 
 
 bars = []  # (label, change %) for the plot
@@ -43,19 +45,5 @@ for call, (title, arms) in CALLS.items():
     (here / call / "ab_role2.md").write_text(text)
     print(text)
 
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError:  # the tables are the result; the plot is a view of them
-    plt = None
-if plt is not None:
-    fig, ax = plt.subplots(figsize=(8, 0.35 * len(bars) + 1.2))
-    ax.barh([b[0] for b in bars][::-1], [b[1] for b in bars][::-1],
-            color=["tab:green" if b[1] < 0 else "tab:red" for b in bars][::-1])
-    ax.axvline(0, color="black", linewidth=0.8)
-    ax.set_xlabel("role2 time in the layer, new vs old (%)")
-    ax.set_title("Session 35, one H200, role2 in the layer\n"
-                 "B: the turns builds' new close; C: four steps per MMA call at lag 1", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(here / "ab_role2.png", dpi=110)
+plot_changes(bars, here / "ab_role2.png", "Session 35, one H200, role2 in the layer\n"
+             "B: the turns builds' new close; C: four steps per MMA call at lag 1")
