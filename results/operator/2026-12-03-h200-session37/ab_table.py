@@ -1,0 +1,48 @@
+"""Session 37: role2 in the layer (`bench timeline`, median role2 duration of 20 replays per run), GLM-5.2 share forced
+onto BM 80 / 64 / 48, old (session 36's shipped bundles) against new (the shared K loop: W2 at the narrow N too) and,
+for BM 64, two lag-1 experiments on its narrow loop (call A: b = two steps per call, c = four), runs alternating:
+`python3 ab_table.py` in this folder -> call-a/ab_role2.md and, with matplotlib, ab_role2.png."""
+import sys
+from pathlib import Path
+
+here = Path(__file__).parent
+sys.path.insert(0, str(here.parents[2] / "ci"))
+from timeline_ab import plot_changes, role_us  # noqa: E402
+
+#: call -> (title, [(row label, old runs, [(arm label, runs)])]): each arm against the old runs
+CALLS = {
+    "call-a": ("session 37 call A: the shared K loop (W1 and W2 at the narrow N)", [
+        ("GLM-5.2 share, BM 80 forced", ("g80-old-1", "g80-old-2"), [("new", ("g80-new-1", "g80-new-2"))]),
+        ("GLM-5.2 share, BM 64 forced", ("g64-old-1", "g64-old-2"),
+         [("new", ("g64-new-1", "g64-new-2")), ("b: narrow lag 1, 2 steps", ("g64-b-1", "g64-b-2")),
+          ("c: narrow lag 1, 4 steps", ("g64-c-1", "g64-c-2"))]),
+        ("GLM-5.2 share, BM 48 forced", ("g48-old-1", "g48-old-2"), [("new", ("g48-new-1", "g48-new-2"))]),
+    ]),
+}
+
+
+def mean(xs):
+    return sum(xs) / len(xs)
+
+
+TITLE = "Session 37, one H200, role2 in the layer, GLM-5.2 P = 8 share on one GPU: forced tiles, vs session 36"
+bars = []  # (label, change %) for the plot
+for call, (title, cases) in CALLS.items():
+    if not (here / call / "tl").is_dir():
+        continue
+    rows = ["| case | arm | T | old runs µs | arm runs µs | change |", "|---|---|---|---|---|---|"]
+    for label, old, arms in cases:
+        o = [role_us(here / call / "tl" / r) for r in old]
+        for arm, runs in arms:
+            n = [role_us(here / call / "tl" / r) for r in runs]
+            for t in sorted(o[0]):
+                om, nm = mean([x[t] for x in o]), mean([x[t] for x in n])
+                rows.append(f"| {label} | {arm} | {t} | {' / '.join(f'{x[t]:.1f}' for x in o)} | "
+                            f"{' / '.join(f'{x[t]:.1f}' for x in n)} | {100 * (nm / om - 1):+.1f} % |")
+                bars.append((f"{label.split(', ')[1][:5]} {arm.split(':')[0]} T={t}", 100 * (nm / om - 1)))
+    text = f"# role2 in the layer, {title}\n\n" + "\n".join(rows) + "\n"
+    (here / call / "ab_role2.md").write_text(text)
+    print(text)
+
+if bars:
+    plot_changes(bars, here / "ab_role2.png", TITLE)
