@@ -272,15 +272,6 @@ def ld_global_u8_if(addr, pred, *, loc=None, ip=None) -> Int32:
 
 
 @dsl_user_op
-def ld_global_b32_or_u8_if(addr, pred, wide, *, loc=None, ip=None) -> Int32:
-    """:func:`ld_global_f32_if`'s 32 bits (``wide`` != 0) or :func:`ld_global_u8_if`'s byte, in one register: a
-    load whose width is known at run time only (role2's shared K loop: W1's FP32 or W2's UE8M0 token scale)."""
-    return Int32(_asm("{\n.reg .pred p, w, b;\nsetp.ne.s32 p, $2, 0;\nsetp.ne.s32 w, $3, 0;\nand.pred b, p, !w;\n"
-                      "and.pred w, p, w;\nmov.u32 $0, 0;\n@w ld.global.b32 $0, [$1];\n@b ld.global.u8 $0, [$1];\n}",
-                      "=r,l,r,r", [_v(addr, Int64), _v(pred), _v(wide)], 1)[0])
-
-
-@dsl_user_op
 def st_global_u8(addr, x, *, loc=None, ip=None):
     _asm("st.global.u8 [$0], $1;", "l,r", [_v(addr, Int64), _v(x)], 0)
 
