@@ -74,6 +74,18 @@ def point_tasks(point: dict) -> list[dict]:
     return [dict(zip(f, r)) for r in point["median_replay"]["rows"]]
 
 
+#: the quantiles of the K-loop times :func:`markdown` prints: a build whose blocks run two loops (a narrow N beside BM,
+#: ``role2_ring.narrow_n_build``) shows two modes, which a median hides (session 37: the wide mode of BM 48's W1 tasks
+#: moved 9-16 %, the narrow one 2-3 %)
+KLOOP_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+
+
+def quantiles(xs: list[float], qs=KLOOP_QUANTILES) -> list[float]:
+    """Nearest-rank quantiles ``qs`` of ``xs`` (non-empty)."""
+    xs = sorted(xs)
+    return [xs[min(len(xs) - 1, int(len(xs) * q))] for q in qs]
+
+
 def _union_us(intervals: list[tuple[float, float]]) -> float:
     tot, cur_a, cur_b = 0.0, None, None
     for a, b in sorted(intervals):
@@ -115,7 +127,8 @@ def summarize(tasks: list[dict], hidden: int, intermediate: int) -> dict:
             # after it (epilogue / split hand-over, the release barrier)
             "parts_us": ({"top": med((t["chunk0"] - t["start"]) / 1e3 for t in ts),
                           "kloop": med((t["kloop_end"] - t["chunk0"]) / 1e3 for t in ts),
-                          "after": med((t["end"] - t["kloop_end"]) / 1e3 for t in ts)}
+                          "after": med((t["end"] - t["kloop_end"]) / 1e3 for t in ts),
+                          "kloop_q": quantiles([(t["kloop_end"] - t["chunk0"]) / 1e3 for t in ts])}
                          if all(t["chunk0"] and t["kloop_end"] for t in ts) else None),
             "bytes_per_task": nbytes,
         }
@@ -165,6 +178,18 @@ def markdown(result: dict) -> str:
             cell = lambda w: ("{top:.1f} / {kloop:.1f} / {after:.1f}".format(**w["parts_us"])  # noqa: E731
                               if w and "parts_us" in w else "-")
             lines.append(f"| {name} | {p['tokens']} | {cell(p['median'].get('w1'))} | {cell(p['median'].get('w2'))} |")
+    quant = [(name, p) for name, p in parts
+             if any("kloop_q" in p["median"].get(k, {}).get("parts_us", {}) for k in ("w1", "w2"))]
+    if quant:
+        qs = " / ".join(f"{round(100 * q)}" for q in KLOOP_QUANTILES)
+        lines += ["", f"The K loops' spread (µs at the {qs} % quantiles, each the median over the replays): a build with "
+                  "a narrow loop beside BM's shows both modes.", "",
+                  "| model | T | W1 K loop | W2 K loop |", "|---|---|---|---|"]
+        for name, p in quant:
+            qcell = lambda w: (" / ".join(f"{x:.1f}" for x in w["parts_us"]["kloop_q"])  # noqa: E731
+                               if w and "kloop_q" in w.get("parts_us", {}) else "-")
+            lines.append(f"| {name} | {p['tokens']} | {qcell(p['median'].get('w1'))} | "
+                         f"{qcell(p['median'].get('w2'))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -185,6 +210,9 @@ def median_summary(summaries: list[dict]) -> dict:
                       "wait_max_us": med(w["wait_ready_us"]["max"] for w in ws)}
             if all(w.get("parts_us") for w in ws):
                 out[k]["parts_us"] = {part: med(w["parts_us"][part] for w in ws) for part in ("top", "kloop", "after")}
+                if all("kloop_q" in w["parts_us"] for w in ws):  # traces recorded before session 37 have none
+                    out[k]["parts_us"]["kloop_q"] = [med(w["parts_us"]["kloop_q"][i] for w in ws)
+                                                     for i in range(len(KLOOP_QUANTILES))]
     return out
 
 

@@ -52,9 +52,18 @@ def test_summary_phases_waits_and_busy_sms():
     # SM 3 busy 0.5-10 and 12.2-20 of 22 µs
     assert s["sm_busy"]["min"] == pytest.approx((9.5 + 7.8) / 22)
     assert s["sm_task_counts"] == {2: 2}
-    assert s["w2"]["parts_us"] == pytest.approx({"top": 1.0, "kloop": (6.3 + 8.0) / 2, "after": 0.5})
+    parts = dict(s["w2"]["parts_us"])
+    assert parts.pop("kloop_q") == pytest.approx([6.3, 6.3, 8.0, 8.0, 8.0])  # nearest rank of (6.3, 8.0)
+    assert parts == pytest.approx({"top": 1.0, "kloop": (6.3 + 8.0) / 2, "after": 0.5})
     with pytest.raises(ValueError, match="TRACE"):
         tt.summarize([], 512, 256)
+
+
+def test_quantiles_are_nearest_rank_and_show_two_modes():
+    assert tt.quantiles([3.0, 1.0, 2.0], (0.0, 0.5, 0.99)) == [1.0, 2.0, 3.0]
+    narrow, wide = [30.0 + 0.1 * i for i in range(40)], [35.0 + 0.1 * i for i in range(60)]
+    q = tt.quantiles(narrow + wide)
+    assert q[0] < 31 and q[-1] > 35 and len(q) == len(tt.KLOOP_QUANTILES)  # both modes, which one median hides
 
 
 def test_split_w1_tasks_count_their_share_of_the_bytes():
@@ -84,6 +93,13 @@ def test_markdown_and_plot(tmp_path):
     md = tt.markdown(res)
     assert "| tiny | 1 | 4 | 22.0 | 2 / 0.5 / 11.0 / 12.0 |" in md and "11.0 / 11.0" in md
     assert "| tiny | 1 | 1.0 / 9.0 / 0.5 | 1.0 / 7.2 / 0.5 |" in md
+    assert "| tiny | 1 | 8.0 / 8.0 / 10.0 / 10.0 / 10.0 | 6.3 / 6.3 / 8.0 / 8.0 / 8.0 |" in md  # the K loops' spread
+    old = {**res, "models": [{"model": "tiny", "points": [tt.compact_point(1, reps)]}]}
+    for w in ("w1", "w2"):  # a trace recorded before session 37: no quantiles, no spread table
+        for r in old["models"][0]["points"][0]["summaries"]:
+            r[w]["parts_us"] = {k: v for k, v in r[w]["parts_us"].items() if k != "kloop_q"}
+        old["models"][0]["points"][0]["median"] = tt.median_summary(old["models"][0]["points"][0]["summaries"])
+    assert "spread" not in tt.markdown(old)
     pytest.importorskip("matplotlib")
     tt.plot(res, tmp_path / "tasks.png")
     assert (tmp_path / "tasks.png").stat().st_size > 1000
