@@ -13,6 +13,19 @@ def role_us(run_dir, role: str = "role2") -> dict[int, float]:
     return {p["tokens"]: p["summary"]["roles"][role]["dur_us"] for p in pts}
 
 
+def runs_cell(runs: list[dict[int, float]], t: int) -> str:
+    """The table cell of one arm's runs at T: each run's µs, ``a / b``."""
+    return " / ".join(f"{r[t]:.1f}" for r in runs)
+
+
+def write_ab_table(path, title: str, rows: list[str]) -> str:
+    """``# role2 in the layer, <title>`` and the table ``rows`` into ``path`` (Markdown); also printed, and returned."""
+    text = f"# role2 in the layer, {title}\n\n" + "\n".join(rows) + "\n"
+    Path(path).write_text(text)
+    print(text)
+    return text
+
+
 def plot_changes(bars, out, title: str, xlabel: str = "role2 time in the layer, new vs old (%)") -> bool:
     """Horizontal bars of (label, change %) top-down into ``out``; False without matplotlib (the tables are the
     result, the plot a view of them)."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 here = Path(__file__).parent
 sys.path.insert(0, str(here.parents[2] / "ci"))
-from timeline_ab import plot_changes, role_us  # noqa: E402
+from timeline_ab import plot_changes, role_us, runs_cell, write_ab_table  # noqa: E402
 
 #: call -> (title, [(row label, old runs, new runs, smaller BM forced: its label, its runs)])
 CALLS = {
@@ -50,13 +50,10 @@ for call, (title, arms) in CALLS.items():
             om, nm = mean([x[t] for x in o]), mean([x[t] for x in n])
             s = [x[t] for x in small if t in x]
             vs = f"{100 * (nm / mean(s) - 1):+.1f} %" if s else "-"
-            rows.append(f"| {label} | {t} | {' / '.join(f'{x[t]:.1f}' for x in o)} | "
-                        f"{' / '.join(f'{x[t]:.1f}' for x in n)} | {100 * (nm / om - 1):+.1f} % | "
+            rows.append(f"| {label} | {t} | {runs_cell(o, t)} | {runs_cell(n, t)} | {100 * (nm / om - 1):+.1f} % | "
                         f"{small_label}: {' / '.join(f'{x:.1f}' for x in s) or '-'} | {vs} |")
             bars.append((f"{call[-1].upper()}: {label} T={t}", 100 * (nm / om - 1)))
-    text = f"# role2 in the layer, {title}\n\n" + "\n".join(rows) + "\n"
-    (here / call / "ab_role2.md").write_text(text)
-    print(text)
+    write_ab_table(here / call / "ab_role2.md", title, rows)
 
 if bars:
     plot_changes(bars, here / "ab_role2.png", TITLE)

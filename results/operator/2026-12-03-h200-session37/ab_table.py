@@ -10,7 +10,7 @@ from pathlib import Path
 
 here = Path(__file__).parent
 sys.path.insert(0, str(here.parents[2] / "ci"))
-from timeline_ab import plot_changes, role_us  # noqa: E402
+from timeline_ab import plot_changes, role_us, runs_cell, write_ab_table  # noqa: E402
 
 #: call -> (title, [(row label, old runs, [(arm label, runs)])]): each arm against the old runs
 CALLS = {
@@ -47,13 +47,11 @@ for call, (title, cases) in CALLS.items():
             n = [role_us(here / call / "tl" / r) for r in runs]
             for t in sorted(o[0]):
                 om, nm = mean([x[t] for x in o]), mean([x[t] for x in n])
-                rows.append(f"| {label} | {arm} | {t} | {' / '.join(f'{x[t]:.1f}' for x in o)} | "
-                            f"{' / '.join(f'{x[t]:.1f}' for x in n)} | {100 * (nm / om - 1):+.1f} % |")
+                rows.append(f"| {label} | {arm} | {t} | {runs_cell(o, t)} | {runs_cell(n, t)} | "
+                            f"{100 * (nm / om - 1):+.1f} % |")
                 if call == "call-a":
                     bars.append((f"{label.split(', ')[1][:5]} {arm.split(':')[0]} T={t}", 100 * (nm / om - 1)))
-    text = f"# role2 in the layer, {title}\n\n" + "\n".join(rows) + "\n"
-    (here / call / "ab_role2.md").write_text(text)
-    print(text)
+    write_ab_table(here / call / "ab_role2.md", title, rows)
 
 if bars:
     plot_changes(bars, here / "ab_role2.png", TITLE)
