@@ -182,8 +182,8 @@ def markdown(result: dict) -> str:
              if any("kloop_q" in p["median"].get(k, {}).get("parts_us", {}) for k in ("w1", "w2"))]
     if quant:
         qs = " / ".join(f"{round(100 * q)}" for q in KLOOP_QUANTILES)
-        lines += ["", f"The K loops' spread (µs at the {qs} % quantiles, each the median over the replays): a build with "
-                  "a narrow loop beside BM's shows both modes.", "",
+        lines += ["", f"The K loops' spread (µs at the {qs} % quantiles, each the median over the replays): a build "
+                  "with a narrow loop beside BM's shows both modes.", "",
                   "| model | T | W1 K loop | W2 K loop |", "|---|---|---|---|"]
         for name, p in quant:
             qcell = lambda w: (" / ".join(f"{x:.1f}" for x in w["parts_us"]["kloop_q"])  # noqa: E731
