@@ -1,5 +1,7 @@
 """bench.task_trace on synthetic trace rows (CPU): decoding the kernel's words, phases, waits, SM occupancy, report
 and plot. The kernel side (role2_ring.TRACE) is compiled in tests/build and run on the GPU by `bench tasks`."""
+import copy
+
 import pytest
 
 from gcmoe_runtime.bench import task_trace as tt
@@ -94,12 +96,12 @@ def test_markdown_and_plot(tmp_path):
     assert "| tiny | 1 | 4 | 22.0 | 2 / 0.5 / 11.0 / 12.0 |" in md and "11.0 / 11.0" in md
     assert "| tiny | 1 | 1.0 / 9.0 / 0.5 | 1.0 / 7.2 / 0.5 |" in md
     assert "| tiny | 1 | 8.0 / 8.0 / 10.0 / 10.0 / 10.0 | 6.3 / 6.3 / 8.0 / 8.0 / 8.0 |" in md  # the K loops' spread
-    old = {**res, "models": [{"model": "tiny", "points": [tt.compact_point(1, reps)]}]}
-    for w in ("w1", "w2"):  # a trace recorded before session 37: no quantiles, no spread table
-        for r in old["models"][0]["points"][0]["summaries"]:
-            r[w]["parts_us"] = {k: v for k, v in r[w]["parts_us"].items() if k != "kloop_q"}
-        old["models"][0]["points"][0]["median"] = tt.median_summary(old["models"][0]["points"][0]["summaries"])
-    assert "spread" not in tt.markdown(old)
+    # a trace recorded before session 37: no quantiles in its summaries, so no spread table
+    before = copy.deepcopy(reps[0]["summary"])
+    for w in ("w1", "w2"):
+        del before[w]["parts_us"]["kloop_q"]
+    point = {**tt.compact_point(1, reps), "median": tt.median_summary([before] * 3)}
+    assert "spread" not in tt.markdown({**res, "models": [{"model": "tiny", "points": [point]}]})
     pytest.importorskip("matplotlib")
     tt.plot(res, tmp_path / "tasks.png")
     assert (tmp_path / "tasks.png").stat().st_size > 1000
