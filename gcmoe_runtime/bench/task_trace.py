@@ -139,6 +139,10 @@ def summarize(tasks: list[dict], hidden: int, intermediate: int) -> dict:
     res["sm_busy"] = {"mean": statistics.fmean(busy), "min": min(busy), "max": max(busy)}
     counts = [len(v) for v in per_sm.values()]
     res["sm_task_counts"] = {n: counts.count(n) for n in sorted(set(counts))}  # tasks per SM -> SMs
+    # the span were the tasks' work (start -> end) spread evenly over the CTAs that ran one, from the first start: what
+    # balance alone could give (session 37: 6-13 % below the span at BM 48-80; counts, durations, fills and tails)
+    res["even_span_us"] = (us(min(t["start"] for t in tasks))
+                           + sum(t["end"] - t["start"] for t in tasks) / 1e3 / res["ctas"])
     return res
 
 
@@ -148,10 +152,11 @@ def markdown(result: dict) -> str:
              f"{result['replays']} recorded replays of each point (each after a trace reset and an L2 flush). W1 / W2: "
              "tasks, first start, median end, last end, median task (start -> end) and its weight stream per CTA, the "
              "producer's wait for the task's acquires (ready - claim; W2: its block's W1 tiles). SM busy: the part of "
-             "role2's span an SM had a task in its consumers (mean / min).", "",
+             "role2's span an SM had a task in its consumers (mean / min). Even span: the first start plus the tasks' "
+             "work spread evenly over the CTAs (what balance alone could give), and its ratio to the span.", "",
              "| model | T | tasks | span | W1 n / first start / median end / last end | W1 task µs (GB/s) "
              "| W2 n / first start / median end / last end | W2 task µs (GB/s) | W2 wait median / max | SM busy "
-             "mean / min |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "mean / min | even span (/ span) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for model in result["models"]:
         for p in model["points"]:
             s = p["median"]
@@ -167,7 +172,9 @@ def markdown(result: dict) -> str:
             lines.append(f"| {model['model']}{' + shared' if result['shared'] else ''} | {p['tokens']} | "
                          f"{s['tasks']:.0f} | {s['span_us']:.1f} | {phase(w1)} | {task(w1)} | {phase(w2)} | {task(w2)} | "
                          + (f"{w2['wait_median_us']:.1f} / {w2['wait_max_us']:.1f}" if w2 else "-")
-                         + f" | {s['sm_busy_mean']:.2f} / {s['sm_busy_min']:.2f} |")
+                         + f" | {s['sm_busy_mean']:.2f} / {s['sm_busy_min']:.2f} | "
+                         + (f"{s['even_span_us']:.1f} ({s['even_span_us'] / s['span_us']:.2f}) |"
+                            if "even_span_us" in s else "- |"))
     parts = [(model["model"], p) for model in result["models"] for p in model["points"]
              if any("parts_us" in p["median"].get(k, {}) for k in ("w1", "w2"))]
     if parts:
@@ -199,6 +206,8 @@ def median_summary(summaries: list[dict]) -> dict:
     out: dict[str, Any] = {"tasks": med(s["tasks"] for s in summaries), "span_us": med(s["span_us"] for s in summaries),
                            "sm_busy_mean": med(s["sm_busy"]["mean"] for s in summaries),
                            "sm_busy_min": med(s["sm_busy"]["min"] for s in summaries)}
+    if all("even_span_us" in s for s in summaries):  # traces recorded before session 37 have none
+        out["even_span_us"] = med(s["even_span_us"] for s in summaries)
     for k in ("w1", "w2"):
         ws = [s[k] for s in summaries if k in s]
         if ws:

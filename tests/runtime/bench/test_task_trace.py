@@ -54,6 +54,8 @@ def test_summary_phases_waits_and_busy_sms():
     # SM 3 busy 0.5-10 and 12.2-20 of 22 µs
     assert s["sm_busy"]["min"] == pytest.approx((9.5 + 7.8) / 22)
     assert s["sm_task_counts"] == {2: 2}
+    # work (9.5 + 11.5 + 7.8 + 9.5) over 2 CTAs from the first start (0.5): 19.65 µs against the 22 µs span
+    assert s["even_span_us"] == pytest.approx(0.5 + (9.5 + 11.5 + 7.8 + 9.5) / 2)
     parts = dict(s["w2"]["parts_us"])
     assert parts.pop("kloop_q") == pytest.approx([6.3, 6.3, 8.0, 8.0, 8.0])  # nearest rank of (6.3, 8.0)
     assert parts == pytest.approx({"top": 1.0, "kloop": (6.3 + 8.0) / 2, "after": 0.5})
@@ -94,14 +96,17 @@ def test_markdown_and_plot(tmp_path):
            "tile": [8, 384, 2], "models": [{"model": "tiny", "points": [tt.compact_point(1, reps)]}]}
     md = tt.markdown(res)
     assert "| tiny | 1 | 4 | 22.0 | 2 / 0.5 / 11.0 / 12.0 |" in md and "11.0 / 11.0" in md
+    assert "| 19.6 (0.89) |" in md  # the even span and its ratio to the span
     assert "| tiny | 1 | 1.0 / 9.0 / 0.5 | 1.0 / 7.2 / 0.5 |" in md
     assert "| tiny | 1 | 8.0 / 8.0 / 10.0 / 10.0 / 10.0 | 6.3 / 6.3 / 8.0 / 8.0 / 8.0 |" in md  # the K loops' spread
     # a trace recorded before session 37: no quantiles in its summaries, so no spread table
     before = copy.deepcopy(reps[0]["summary"])
     for w in ("w1", "w2"):
         del before[w]["parts_us"]["kloop_q"]
+    del before["even_span_us"]
     point = {**tt.compact_point(1, reps), "median": tt.median_summary([before] * 3)}
-    assert "spread" not in tt.markdown({**res, "models": [{"model": "tiny", "points": [point]}]})
+    md_before = tt.markdown({**res, "models": [{"model": "tiny", "points": [point]}]})
+    assert "K loops' spread" not in md_before and md_before.count("| - |") == 1  # no even span either
     pytest.importorskip("matplotlib")
     tt.plot(res, tmp_path / "tasks.png")
     assert (tmp_path / "tasks.png").stat().st_size > 1000
