@@ -114,6 +114,7 @@ def summarize(tasks: list[dict], hidden: int, intermediate: int) -> dict:
         splits = max(t["split"] for t in ts) + 1 if sel else 1
         nbytes = ROWS_PER_TASK * k * WEIGHT_BYTES_PER_ELEM / splits
         durs = [(t["end"] - t["start"]) / 1e3 for t in ts]
+        kloops = [(t["kloop_end"] - t["chunk0"]) / 1e3 for t in ts]
         res[name] = {
             "n": len(ts), "first_start_us": us(min(t["start"] for t in ts)),
             "last_end_us": us(max(t["end"] for t in ts)),
@@ -126,9 +127,9 @@ def summarize(tasks: list[dict], hidden: int, intermediate: int) -> dict:
             # a task's parts (builds since session 23's second trace): top (record -> first chunk landed), K loop,
             # after it (epilogue / split hand-over, the release barrier)
             "parts_us": ({"top": med((t["chunk0"] - t["start"]) / 1e3 for t in ts),
-                          "kloop": med((t["kloop_end"] - t["chunk0"]) / 1e3 for t in ts),
+                          "kloop": med(kloops),
                           "after": med((t["end"] - t["kloop_end"]) / 1e3 for t in ts),
-                          "kloop_q": quantiles([(t["kloop_end"] - t["chunk0"]) / 1e3 for t in ts])}
+                          "kloop_q": quantiles(kloops)}
                          if all(t["chunk0"] and t["kloop_end"] for t in ts) else None),
             "bytes_per_task": nbytes,
         }
