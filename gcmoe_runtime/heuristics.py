@@ -64,7 +64,12 @@ assert set(SM90_PASS_COST) == set(SM90_BM_CANDIDATES)
 #: call D, every block narrow at GLM-5.2 share T = 96: 6.1 % faster than before, 1.22 x 0.939 = 1.15; predicted and
 #: kept 1.14): it moves the BM 32 -> 48 step one token-count step earlier, as measured there (GLM-5.2 T = 112: BM 48
 #: 2.5 % faster than BM 32; DSV-4.1-Flash T = 224: 4.1 %; BM 32 still faster at T = 96 / 208 by 5.2 / 3.7 %).
-SM90_NARROW_PASS = {48: (32, 1.14), 64: (48, 1.42), 80: (64, 1.55)}
+#: Session 38: where W1 and W2 share one K loop (GLM-5.2's BM 48 / 64 / 80, ``role2_ring.shared_loop_build``) W2 runs
+#: at the narrow N too: every block narrow (call A) the BM 80 build -2.8 / -3.1 % at T = 176 / 192, so 1.55 x 0.970 =
+#: 1.50; BM 64 -2.3 % at T = 128, 1.42 x 0.977 = 1.39. BM 48 keeps 1.14: DSV-4.1-Flash's BM 48 build (W2 chunk K256
+#: beside W1's K512) has no shared loop, and GLM-5.2's -3.2 % at T = 96 (1.10) would move its BM 32 -> 48 step by
+#: three tokens (112 -> 109) only.
+SM90_NARROW_PASS = {48: (32, 1.14), 64: (48, 1.39), 80: (64, 1.50)}
 assert all(bm in SM90_BM_CANDIDATES and n < bm and n % 8 == 0 for bm, (n, _) in SM90_NARROW_PASS.items())
 #: SM100 (paper §4.4): 2-CTA tcgen05 MMA, each CTA of the pair owns BM/2 rows; TMEM/SMEM budget caps 240.
 SM100_BM_CANDIDATES = (16, 32, 64, 96, 128, 192, 240)

@@ -27,11 +27,14 @@ def summaries():
                 key = (name, r.role, r.variant["bm"], r.variant.get("threads"), r.variant.get("ctas_per_sm", 1))
                 # QGMMAs per mainloop body, W1 and W2: 8 per K128 step (2 slabs x 4 K32); a role2 body holds
                 # mma_steps_per_call steps (4 in the one-CTA lag-1 builds whose K chunk holds whole K512s); a build
-                # with a narrow W1 loop (Role2RingConfig.narrow_n: BM 80) has W1's twice
+                # with a narrow loop (Role2RingConfig.narrow_n: BM 48-80) has W1's twice, or with a shared loop
+                # (Role2RingConfig.shared_loop) one per N serving both GEMMs
                 bodies = [16, 16]
                 if r.role == "role2":
                     c = Role2RingConfig(dict(r.variant))
                     bodies = [8 * c.w1.mma_steps_per_call] * (2 if c.narrow_n else 1) + [8 * c.w2.mma_steps_per_call]
+                    if c.shared_loop:
+                        bodies = [8 * c.w1.mma_steps_per_call] * 2
                 out[key] = (summarize(b.cubin(r.key)), bodies)
     return out
 
@@ -39,7 +42,8 @@ def summaries():
 def test_every_mma_is_register_a_qgmma_and_mainloops_do_not_spill(summaries):
     assert {k[1] for k in summaries} == {"role2", "role4"} and len(summaries) >= 10
     for key, (s, body) in summaries.items():
-        # W1 (twice with a narrow copy) + W2 (the test model: its K unrolled, 2 K128 steps x 2 slabs x 4 K32 each)
+        # W1 (twice with a narrow copy) + W2, or the shared loops (the test model: its K unrolled, 2 K128 steps x 2
+        # slabs x 4 K32 each)
         want = 16 * len(body) if key[0] == "test-tiny" else sum(body)
         assert s.qgmma == want and s.qgmma_register_a == want, key
         if key[0] != "test-tiny":  # production K: one loop per GEMM (W1's narrow copy too), no spill traffic in

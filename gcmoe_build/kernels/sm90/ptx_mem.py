@@ -272,6 +272,17 @@ def ld_global_u8_if(addr, pred, *, loc=None, ip=None) -> Int32:
 
 
 @dsl_user_op
+def ld_global_word_if(addr, pred, *, loc=None, ip=None) -> Int32:
+    """The 4-byte-aligned 32-bit word holding ``addr`` if ``pred`` (Int32) != 0, else 0 without reading: one load for a
+    value whose width is known at run time only (role2's shared K loop: W1's FP32 or W2's UE8M0 token scale, the
+    byte picked later by :func:`.role2_math.word_byte`). Two predicated loads of both widths into one register made
+    the second wait for the first (a write-after-write on the register, whatever the predicates): a full global-load
+    latency per K chunk in W1's tasks (session 37)."""
+    return Int32(_asm("{\n.reg .pred p;\n.reg .b64 a;\nsetp.ne.s32 p, $2, 0;\nand.b64 a, $1, -4;\nmov.u32 $0, 0;\n"
+                      "@p ld.global.b32 $0, [a];\n}", "=r,l,r", [_v(addr, Int64), _v(pred)], 1)[0])
+
+
+@dsl_user_op
 def st_global_u8(addr, x, *, loc=None, ip=None):
     _asm("st.global.u8 [$0], $1;", "l,r", [_v(addr, Int64), _v(x)], 0)
 

@@ -59,7 +59,8 @@ from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2, FOLD_LUT_WORDS
 from .fp4_decode import byte_of, decode_fp4x8_e4m3, fold_lut
 from .ptx_mem import (bar_arrive, bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_4_zfill,
                       cp_async_wait_all, evict_first_policy, fence_proxy_async_global, fence_proxy_async_shared,
-                      globaltimer, ld_global_f32, ld_global_f32_if, ld_global_s32, ld_global_u8, ld_global_u8_if,
+                      globaltimer, ld_global_f32, ld_global_f32_if, ld_global_s32, ld_global_u8,
+                      ld_global_u8_if, ld_global_word_if,
                       ld_global_v2_stream, ld_global_v4, ld_global_v4_stream, ld_shared_f32, ld_shared_u64,
                       ld_shared_v2, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_init_fence,
                       mbar_wait_or_trap, setmaxnreg, st_global_u8, st_global_v4, st_shared_f32, st_shared_u64,
@@ -67,8 +68,8 @@ from .ptx_mem import (bar_arrive, bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp
 from .ring_sync import ld_shared_b32, st_relaxed_gpu_u64, st_shared_b32
 from .role_common import SMEM_LIMIT
 from .task_queue import TASK_SLOTS_BYTES
-from .role2_math import (bf16_round, float_bits, fabs, fmax, fmin, min_u32, pack_bf16x2, sel_f32, shfl_bfly_f32,
-                         sigmoid, to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
+from .role2_math import (bf16_round, bits_float, float_bits, fabs, fmax, fmin, min_u32, pack_bf16x2, sel_f32,
+                         shfl_bfly_f32, sigmoid, to_e4m3_byte, ue8m0_scale_for, ue8m0_to_f32)
 from .wgmma_rs import (fence_f32, smem_desc, smem_desc_sw128, wgmma_commit, wgmma_fence, wgmma_rs_e4m3,
                        wgmma_wait)
 
@@ -987,16 +988,21 @@ def copy_rounds_per_call(cfg: "Role2GemmConfig") -> int:
     return -(-rounds // calls)
 
 
-def _load_chunk_scales(scale_addr, w1: bool, ctid, ntok, bm: int, ngs: int):
+def _load_chunk_scales(scale_addr, w1, ctid, ntok, bm: int, ngs: int):
     """Consumers: this thread's activation scales of one chunk (``scale_addr(tok, kk)``; padded tokens 0, not read),
     at most two, raw (W2: the UE8M0 byte), to keep in registers until :func:`_store_chunk_scales`. Nothing uses a
-    value before then, so the loads stay in flight under the current chunk's MMAs."""
+    value before then, so the loads stay in flight under the current chunk's MMAs. ``w1``: a bool, or an Int32 read
+    at run time (a K loop serving both GEMMs, ``role2_ring``'s shared loop): then each value is (the aligned word
+    that holds it, the bit offset of W2's byte in it; W1: 0), one load either way (:func:`ld_global_word_if`)."""
     vals = []
     for u in _thread_units(ctid, bm * ngs):
         tok = u // ngs
         addr = scale_addr(tok, u % ngs)
         valid = Int32(tok < ntok)
-        vals.append(ld_global_f32_if(addr, valid) if w1 else ld_global_u8_if(addr, valid))
+        if isinstance(w1, bool):
+            vals.append(ld_global_f32_if(addr, valid) if w1 else ld_global_u8_if(addr, valid))
+        else:  # the word, and where W2's byte sits in it (W1: the whole word, shift 0)
+            vals.append((ld_global_word_if(addr, valid), (1 - w1) * ((Int32(addr) & 3) * 8)))
     return vals
 
 
@@ -1010,13 +1016,19 @@ def _copy_w1_chunk_scales_async(asc_buf, scale_addr, ctid, ntok, bm: int, ngs: i
         cp_async_4_zfill(asc_buf + ((u % ngs) * bm + tok) * 4, scale_addr(tok, u % ngs), Int32(4) * Int32(tok < ntok))
 
 
-def _store_chunk_scales(asc_buf, vals, w1: bool, ctid, bm: int, ngs: int, fold_log2: int = 0):
+def _store_chunk_scales(asc_buf, vals, w1, ctid, bm: int, ngs: int, fold_log2: int = 0):
     """Consumers: :func:`_load_chunk_scales`' values as FP32 into the ``[ngs][bm]`` table at ``asc_buf``, times
     ``2**fold_log2`` (exact; W2 adds to the UE8M0 exponent, saturating at 255: the infinity ``2**(b-127) * 2**f``
-    rounds to for ``b + f >= 255``)."""
+    rounds to for ``b + f >= 255``). ``w1`` as there: a run-time Int32 converts both halves of each pair and
+    selects."""
     for u, v in zip(_thread_units(ctid, bm * ngs), vals):
         addr = asc_buf + ((u % ngs) * bm + u // ngs) * 4
-        if fold_log2 == 0:
+        if not isinstance(w1, bool):
+            word, shift = v
+            b = (word >> shift) & 0xFF
+            st_shared_f32(addr, sel_f32(w1, bits_float(word) * float(2 ** fold_log2),
+                                        ue8m0_to_f32(min_u32(b + Int32(fold_log2), Int32(255)))))
+        elif fold_log2 == 0:
             st_shared_f32(addr, v if w1 else ue8m0_to_f32(v))
         elif w1:
             st_shared_f32(addr, v * float(2 ** fold_log2))
@@ -1073,7 +1085,7 @@ def _issue_act_chunk_tma(cfg: "Role2GemmConfig", smem, buf, src: ActTma, kc, b):
 
 @cute.jit
 def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row_addr, scale_addr, ctid, ntok, body,
-                   wait_chunk=None, c0=None, nkc=None, stamp_first=None):
+                   wait_chunk=None, c0=None, nkc=None, stamp_first=None, w1=None):
     """Consumers, one task: stage each K chunk of the block's activations and scales in shared memory and run
     ``body(kc, act_buf, asc_buf, prefetch)`` (the chunk's MMAs; every wgmma waited when it returns) on it.
     ``row_addr(tok)``: token row ``tok``'s first byte; ``scale_addr(kc, tok, kk)``: the address of its scale of group
@@ -1100,15 +1112,20 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     map (:func:`_issue_act_chunk_tma`: chunk 0 at the task's top, chunk ``kc + 1`` right after chunk ``kc``'s
     barrier, each after a proxy fence that orders the acquire before the async reads); every thread waits on the
     buffer's mbarrier, whose parity for chunk ``kc`` is bit ``kc % 2`` of ``phases`` flipped ``kc // 2`` times.
+
+    ``w1`` (act_buffers=2 only; None: ``cfg.mode``'s): an Int32 read at run time, 1 for W1's scale format, 0 for
+    W2's (a K loop that serves both GEMMs: ``role2_ring``'s shared loop, whose GEMMs have the same chunks; ``nkc``
+    then given, ``c0`` None).
     """
     bm, kcl = cfg.bm, cfg.kc
-    w1 = cfg.mode == "w1"
+    if const_expr(w1 is None):
+        w1 = cfg.mode == "w1"
     ngs = kcl // cfg.act_scale_group
     if const_expr(nkc is None):
         nkc, c0 = cfg.k // kcl, None
     if const_expr(cfg.act_buffers == 1):
-        if const_expr(c0 is not None):
-            raise ValueError("for_each_chunk: a chunk range (c0 / nkc) needs act_buffers=2")
+        if const_expr(c0 is not None or not isinstance(w1, bool)):
+            raise ValueError("for_each_chunk: a chunk range (c0 / nkc) or a run-time w1 needs act_buffers=2")
         for kc in cutlass.range(nkc, unroll=1):
             if const_expr(wait_chunk is not None):
                 wait_chunk(kc)

@@ -110,3 +110,9 @@ def to_e4m3_byte(x, *, loc=None, ip=None) -> Int32:
 @dsl_user_op
 def float_bits(x, *, loc=None, ip=None) -> Int32:
     return Int32(_asm("mov.b32 $0, $1;", "=r,f", [_v(x, Float32)], 1, volatile=False)[0])
+
+
+@dsl_user_op
+def bits_float(x, *, loc=None, ip=None) -> Float32:
+    """:func:`float_bits`' inverse: the FP32 whose bits are ``x``."""
+    return Float32(_asm("mov.b32 $0, $1;", "=f,r", [_v(x)], 1, T.f32(), volatile=False)[0])

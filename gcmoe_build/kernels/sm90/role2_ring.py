@@ -78,6 +78,16 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   tokens: an expert below the build's BM in a layer whose other experts need it pays the narrower MMAs and
   promotes for its W1 (two thirds of its weights).
 
+* **Shared K loop (sessions 37-38; ``Role2RingConfig.shared_loop``, :func:`shared_loop_build`).** Where the two
+  GEMMs' K loops differ only in K (the same chunk, steps per call, lag and turns: GLM-5.2's BM 48 / 64 / 80), one
+  loop per wgmma N serves both: the task's ``is1`` (warp-uniform, from its record) picks the chunk count, the tensor
+  map and the activation scales' source and format (W1's FP32 or W2's UE8M0: one load of the aligned word that holds
+  either, W2's byte picked when a chunk's scales are staged). Two K loops instead of three, so W2 gets the narrow N
+  too without the fourth copy that took every loop off the uniform datapath (session 36). A load per width into one
+  register (session 37's first form) made W1's tasks wait a global-load latency per K chunk (a write-after-write on
+  that register): W1 3-16 % slower, role2 +1..+7 %; with one load role2 is 0.6-3.2 % faster where blocks are narrow
+  (session 38, docs/PERFORMANCE.md).
+
 * **W1 split-K (session 21; ``Role2RingConfig.w1_split``, :func:`w1_split_build`).** At T = 1 on one GPU a
   replay has 128 (GLM-5.2) / 108 (DSV-4.1-Flash) W1 tiles: the one-CTA BM 8 build runs them on two consumer warps
   per scheduler (latency-bound decode), and the two-CTA build left half its 256 CTAs without a W1 task. The two-CTA
@@ -230,6 +240,18 @@ def narrow_n_build(pipelined, bm, ctas_per_sm):
     return narrow[0] if narrow is not None and pipelined and ctas_per_sm == 1 else 0
 
 
+def shared_loop_build(narrow_n, w1, w2):
+    """Whether a ring build's W1 and W2 tasks share one K loop per wgmma N (module docstring, "Shared K loop"): the
+    builds with a narrow N (:func:`narrow_n_build`) whose two GEMM configurations differ only in their shapes (K,
+    rows, the activation): the same K chunk, steps per call, lag, turns and staging, so a task's GEMM changes only
+    its chunk count, its tensor map and where its activation scales are read. Else (DSV-4.1-Flash's BM 48, whose W2
+    chunk is K256 beside W1's K512; the test model's BM 64) W1 has its narrow loop and W2 runs at BM."""
+    if not narrow_n:
+        return False
+    shape = dict(mode="w1", k=w1.k, rows=w1.rows, alpha=w1.alpha, clamp=w1.clamp, fast_math=w1.fast_math)
+    return w1.act_tma and w1.kc == w2.kc and dataclasses.replace(w2, **shape) == w1
+
+
 def steps_per_call_build(cfg):
     """``Role2GemmConfig.mma_steps_per_call`` of a ring GEMM ``cfg``: 4 — one tensor-core drain per K512 instead of per
     K256 — for the pipelined builds that keep a step's MMAs in flight under the next step's decode (``cfg.lag`` 1: the
@@ -321,8 +343,10 @@ class Role2RingConfig:
         # ... and at lag 1 one drain per K512 (each GEMM by its own chunk)
         self.w1, self.w2 = (dataclasses.replace(c, mma_steps_per_call=steps_per_call_build(c))
                             for c in (self.w1, self.w2))
-        #: the W1 K loop's narrower wgmma N for blocks that fit it (:func:`narrow_n_build`; 0: one K loop at BM)
+        #: the narrower wgmma N for blocks that fit it (:func:`narrow_n_build`; 0: one K loop at BM)
         self.narrow_n = narrow_n_build(pipe, self.bm, self.ctas_per_sm)
+        #: one K loop per wgmma N serves both GEMMs (:func:`shared_loop_build`), so W2 has the narrow N too
+        self.shared_loop = shared_loop_build(self.narrow_n, self.w1, self.w2)
         #: W1 tasks per W1 tile at small loads (module docstring, "W1 split-K"); the split's non-last tasks skip
         #: their release through the signal warp's record
         self.w1_split = int(p.get("w1_split", 1))
@@ -467,7 +491,8 @@ def _trace_parts(cfg):
     FLIP1, FLIP2 = (act_tma_phase_flips(cfg.w1), act_tma_phase_flips(cfg.w2)) if TMA else (0, 0)
     I_BITS = all_w1_tile_bits(I)  # every W1 N128 tile's mask bit of a block (Role2RingConfig: 2I/128 <= 64)
     SPLIT = cfg.w1_split  # W1 tasks per W1 tile at small loads (module docstring, "W1 split-K"); 1: no split code
-    NKC1 = H // cfg.w1.kc  # W1 activation chunks of the whole K
+    NKC1, NKC2 = H // cfg.w1.kc, I // cfg.w2.kc  # each GEMM's activation chunks of its whole K
+    SHARED_LOOP = cfg.shared_loop  # one K loop per wgmma N serves both GEMMs (module docstring, "Shared K loop")
     FLIP1S = act_tma_phase_flips(cfg.w1, NKC1 // SPLIT) if TMA else 0  # a split W1 task's chunk buffers
     SKIP = 2  # signal record ``is1`` of a split W1 task that is not its tile's last: no release
     SPLIT_SLOT = 256 * W1_SPLIT_BM  # floats of one split's partial (layout.w1_partial_slot)
@@ -614,7 +639,8 @@ def _trace_parts(cfg):
                  tile: Int32, ntok: Int32, gs0: Int32, rb: Int32, row0: Int64, ws: Int64, o_act: Int64,
                  o_asc: Int64, o_mask: Int64, w: Int64, wsc: Int64, sf_stride: Int32, policy: Int64, err: Int64,
                  timeout_ns: Int64, o_maps: Int64, aph: Int32, bm_stride: Int32, c0: Int32, nch: Int32,
-                 o_trace: Int64, task: Int32, final_task: Int32, mma_n: cutlass.Constexpr):
+                 o_trace: Int64, task: Int32, final_task: Int32, o_asc_w2: Int64, is1: Int32,
+                 mma_n: cutlass.Constexpr):
         """K loop of one 256-row task (the verified mainloop) over its K chunks ``[c0, c0 + nch)`` (split builds' W1;
         all of K otherwise, the arguments unused; ``final_task``: 1 on the consumer's last task, whose last step
         skips warpgroup 1's hand-over of the turns; ``mma_n``: the wgmmas' N, BM or ``NARROW``): weights from the
@@ -622,13 +648,20 @@ def _trace_parts(cfg):
         memory (padded rows zeroed; 384 threads: by tensor map, ``aph`` the chunk buffers' phases); ``_k128_mma`` per
         K128. W1
         (``mode == "w1"``): ``ring_x`` rows + FP32 MN-major ``ring_sf``; W2: ``l2_x`` rows + UE8M0 ``l2_sf``, each
-        chunk after acquiring its mask bits."""
-        mc = cfg.w1 if const_expr(mode == "w1") else cfg.w2
+        chunk after acquiring its mask bits. ``mode == "any"`` (``SHARED_LOOP`` builds): the task's GEMM is ``is1``'s
+        (W1's scales at ``o_asc``, W2's at ``o_asc_w2``), read at run time: one loop serves both (module docstring,
+        "Shared K loop"); ``is1`` / ``o_asc_w2`` are unused otherwise."""
+        mc = cfg.w2 if const_expr(mode == "w2") else cfg.w1  # "any": the GEMMs' loops differ only in K (SHARED_LOOP)
         K, KC = mc.k, mc.kc
         NK = K // 128
         NSLAB = mc.rows // 64
         GS = mc.act_scale_group
         NGS = KC // GS
+        nkc = K // KC  # the task's K chunks
+        if const_expr(mode == "any"):
+            nkc = NKC2 + is1 * (NKC1 - NKC2)
+        # the turns' last step is in this chunk (-1: none; one value for the loop to keep, not final_task and nkc)
+        final_kc = final_task * nkc - 1
         wg, warp, g, t, tw = _consumer_lane(ctid)
         for i in cutlass.range_constexpr(2 * ND):
             acc[i] = Float32(0.0)
@@ -666,20 +699,36 @@ def _trace_parts(cfg):
                 if const_expr(prefetch is not None):
                     steps[-1].issued = lambda k2=k2: prefetch(k2)
                 if const_expr(mc.pingpong):  # the consumer's last step (``final_task``: this is its last task)
-                    steps[-1].final = final_task * Int32(kc == K // KC - 1) * Int32(k2 == KC // (128 * SPC) - 1)
+                    steps[-1].final = Int32(kc == final_kc) * Int32(k2 == KC // (128 * SPC) - 1)
                 _mma_k128_steps(steps, acc, act_buf, BM, mc.lag, overlap=PIPE, prescaled=mc.staged_fold_scale,
                                 sw128=mc.act_tma, slab_groups=mc.slab_groups, turns=turns, mma_n=mma_n)
 
-        if const_expr(mc.act_tma):
+        if const_expr(mode == "any"):
+            slot2 = act_map_slot("w2", BM)
+            act_src = ActTma(ws + o_maps + (slot2 + is1 * (act_map_slot("w1", BM) - slot2)) * ACT_MAP_BYTES,
+                             rb * bm_stride, aph, ACTBAR_OFF)
+        elif const_expr(mc.act_tma):
             act_src = ActTma(ws + o_maps + act_map_slot(mode, BM) * ACT_MAP_BYTES, rb * bm_stride, aph, ACTBAR_OFF)
         else:
             act_src = lambda tok: ws + o_act + (row0 + Int64(tok)) * K  # noqa: E731
         rng = dict(c0=c0, nkc=nch) if const_expr(SPLIT > 1 and mode == "w1") else {}
+        if const_expr(mode == "any"):
+            rng.update(nkc=nkc, w1=is1)
         if const_expr(TR):  # the task trace's first-chunk stamp (module docstring, "Task trace")
             rng["stamp_first"] = trace_addr(ws + o_trace, task, wsl.TRACE_CHUNK0)
-        for_each_chunk(mc, smem, ACT_OFF, ASC_OFF, act_src,
-                       lambda kc, tok, kk: ring_act_scale_addr(mode, ws + o_asc, rb, row0, sf_stride, kc * NGS + kk,
-                                                               tok),
+
+        if const_expr(mode == "any"):
+            # ring_act_scale_addr's two layouts as base + group * gstride + token * tstride, picked once per task
+            # (32-bit strides: a block's scales span less than 2**31 bytes)
+            sbase = ws + o_asc_w2 + row0 * NIG
+            sbase = sbase + Int64(is1) * (ws + o_asc + Int64(rb) * NKB * Int64(sf_stride) * 4 - sbase)
+            gstride = 1 + is1 * (sf_stride * 4 - 1)
+            tstride = NIG + is1 * (4 - NIG)
+            scale_addr = lambda kc, tok, kk: sbase + Int64((kc * NGS + kk) * gstride + tok * tstride)  # noqa: E731
+        else:
+            scale_addr = lambda kc, tok, kk: ring_act_scale_addr(mode, ws + o_asc, rb, row0, sf_stride,  # noqa: E731
+                                                                 kc * NGS + kk, tok)
+        for_each_chunk(mc, smem, ACT_OFF, ASC_OFF, act_src, scale_addr,
                        ctid, ntok, chunk_mma, wait_w1_tiles if mode == "w2" and not PIPE else None, **rng)
 
     @cute.jit
@@ -823,6 +872,8 @@ def _trace_parts(cfg):
                         # are left as they were (there it added 1-4 loop instructions and ~20 spills: session 26)
                         gs0 = cute.arch.make_warp_uniform(gs0)
                         aph = cute.arch.make_warp_uniform(aph)
+                        if const_expr(SHARED_LOOP):  # it picks the shared K loop's GEMM
+                            is1 = cute.arch.make_warp_uniform(is1)
                     if const_expr(SIG):
                         if ctid == 0:  # for the signal warp, read after this task's hand-over barrier
                             st_shared_v4(smem + SIGREC_OFF + (li % 2) * 16, is1, tile, gen, rb)
@@ -841,23 +892,40 @@ def _trace_parts(cfg):
                         trap_if_ne(ld_relaxed_gpu_u32(hdr + 12), gen, err, CODE_HEADER)
                 row0 = Int64(rb) * Int64(bm_stride)  # first token row of the block in ring_x/meta/l2
                 nch1 = NKC1 // srun  # a split W1 task's K chunks (split builds)
+                if const_expr(SHARED_LOOP):
+                    # both GEMMs' K loop (W1 from ring_x / ring_sf, W2 from l2_x / l2_sf: is1 picks), at NARROW
+                    # for a block of at most NARROW tokens (every consumer thread reads ntok and is1 from the same
+                    # task record: uniform branches); weights from the producer's stages, activations by tensor map
+                    any_args = (smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, Int64(0), o_ring_sf,
+                                o_l2_full_mask, Int64(0), Int64(0), sf_stride, policy, err, timeout_ns, o_act_maps,
+                                aph, bm_stride, Int32(0), Int32(0), o_role2_trace, cta + li * ncta, last_task,
+                                o_l2_sf, is1)
+                    if ntok <= NARROW:
+                        mainloop("any", *any_args, NARROW)
+                    else:
+                        mainloop("any", *any_args, BM)
+                    if const_expr(TR):
+                        if ctid == 0:
+                            stamp(ws + o_role2_trace, cta + li * ncta, wsl.TRACE_KLOOP_END, globaltimer())
                 if is1 != 0:
                     # ================= W1: ring_x x W1 -> SwiGLU x weight -> FP8 l2_x =================
                     # a block of at most NARROW tokens runs the K loop at that N (Role2RingConfig.narrow_n; every
                     # consumer thread reads ntok from the same task record: a uniform branch)
-                    w1_args = (smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_ring_x, o_ring_sf,
-                               o_l2_full_mask, w1_tiles, w1_scales, sf_stride, policy, err, timeout_ns, o_act_maps,
-                               aph, bm_stride, sp * nch1, nch1, o_role2_trace, cta + li * ncta, last_task)
-                    if const_expr(NARROW):
-                        if ntok <= NARROW:
-                            mainloop("w1", *w1_args, NARROW)
+                    if const_expr(not SHARED_LOOP):
+                        w1_args = (smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_ring_x, o_ring_sf,
+                                   o_l2_full_mask, w1_tiles, w1_scales, sf_stride, policy, err, timeout_ns,
+                                   o_act_maps, aph, bm_stride, sp * nch1, nch1, o_role2_trace, cta + li * ncta,
+                                   last_task, Int64(0), Int32(1))
+                        if const_expr(NARROW):
+                            if ntok <= NARROW:
+                                mainloop("w1", *w1_args, NARROW)
+                            else:
+                                mainloop("w1", *w1_args, BM)
                         else:
                             mainloop("w1", *w1_args, BM)
-                    else:
-                        mainloop("w1", *w1_args, BM)
-                    if const_expr(TR):
-                        if ctid == 0:
-                            stamp(ws + o_role2_trace, cta + li * ncta, wsl.TRACE_KLOOP_END, globaltimer())
+                        if const_expr(TR):
+                            if ctid == 0:
+                                stamp(ws + o_role2_trace, cta + li * ncta, wsl.TRACE_KLOOP_END, globaltimer())
                     efac = efac_rec if const_expr(PIPE) else ld_global_f32(w1_factor + Int64(el) * 4)
                     last = Int32(1)
                     if const_expr(SPLIT > 1):
@@ -886,12 +954,14 @@ def _trace_parts(cfg):
                             red_release_or_b64(ws + o_l2_full_mask + Int64(rb) * 8, Int64(3) << Int64(2 * tile))
                 else:
                     # ================= W2: l2_x x W2 -> BF16 partials -> source rank's combine =================
-                    mainloop("w2", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_l2_x, o_l2_sf,
-                             o_l2_full_mask, w2_tiles, w2_scales, sf_stride, policy, err, timeout_ns, o_act_maps,
-                             aph, bm_stride, Int32(0), Int32(0), o_role2_trace, cta + li * ncta, last_task, BM)
-                    if const_expr(TR):
-                        if ctid == 0:
-                            stamp(ws + o_role2_trace, cta + li * ncta, wsl.TRACE_KLOOP_END, globaltimer())
+                    if const_expr(not SHARED_LOOP):
+                        mainloop("w2", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_l2_x, o_l2_sf,
+                                 o_l2_full_mask, w2_tiles, w2_scales, sf_stride, policy, err, timeout_ns, o_act_maps,
+                                 aph, bm_stride, Int32(0), Int32(0), o_role2_trace, cta + li * ncta, last_task,
+                                 Int64(0), Int32(0), BM)
+                        if const_expr(TR):
+                            if ctid == 0:
+                                stamp(ws + o_role2_trace, cta + li * ncta, wsl.TRACE_KLOOP_END, globaltimer())
                     efac = efac_rec if const_expr(PIPE) else ld_global_f32(w2_factor + Int64(el) * 4)
 
                     def combine_row(n):  # ring_meta = (routing weight, src_rank, src_token, slot): token n's

@@ -445,12 +445,13 @@ def test_pingpong_builds(role2_arts):
         assert f"bar.sync {PINGPONG_BARS[0]}, 256;" not in art.ptx, p  # no close after the task loop
 
 
-def test_narrow_builds():
-    """role2_ring.narrow_n_build: the 384-thread one-CTA BM 48 / 64 / 80 builds (heuristics.SM90_NARROW_PASS) carry a
-    second W1 K loop at wgmma N = 32 / 48 / 64 for blocks of at most that many tokens, chosen per task on the record's
-    token count;
-    W2 and every other build keep one loop at BM (session 36: a narrow W2 copy too took all four loops off the uniform
-    datapath)."""
+@pytest.mark.parametrize("inter", [256, 512])
+def test_narrow_builds(inter):
+    """role2_ring.narrow_n_build: the 384-thread one-CTA BM 48 / 64 / 80 builds (heuristics.SM90_NARROW_PASS) run a
+    block of at most 32 / 48 / 64 tokens in a K loop at that wgmma N, chosen per task on the record's token count.
+    Where W1's and W2's chunks match (I = 512 here, GLM-5.2's shapes: shared_loop_build) one loop per N serves both
+    GEMMs (two loops); else (I = 256: W2's chunk K256 beside W1's K512) W1 has its narrow copy and W2 one loop at BM
+    (three: a narrow W2 copy too, four loops, took them all off the uniform datapath, session 36)."""
     from gcmoe_build.frontend.dsl import import_dsl, trace_to_ptx
 
     import_dsl("sm_90a")
@@ -462,18 +463,24 @@ def test_narrow_builds():
         0, 0, 0, 32, 48, 64]
     assert narrow_n_build(False, 64, 1) == 0 and narrow_n_build(False, 48, 1) == 0
     for bm, narrow in ((48, 32), (64, 48), (80, 64)):
-        cfg = Role2RingConfig({**BASE, "bm": bm, "threads": 384, "ctas_per_sm": 1})
+        cfg = Role2RingConfig({**BASE, "intermediate": inter, "bm": bm, "threads": 384, "ctas_per_sm": 1})
         assert cfg.narrow_n == narrow and cfg.w1.pingpong == (bm >= 64)
+        assert cfg.shared_loop == (inter == 512) == (cfg.w1.kc == cfg.w2.kc), (bm, inter)
         host, kern, fake = _trace_parts(cfg)
         ptx = trace_to_ptx(host, kern, fake, "gcmoe_sm90_role2_ring", "sm_90a").ptx
 
         def wgmmas(n):
             return len(re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{n}k32\.", ptx))
 
-        # one unrolled body per loop (mma_steps_per_call K128 steps x 2 slabs x 4 K32): W1 at the narrow N, W1 and
-        # W2 at BM
+        # one unrolled body per loop (mma_steps_per_call K128 steps x 2 slabs x 4 K32)
         w1, w2 = 8 * cfg.w1.mma_steps_per_call, 8 * cfg.w2.mma_steps_per_call
-        assert (wgmmas(narrow), wgmmas(bm)) == (w1, w1 + w2), bm
+        if cfg.shared_loop:  # one loop at the narrow N, one at BM, each for W1 and W2
+            assert w1 == w2 and (wgmmas(narrow), wgmmas(bm)) == (w1, w1), bm
+            # each chunk's token scales: W1's FP32 or W2's byte, one load of the aligned word (ld_global_word_if), not
+            # two loads of both widths into one register (the second waited for the first in W1's tasks, session 37)
+            assert "and.b64 a, %rd" in ptx and "@p ld.global.b32" in ptx and "ld.global.u8" not in ptx
+        else:  # W1 at the narrow N, W1 and W2 at BM
+            assert (wgmmas(narrow), wgmmas(bm)) == (w1, w1 + w2), bm
         # the one branch: ntok <= narrow
         assert len(re.findall(rf"setp\.\w+\.s32\s+%p\d+, %r\d+, ({narrow}|{narrow + 1});", ptx)) == 1, bm
 
