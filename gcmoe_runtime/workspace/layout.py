@@ -65,6 +65,11 @@ role2's task trace (appended last, layout version 7, session 23; Hopper; written
   role2_trace   [ROLE2_TRACE_TASKS, ROLE2_TRACE_WORDS] u64   per task of the replay (task index = the static order's):
                 ``%globaltimer`` stamps and coordinates (``TRACE_*`` word indices below); tasks past the first
                 ROLE2_TRACE_TASKS write only the last row's spare word; read by ``gcmoe_runtime.bench.task_trace``
+role2's task ticket (appended last, layout version 10, session 39; Hopper)
+  role2_ticket  [1] u32                 the 384-thread ring builds' producer threads claim each CTA's tasks after
+                its first from it (one relaxed ``atom.add`` each: task G + old value); the claim that returns
+                ``ntasks - 1`` (a launch makes exactly ``ntasks``) zeroes it for the next launch (role2_ring,
+                "Dynamic tasks")
 
 Ring capacity (paper §4.3): max routed assignments A = capacity * P * min(k, E_local); the pool of
 logical blocks is ceil(A / BM) + E_local; the live ring holds min(pool, live_model) blocks where
@@ -90,8 +95,9 @@ from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 #: activation tensor maps; no offset moves); 6: role2's W1 split-K regions appended on Hopper (no offset moves);
 #: 7: role2's task trace appended on Hopper (no offset moves); 8: act_maps holds BM 48's two maps too (slots 8-9,
 #: appended: the other BMs' slots keep their places; every region after act_maps moves by 256 bytes); 9: act_maps
-#: holds BM 80's two maps too (slots 10-11, appended the same way)
-LAYOUT_VERSION = 9
+#: holds BM 80's two maps too (slots 10-11, appended the same way); 10: role2's task ticket appended on Hopper (no
+#: offset moves)
+LAYOUT_VERSION = 10
 #: act_maps: one 128-byte tensor map per (BM in 8 / 16 / 32 / 64 / 48 / 80, ring_x or l2_x): :func:`act_map_slot`
 ACT_MAP_BYTES = 128
 ACT_MAP_BMS = (8, 16, 32, 64, 48, 80)
@@ -366,6 +372,9 @@ class WorkspaceLayout:
                 # appended (session 23, role2's task trace; written only by TRACE builds): last, nothing above moves
                 ("role2_trace", "u64", (ROLE2_TRACE_TASKS, ROLE2_TRACE_WORDS), False,
                  "role2 task trace (TRACE dev builds only): %globaltimer stamps and coordinates per task"),
+                # appended (session 39, role2's dynamic task claims): last, nothing above moves
+                ("role2_ticket", "u32", (1,), True,
+                 "role2 task ticket: each CTA's producer claims its next task; the launch's last claim zeroes it"),
             ]
         regions: dict[str, Region] = {}
         off = 0

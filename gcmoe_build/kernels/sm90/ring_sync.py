@@ -192,6 +192,15 @@ def ld_shared_b32(saddr, *, loc=None, ip=None) -> Int32:
     return Int32(_asm("ld.shared.b32 $0, [$1];", "=r,r", [_v(saddr)], 1)[0])
 
 
+@dsl_user_op
+def redux_min_u32(x, *, loc=None, ip=None) -> Int32:
+    """The warp's minimum of ``x`` (all 32 lanes must execute it). ``REDUX`` writes a uniform register, so ptxas
+    treats the result, and what is computed from it, as warp-uniform; role2_ring's task-loop exit takes it (session
+    39: with ``make_warp_uniform``, a shuffle, the BM 48 build's K loops took 7-9 more instructions and 24 more
+    spills)."""
+    return Int32(_asm("redux.sync.min.u32 $0, $1, -1;", "=r,r", [_v(x)], 1)[0])
+
+
 __all__ = ["atom_add_acqrel_gpu_u32", "atom_add_release_gpu_u32", "atom_add_relaxed_gpu_u32", "ld_relaxed_gpu_u32", "ld_shared_b32",
-           "mbar_wait_rt", "shfl_bfly_s32", "st_relaxed_gpu_u32", "st_relaxed_gpu_u64", "st_shared_b32",
+           "mbar_wait_rt", "redux_min_u32", "shfl_bfly_s32", "st_relaxed_gpu_u32", "st_relaxed_gpu_u64", "st_shared_b32",
            "trap_if_ne", "wait_arrived_count", "wait_geq_u32_rt", "wait_mask_u64_rt"]

@@ -100,6 +100,11 @@ PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg split: 128*40 + 256*232 <= 
 #: consumers' K loops spill less (GLM-5.2 BM 48 6 / 6 -> 2 / 0 instructions per K512 loop), the producer thread spills
 #: 9 around its stage loop; role2 in the layer -1.2..-2.3 % at BM 48-80, but +1.9 % at BM 8 (session 35 call F)
 WIDE_CONSUMER_MIN_BM, PRODUCER_REGS_WIDE, CONSUMER_REGS_WIDE = 48, 24, 240
+#: ... but a turns build (BM 64 / 80, ``pingpong``) whose producer claims tasks (``producer_claims``) gives the
+#: producer 32 (128*32 + 256*232 < 384 * 168): at 24 the claim took both consumer K loops off the uniform datapath
+#: (32 R2UR per K256, GLM-5.2 BM 80 638 -> 670 instructions); at 32 / 232 BM 80 has 638 / 676, BM 64 606 / 643
+#: (601 / 637 at 24 / 240 without claims; session 39)
+PRODUCER_REGS_TURNS, CONSUMER_REGS_TURNS = 32, 232
 #: the same split for two pipelined CTAs per SM: 128*32 + 256*104 = 384 * 80. setmaxnreg only moves registers
 #: inside the CTA's launch allocation (threads x the per-thread count ptxas was capped at); a consumer increase the
 #: producer's decrease does not cover blocks forever (GPU-measured: 24 / 112 hung until the stage-wait trap). The
@@ -224,6 +229,9 @@ class Role2GemmConfig:
     #: fragments are decoded before the turn is taken, so one warpgroup decodes and promotes while the other's MMAs
     #: run, instead of both decoding, then both waiting on the tensor pipe (:func:`_mma_k128_steps`' ``turns``)
     pingpong: bool = False
+    #: the ring kernel's producer thread claims the CTA's tasks after the first (``role2_ring``, "Dynamic tasks");
+    #: only the register split reads it here (:data:`PRODUCER_REGS_TURNS`)
+    producer_claims: bool = False
     #: dev harness measurement only (never in a bundle; persistent pipelined kernels, static split): consumer thread
     #: 0 of each warpgroup and the producer thread of CTAs ``< STAMP_CTAS`` store ``%clock`` at each K128 step's
     #: events (:data:`STAMP_EVENTS`) into the ``ticket`` buffer: where a step's cycles go (stage wait, decode, turn,
@@ -408,6 +416,8 @@ class Role2GemmConfig:
         CTA's threads never exceeds its launch allocation (checked)."""
         if self.ctas_per_sm == 2:
             prod, cons = PRODUCER_REGS_2, CONSUMER_REGS_2
+        elif self.pingpong and self.producer_claims:
+            prod, cons = PRODUCER_REGS_TURNS, CONSUMER_REGS_TURNS
         elif self.bm >= WIDE_CONSUMER_MIN_BM:
             prod, cons = PRODUCER_REGS_WIDE, CONSUMER_REGS_WIDE
         else:

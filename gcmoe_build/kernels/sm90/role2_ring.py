@@ -22,6 +22,19 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   the same round as the W1 tasks they wait for: 2.7-4.5x the byte floor on the H200.)
   Next step: the paper's scheduler warp (§4.3 "Scheduler": L1 waves pre-published, one-in-one-out
   L2 claims, shared-expert tasks interleaved) instead of this static split.
+* **Dynamic tasks (384-thread builds, session 39).** The static split lasts as long as its slowest CTA (tasks
+  differ: W1 / W2, narrow / wide blocks, role1's fill order; ``bench tasks`` traces put the span 6-13 % above
+  the work spread evenly, session 37). So CTA ``c``'s first task is still ``c``, but each later one is claimed:
+  when the producer thread has acquired a task it adds 1 to the launch's ``role2_ticket`` (relaxed ``atom.add``)
+  and takes task ``G + old`` (none if ``>= ntasks``), about one task ahead of running it. Claims come in
+  increasing order, so the smallest unfinished task can always run, as above. Each CTA that has a first task
+  makes exactly one failing claim, so a launch makes ``ntasks`` claims; the one that returns ``ntasks - 1`` stores
+  0 for the next launch (a trap ends the context and its workspace). The task record carries bit 31 = "the
+  CTA's last task", which ends the consumers' task loop and, through the signal record (+4), the signal warp's.
+  A split replay (W1 split-K) keeps the static split (``dyn``). Why the loops look as they do: ptxas keeps the
+  consumers' K loops on the uniform datapath only with the first task static, the loop exit through
+  ``redux_min_u32``, the producer's task in shared memory, and at BM 64 / 80 32 producer registers
+  (``Role2GemmConfig.producer_claims``).
 * **Acquire.** Before a task touches the block (producer and consumers): ``l1_full_count[rb] >=
   BM*(gen+1)`` (trap code 2); for ``gen > 0`` also ``l2_empty_count[rb] >= (NT2+1)*gen`` (code 10:
   the previous generation's W2 tasks are done and its ``l2_full_mask`` cleared). The block header
@@ -173,7 +186,7 @@ TRACE = False
 #: by-value u64 region offsets, in parameter order (names = layout regions with an ``o_`` prefix)
 OFFSET_PARAMS = ("ring_x", "ring_sf", "ring_meta", "ring_block", "l2_x", "l2_sf", "l1_full_count",
                  "l1_empty_count", "l2_full_mask", "l2_empty_count", "recv_count", "recv_parity", "combine",
-                 "act_maps", "w1_split_count", "w1_partials", "role2_trace")
+                 "act_maps", "w1_split_count", "w1_partials", "role2_trace", "role2_ticket")
 #: transformed routed weights (``gcmoe_runtime.moe.GcMoeWeights``: tiles, scales, expert factor)
 WEIGHT_PARAMS = ("w1_tiles", "w1_scales", "w1_factor", "w2_tiles", "w2_scales", "w2_factor")
 SCALAR_PARAMS_U64 = ("err", "timeout_ns")
@@ -336,10 +349,11 @@ class Role2RingConfig:
         self.w1 = Role2GemmConfig(mode="w1", k=self.hidden, rows=2 * self.inter, bm=self.bm, alpha=self.alpha,
                                   clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf,
                                   staged_fold_scale=pipe, signal_warp=sig, act_tma=pipe, slab_groups=slabs,
-                                  pingpong=turns)
+                                  pingpong=turns, producer_claims=pipe)
         self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=pipe,
                                   ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf, staged_fold_scale=pipe,
-                                  signal_warp=sig, act_tma=pipe, slab_groups=slabs, pingpong=turns)
+                                  signal_warp=sig, act_tma=pipe, slab_groups=slabs, pingpong=turns,
+                                  producer_claims=pipe)
         # ... and at lag 1 one drain per K512 (each GEMM by its own chunk)
         self.w1, self.w2 = (dataclasses.replace(c, mma_steps_per_call=steps_per_call_build(c))
                             for c in (self.w1, self.w2))
@@ -454,8 +468,8 @@ def _trace_parts(cfg):
     from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, fence_tensormap_acquire, globaltimer,
                           launch_coords, ld_global_cg_f32, ld_global_f32, ld_global_v4, ld_shared_v4, mbar_init,
                           red_release_add_u32, red_release_or_b64, setmaxnreg, smid, st_global_f32, st_shared_v4)
-    from .ring_sync import (atom_add_acqrel_gpu_u32, atom_add_release_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32,
-                            mbar_wait_rt, shfl_bfly_s32, st_relaxed_gpu_u32, st_relaxed_gpu_u64, st_shared_b32,
+    from .ring_sync import (atom_add_acqrel_gpu_u32, atom_add_relaxed_gpu_u32_if, atom_add_release_gpu_u32,
+                            ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt, redux_min_u32, shfl_bfly_s32, st_relaxed_gpu_u32, st_relaxed_gpu_u64, st_shared_b32,
                             trap_if_ne, wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
     from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, ROWS_PER_CTA, SIGNAL_BAR,
                              SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS, K128Step, TokenScales, _consumer_lane,
@@ -495,6 +509,8 @@ def _trace_parts(cfg):
     SHARED_LOOP = cfg.shared_loop  # one K loop per wgmma N serves both GEMMs (module docstring, "Shared K loop")
     FLIP1S = act_tma_phase_flips(cfg.w1, NKC1 // SPLIT) if TMA else 0  # a split W1 task's chunk buffers
     SKIP = 2  # signal record ``is1`` of a split W1 task that is not its tile's last: no release
+    NOTASK = 3  # signal record kind of a CTA without a task: no release (+ 4 in a record: the CTA's last task)
+    NEXT_OFF = INFO_OFF + 8  # the producer thread's next task (module docstring, "Dynamic tasks")
     SPLIT_SLOT = 256 * W1_SPLIT_BM  # floats of one split's partial (layout.w1_partial_slot)
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     TR = bool(TRACE) and PIPE  # the task trace (module docstring); the 256-thread builds have no producer thread
@@ -582,16 +598,31 @@ def _trace_parts(cfg):
         return pd_.base() + pd_.offset(r)
 
     @cute.jit
-    def produce_task(smem: Int32, li: Int32, gs0: Int32, cta: Int32, ncta: Int32, nq: Int32, ws: Int64,
+    def next_task_of(task: Int32, ticket: Int64, ntasks: Int32, ncta: Int32, dyn: Int32) -> Int32:
+        """The producer thread: the CTA's task after ``task``, or -1 when none is left. ``dyn`` != 0: ``ncta`` +
+        a claim from the launch's ticket (module docstring, "Dynamic tasks"); else the static split's ``task +
+        ncta``."""
+        t = atom_add_relaxed_gpu_u32_if(ticket, Int32(1), dyn)
+        if dyn * Int32(t == ntasks - 1) != 0:
+            st_relaxed_gpu_u32(ticket, Int32(0))
+        t = ncta + dyn * t + (1 - dyn) * task
+        return Int32(t < ntasks) * (t + 1) - 1
+
+    @cute.jit
+    def produce_task(smem: Int32, li: Int32, gs0: Int32, cta: Int32, ntasks: Int32, ncta: Int32,
+                     dyn: Int32, ticket: Int64, nq: Int32, ws: Int64,
                      o_l1_full_count: Int64, o_ring_block: Int64, o_l2_full_mask: Int64, w1_tiles: Int64,
                      w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64,
                      ring_blocks: Int32, policy: Int64, err: Int64, timeout_ns: Int64, srun: Int32, trace: Int64):
-        """The producer thread's task ``li`` (384 threads): acquire it, check the header, wait for W2's W1 mask bits,
-        publish its record (module docstring, "Task records"), then stream its K128 weight stages from stage
-        ``gs0`` (a split W1 task: its split's K range); returns the next task's first stage."""
+        """The producer thread's ``li``-th task (384 threads; the task itself at ``NEXT_OFF``): acquire it, check the
+        header, wait for W2's W1 mask bits, take the CTA's next task (:func:`next_task_of`, to ``NEXT_OFF``; -1:
+        none), publish this one's record with its "last" bit (module docstring, "Task records", "Dynamic tasks"),
+        then stream its K128 weight stages from stage ``gs0`` (a split W1 task: its split's K range); returns the
+        next task's first stage."""
+        task = ld_shared_b32(smem + NEXT_OFF)
         if const_expr(TR):
-            stamp(trace, cta + li * ncta, wsl.TRACE_CLAIM, globaltimer())
-        q, is1, tile, gen, rb, sp = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count, ring_blocks, err,
+            stamp(trace, task, wsl.TRACE_CLAIM, globaltimer())
+        q, is1, tile, gen, rb, sp = acquire_block(task, nq, ws + o_l1_full_count, ring_blocks, err,
                                                   timeout_ns, srun=srun if const_expr(SPLIT > 1) else None)
         # the task record: header (checked here), W2's W1 mask bits, the expert factor
         hdr = ws + o_ring_block + Int64(rb) * 16
@@ -601,13 +632,15 @@ def _trace_parts(cfg):
         if is1 == 0:
             wait_mask_u64_rt(ws + o_l2_full_mask + Int64(rb) * 8, Int64(I_BITS), err, CODE_L2_MASK, timeout_ns)
         if const_expr(TR):
-            t_ = cta + li * ncta
-            stamp(trace, t_, wsl.TRACE_READY, globaltimer())
-            stamp(trace, t_, wsl.TRACE_WHERE, Int64(smid()) | (Int64(cta) << 32))
-            stamp(trace, t_, wsl.TRACE_WHAT, Int64(is1) | (Int64(tile) << 8) | (Int64(sp) << 16) | (Int64(q) << 24)
+            stamp(trace, task, wsl.TRACE_READY, globaltimer())
+            stamp(trace, task, wsl.TRACE_WHERE, Int64(smid()) | (Int64(cta) << 32))
+            stamp(trace, task, wsl.TRACE_WHAT, Int64(is1) | (Int64(tile) << 8) | (Int64(sp) << 16) | (Int64(q) << 24)
                   | (Int64(gen) << 48))
+        # claimed once this task is ready, so a CTA commits to its next task about one task ahead of running it
+        nxt = next_task_of(task, ticket, ntasks, ncta, dyn)
+        st_shared_b32(smem + NEXT_OFF, nxt)
         fbase = w2_factor + Int64(is1) * (w1_factor - w2_factor)
-        publish_task(smem + SLOT_OFF, li, cta + li * ncta, el, ld_relaxed_gpu_u32(hdr + 4),
+        publish_task(smem + SLOT_OFF, li, task | (Int32(nxt < 0) << 31), el, ld_relaxed_gpu_u32(hdr + 4),
                      ld_global_f32(fbase + Int64(el) * 4), NSLOT)
         nk = NK2 + is1 * (NK1 - NK2)
         nslab = NSLAB2 + is1 * (NSLAB1 - NSLAB2)
@@ -624,14 +657,14 @@ def _trace_parts(cfg):
                               lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
                               wbase + kb0 * 4096, sbase + kb0 * 256, slab0, Int64(nk), kb, policy)
             if const_expr(TR):
-                stamp(trace, cta + li * ncta, wsl.TRACE_LAST_STAGE, globaltimer())
+                stamp(trace, task, wsl.TRACE_LAST_STAGE, globaltimer())
             return gs0 + nrun
         for kb in cutlass.range(nk, unroll=1):
             _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, gs0 + kb,
                           lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
                           wbase, sbase, slab0, Int64(nk), kb, policy)
         if const_expr(TR):
-            stamp(trace, cta + li * ncta, wsl.TRACE_LAST_STAGE, globaltimer())
+            stamp(trace, task, wsl.TRACE_LAST_STAGE, globaltimer())
         return gs0 + nk
 
     @cute.jit
@@ -762,7 +795,7 @@ def _trace_parts(cfg):
                o_l2_x: Int64, o_l2_sf: Int64, o_l1_full_count: Int64, o_l1_empty_count: Int64,
                o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_recv_count: Int64, o_recv_parity: Int64,
                o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64,
-               o_role2_trace: Int64, w1_tiles: Int64,
+               o_role2_trace: Int64, o_role2_ticket: Int64, w1_tiles: Int64,
                w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64,
                timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32):
         tid, cta, ncta = launch_coords()
@@ -801,37 +834,48 @@ def _trace_parts(cfg):
             ntasks = nq * (NT1 * srun + NT2)
         else:
             ntasks = nq * TPB
-        nlocal = (ntasks - cta + ncta - 1) // ncta  # tasks of this CTA (may be 0)
+        nlocal = (ntasks - cta + ncta - 1) // ncta  # the static split's tasks of this CTA (may be 0)
+        # the producers claim their tasks after the first (module docstring, "Dynamic tasks"), but in a split replay
+        # (W1 split-K at small loads), which keeps the static split
+        dyn = Int32(srun == 1)
 
         if tid < P0:
             # ---------------- producer warpgroup (384-thread variant) ----------------
             setmaxnreg(cfg.w1.setmaxnreg[0], False)
+            # one task loop for the producer thread and the signal warp, each warp running its own instance (a
+            # second loop over the tasks, the signal warp's, made ptxas spill ~20 values of the producer's); the
+            # producer runs until it has no next task, the signal warp until a record says the task was the last.
+            # The producer's task lives in shared memory, not in a register its loop carries: at 24 registers any
+            # value more there (the task, the claim's result) took the consumers' K loops off the uniform
+            # datapath (session 39)
+            go = Int32(0)
+            if tid == 0:
+                st_shared_b32(smem + NEXT_OFF, cta)  # the first task is the static split's (module docstring)
+                go = Int32(cta < ntasks)
             if const_expr(SIG):
-                # one task loop for the producer thread and the signal warp, each warp running its own instance (a
-                # second loop over the tasks, the signal warp's, made ptxas spill ~20 values of the producer's)
-                gs0 = Int32(0)
-                for li in cutlass.range(nlocal, unroll=1):
-                    if tid == 0:
-                        gs0 = produce_task(smem, li, gs0, cta, ncta, nq, ws, o_l1_full_count, o_ring_block,
-                                           o_l2_full_mask, w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales,
-                                           w2_factor, ring_blocks, policy, err, timeout_ns, srun,
-                                           ws + o_role2_trace)
-                    elif tid >= SIGNAL_WARP_TIDS[0] and tid < SIGNAL_WARP_TIDS[1]:
-                        # the signal warp: the task's hand-over barrier, then the coordinates record the consumers
-                        # wrote at the task's top, then the task's releases
-                        bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)
-                        if tid == SIGNAL_WARP_TIDS[0]:
-                            rec = ld_shared_v4(smem + SIGREC_OFF + (li % 2) * 16)
-                            release_task(rec[0], rec[1], rec[2], rec[3], ws + o_l2_full_mask,
-                                         ws + o_l2_empty_count, ws + o_l1_empty_count)
-            else:
+                go = go + Int32(tid >= SIGNAL_WARP_TIDS[0]) * Int32(tid < SIGNAL_WARP_TIDS[1])
+            gs0 = Int32(0)
+            li = Int32(0)
+            while go != 0:
                 if tid == 0:
-                    gs0 = Int32(0)
-                    for li in cutlass.range(nlocal, unroll=1):
-                        gs0 = produce_task(smem, li, gs0, cta, ncta, nq, ws, o_l1_full_count, o_ring_block,
-                                           o_l2_full_mask, w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales,
-                                           w2_factor, ring_blocks, policy, err, timeout_ns, srun,
-                                           ws + o_role2_trace)
+                    gs0 = produce_task(smem, li, gs0, cta, ntasks, ncta, dyn, ws + o_role2_ticket, nq, ws,
+                                       o_l1_full_count, o_ring_block, o_l2_full_mask, w1_tiles, w1_scales, w1_factor,
+                                       w2_tiles, w2_scales, w2_factor, ring_blocks, policy, err, timeout_ns, srun,
+                                       ws + o_role2_trace)
+                    go = Int32(ld_shared_b32(smem + NEXT_OFF) >= 0)
+                else:
+                    if const_expr(SIG):
+                        # the signal warp: the task's hand-over barrier, then the coordinates record the consumers
+                        # wrote at the task's top (with its "last" bit), then the task's releases
+                        bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)
+                        rec = ld_shared_v4(smem + SIGREC_OFF + (li % 2) * 16)
+                        kind = rec[0] & 3
+                        go = 1 - (rec[0] >> 2)
+                        if tid == SIGNAL_WARP_TIDS[0]:
+                            if kind != NOTASK:
+                                release_task(kind, rec[1], rec[2], rec[3], ws + o_l2_full_mask,
+                                             ws + o_l2_empty_count, ws + o_l1_empty_count)
+                li = li + 1
         else:
             # ---------------- consumer warpgroups ----------------
             if const_expr(PIPE):
@@ -846,21 +890,37 @@ def _trace_parts(cfg):
                 if ctid == 0:
                     fence_tensormap_acquire(ws + o_act_maps + act_map_slot("w1", BM) * ACT_MAP_BYTES)
                     fence_tensormap_acquire(ws + o_act_maps + act_map_slot("w2", BM) * ACT_MAP_BYTES)
+            # the first task is static, so whether the CTA has one is too; the task loop's exit is data (the record's
+            # "last" bit) through a uniform register (redux_min_u32). Its entry taken from the first record instead
+            # put the K loops off the uniform datapath (32 R2UR per K256), and so did this branch's absence (its
+            # barrier is what keeps them there: an unconditional consumer barrier did not; session 39). The
+            # 256-thread builds (no producer: the static split) run the same loop; there it costs their K loops the
+            # uniform datapath (DSV-4.1-Flash BM 8 993 -> 1 064 instructions per K512) whatever the loop's form
+            # (a counted loop with the body in a function, a while over a static count), but the heuristic picks
+            # them for none of the production shapes at 128 compute SMs (session 39)
+            go = Int32(nlocal > 0)
+            if const_expr(SIG):
+                if go == 0:  # the signal warp still takes one hand-over, whose record tells it to stop
+                    if ctid == 0:
+                        st_shared_v4(smem + SIGREC_OFF, NOTASK + 4, Int32(0), Int32(0), Int32(0))
+                    bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)
             if const_expr(cfg.w1.pingpong):
                 # closed by the last step's skipped hand-over (K128Step.final), not pingpong_close: any barrier after
                 # this loop took its K loops off the uniform datapath (GLM-5.2 BM 64 669 -> 638 instructions per
                 # K256: every wgmma descriptor through R2UR; session 35)
-                pingpong_open(wg, Int32(nlocal > 0))
-            for li in cutlass.range(nlocal, unroll=1):
-                last_task = Int32(li == nlocal - 1)
+                pingpong_open(wg, go)
+            li = Int32(0)
+            while go != 0:
                 if const_expr(PIPE):  # the producer acquired the task: its record (module docstring)
-                    _, el, ntok, efac_rec = next_task(
+                    tw, el, ntok, efac_rec = next_task(
                         smem + SLOT_OFF, li, lambda bar, ph: mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns),
                         record=True, nslots=NSLOT)
+                    task = tw & 0x7FFFFFFF
+                    last_task = redux_min_u32((tw >> 31) & 1)
                     if const_expr(TR):
                         if ctid == 0:
-                            stamp(ws + o_role2_trace, cta + li * ncta, wsl.TRACE_START, globaltimer())
-                    q, is1, tile, gen, rb, sp = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count,
+                            stamp(ws + o_role2_trace, task, wsl.TRACE_START, globaltimer())
+                    q, is1, tile, gen, rb, sp = acquire_block(task, nq, ws + o_l1_full_count,
                                                               ring_blocks, err, timeout_ns, wait=False,
                                                               srun=srun if const_expr(SPLIT > 1) else None)
                     if const_expr(cfg.ctas_per_sm == 1):
@@ -876,9 +936,11 @@ def _trace_parts(cfg):
                             is1 = cute.arch.make_warp_uniform(is1)
                     if const_expr(SIG):
                         if ctid == 0:  # for the signal warp, read after this task's hand-over barrier
-                            st_shared_v4(smem + SIGREC_OFF + (li % 2) * 16, is1, tile, gen, rb)
+                            st_shared_v4(smem + SIGREC_OFF + (li % 2) * 16, is1 + 4 * last_task, tile, gen, rb)
                 else:
-                    q, is1, tile, gen, rb, sp = acquire_block(cta + li * ncta, nq, ws + o_l1_full_count,
+                    task = cta + li * ncta
+                    last_task = Int32(li == nlocal - 1)
+                    q, is1, tile, gen, rb, sp = acquire_block(task, nq, ws + o_l1_full_count,
                                                               ring_blocks, err, timeout_ns)
                 if gen > 0:  # previous generation's W2 done and its mask bits cleared
                     wait_geq_u32_rt(ws + o_l2_empty_count + Int64(rb) * 4, l2_empty_target(gen, NT2), err,
@@ -898,7 +960,7 @@ def _trace_parts(cfg):
                     # task record: uniform branches); weights from the producer's stages, activations by tensor map
                     any_args = (smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, Int64(0), o_ring_sf,
                                 o_l2_full_mask, Int64(0), Int64(0), sf_stride, policy, err, timeout_ns, o_act_maps,
-                                aph, bm_stride, Int32(0), Int32(0), o_role2_trace, cta + li * ncta, last_task,
+                                aph, bm_stride, Int32(0), Int32(0), o_role2_trace, task, last_task,
                                 o_l2_sf, is1)
                     if ntok <= NARROW:
                         mainloop("any", *any_args, NARROW)
@@ -906,7 +968,7 @@ def _trace_parts(cfg):
                         mainloop("any", *any_args, BM)
                     if const_expr(TR):
                         if ctid == 0:
-                            stamp(ws + o_role2_trace, cta + li * ncta, wsl.TRACE_KLOOP_END, globaltimer())
+                            stamp(ws + o_role2_trace, task, wsl.TRACE_KLOOP_END, globaltimer())
                 if is1 != 0:
                     # ================= W1: ring_x x W1 -> SwiGLU x weight -> FP8 l2_x =================
                     # a block of at most NARROW tokens runs the K loop at that N (Role2RingConfig.narrow_n; every
@@ -914,7 +976,7 @@ def _trace_parts(cfg):
                     if const_expr(not SHARED_LOOP):
                         w1_args = (smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_ring_x, o_ring_sf,
                                    o_l2_full_mask, w1_tiles, w1_scales, sf_stride, policy, err, timeout_ns,
-                                   o_act_maps, aph, bm_stride, sp * nch1, nch1, o_role2_trace, cta + li * ncta,
+                                   o_act_maps, aph, bm_stride, sp * nch1, nch1, o_role2_trace, task,
                                    last_task, Int64(0), Int32(1))
                         if const_expr(NARROW):
                             if ntok <= NARROW:
@@ -925,7 +987,7 @@ def _trace_parts(cfg):
                             mainloop("w1", *w1_args, BM)
                         if const_expr(TR):
                             if ctid == 0:
-                                stamp(ws + o_role2_trace, cta + li * ncta, wsl.TRACE_KLOOP_END, globaltimer())
+                                stamp(ws + o_role2_trace, task, wsl.TRACE_KLOOP_END, globaltimer())
                     efac = efac_rec if const_expr(PIPE) else ld_global_f32(w1_factor + Int64(el) * 4)
                     last = Int32(1)
                     if const_expr(SPLIT > 1):
@@ -936,7 +998,8 @@ def _trace_parts(cfg):
                                                    ws + o_w1_split_count + Int64(rb * NT1 + tile) * 4)
                             if last == 0:
                                 if ctid == 0:  # the signal warp reads the record after the hand-over barrier
-                                    st_shared_v4(smem + SIGREC_OFF + (li % 2) * 16, SKIP, tile, gen, rb)
+                                    st_shared_v4(smem + SIGREC_OFF + (li % 2) * 16, SKIP + 4 * last_task, tile, gen,
+                                                 rb)
                     if last != 0:
                         # routing weight = ring_meta[rb][row].x; E4M3 -> l2_x[rb][row][I],
                         # UE8M0 -> l2_sf[rb][row][I/L2_SCALE_GROUP]
@@ -957,11 +1020,11 @@ def _trace_parts(cfg):
                     if const_expr(not SHARED_LOOP):
                         mainloop("w2", smem, ctid, acc, wbuf, el, tile, ntok, gs0, rb, row0, ws, o_l2_x, o_l2_sf,
                                  o_l2_full_mask, w2_tiles, w2_scales, sf_stride, policy, err, timeout_ns, o_act_maps,
-                                 aph, bm_stride, Int32(0), Int32(0), o_role2_trace, cta + li * ncta, last_task,
+                                 aph, bm_stride, Int32(0), Int32(0), o_role2_trace, task, last_task,
                                  Int64(0), Int32(0), BM)
                         if const_expr(TR):
                             if ctid == 0:
-                                stamp(ws + o_role2_trace, cta + li * ncta, wsl.TRACE_KLOOP_END, globaltimer())
+                                stamp(ws + o_role2_trace, task, wsl.TRACE_KLOOP_END, globaltimer())
                     efac = efac_rec if const_expr(PIPE) else ld_global_f32(w2_factor + Int64(el) * 4)
 
                     def combine_row(n):  # ring_meta = (routing weight, src_rank, src_token, slot): token n's
@@ -989,7 +1052,7 @@ def _trace_parts(cfg):
                                               ws + o_l1_empty_count)
                 if const_expr(TR):
                     if ctid == 0:
-                        stamp(ws + o_role2_trace, cta + li * ncta, wsl.TRACE_END, globaltimer())
+                        stamp(ws + o_role2_trace, task, wsl.TRACE_END, globaltimer())
                 if const_expr(SPLIT > 1):
                     split_on = Int32(srun > 1)
                     gs0 = gs0 + NK2 + is1 * (NK1 // srun - NK2)
@@ -997,19 +1060,21 @@ def _trace_parts(cfg):
                 else:
                     gs0 = gs0 + NK2 + is1 * (NK1 - NK2)
                     aph = aph ^ (FLIP2 + is1 * (FLIP1 - FLIP2))
+                li = li + 1
+                go = 1 - last_task
 
     @cute.jit
     def host(peer: cute.Pointer, o_ring_x: Int64, o_ring_sf: Int64, o_ring_meta: Int64, o_ring_block: Int64,
              o_l2_x: Int64, o_l2_sf: Int64, o_l1_full_count: Int64, o_l1_empty_count: Int64,
              o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_recv_count: Int64, o_recv_parity: Int64,
              o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64,
-             o_role2_trace: Int64, w1_tiles: Int64,
+             o_role2_trace: Int64, o_role2_ticket: Int64, w1_tiles: Int64,
              w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64,
              timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32):
         kernel(peer, o_ring_x, o_ring_sf, o_ring_meta, o_ring_block, o_l2_x, o_l2_sf, o_l1_full_count,
                o_l1_empty_count, o_l2_full_mask, o_l2_empty_count, o_recv_count, o_recv_parity, o_combine,
-               o_act_maps, o_w1_split_count, o_w1_partials, o_role2_trace, w1_tiles, w1_scales, w1_factor, w2_tiles,
-               w2_scales, w2_factor, err, timeout_ns, ring_blocks, bm_stride, sf_stride).launch(
+               o_act_maps, o_w1_split_count, o_w1_partials, o_role2_trace, o_role2_ticket, w1_tiles, w1_scales,
+               w1_factor, w2_tiles, w2_scales, w2_factor, err, timeout_ns, ring_blocks, bm_stride, sf_stride).launch(
                    grid=(1, 1, 1), block=(THREADS, 1, 1), smem=cfg.smem_bytes, **cfg.w1.occupancy_launch)
 
     fake = (fake_peer_desc(),) + tuple(Int64(0) for _ in OFFSET_PARAMS + WEIGHT_PARAMS + SCALAR_PARAMS_U64) + tuple(

@@ -136,9 +136,12 @@ def test_offsets_are_pinned():
     assert lay.offset("act_maps") == PINNED_V5_TOTAL - 1024 and lay.region("act_maps").nbytes == 12 * 128
     assert lay.offset("w1_split_count") == PINNED_V5_TOTAL + 512
     # version 7 appended role2's task trace after them: nothing of version 6 moved
-    assert LAYOUT_VERSION == 9 and lay.offset("role2_trace") == lay.region("w1_partials").end
-    assert list(lay.regions)[-3:] == ["w1_split_count", "w1_partials", "role2_trace"]
+    assert lay.offset("role2_trace") == lay.region("w1_partials").end
     assert lay.region("role2_trace").shape == (ROLE2_TRACE_TASKS, ROLE2_TRACE_WORDS)
+    # version 10 appended role2's task ticket (dynamic task claims) after the trace: nothing of version 9 moved
+    assert LAYOUT_VERSION == 10 and lay.offset("role2_ticket") >= lay.region("role2_trace").end
+    assert list(lay.regions)[-4:] == ["w1_split_count", "w1_partials", "role2_trace", "role2_ticket"]
+    assert lay.region("role2_ticket").shape == (1,) and lay.region("role2_ticket").persistent
 
 
 def test_shared_expert_regions_are_appended_only_with_shared_experts():
@@ -147,13 +150,13 @@ def test_shared_expert_regions_are_appended_only_with_shared_experts():
     plain = WorkspaceLayout.build(spec())
     shared = WorkspaceLayout.build(spec(shared_experts=True))
     assert not any(n.startswith("shared_") for n in plain.regions)
-    w1_split = ["w1_split_count", "w1_partials", "role2_trace"]  # role2's (versions 6, 7): last in both specs
+    w1_split = ["w1_split_count", "w1_partials", "role2_trace", "role2_ticket"]  # role2's (versions 6, 7, 10): last
     before = [n for n in shared.regions if not n.startswith("shared_") and n not in w1_split]
     assert before == [n for n in plain.regions if n not in w1_split]
     assert all(shared.offset(n) == plain.offset(n) for n in before)
-    assert list(shared.regions)[-8:] == ["shared_l2_x", "shared_l2_sf", "shared_sync", "shared_split_count",
+    assert list(shared.regions)[-9:] == ["shared_l2_x", "shared_l2_sf", "shared_sync", "shared_split_count",
                                          "shared_partials"] + w1_split
-    assert list(plain.regions)[-3:] == w1_split
+    assert list(plain.regions)[-4:] == w1_split
     assert shared.region("shared_l2_x").offset >= plain.region("dispatch_grid").end
     assert shared.region("shared_l2_x").shape == (64, 512) and shared.region("shared_l2_x").dtype == "u8"
     assert shared.region("shared_l2_sf").shape == (64, 512 // 128)

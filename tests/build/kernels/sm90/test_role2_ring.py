@@ -134,7 +134,13 @@ def test_ring_protocol_order(role2_arts, bm, threads):
         prod_bulk = _first(ptx, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint",
                            publish)
         assert "createpolicy.fractional.L2::evict_first" in ptx[:prod_bulk]
-        cons = _first(ptx, f"setmaxnreg.inc.sync.aligned.u32 {240 if bm >= 48 else 232};", prod_bulk)
+        # the consumers' registers: 240 from BM 48, but 232 in a turns build, whose producer claims tasks with 32
+        # (role2_gemm.PRODUCER_REGS_TURNS)
+        from gcmoe_build.kernels.sm90.role2_gemm import CONSUMER_REGS, CONSUMER_REGS_TURNS, CONSUMER_REGS_WIDE
+        from gcmoe_build.kernels.sm90.role2_ring import pingpong_build
+        regs = (CONSUMER_REGS_TURNS if pingpong_build(True, bm, 1) else
+                CONSUMER_REGS_WIDE if bm >= 48 else CONSUMER_REGS)
+        cons = _first(ptx, f"setmaxnreg.inc.sync.aligned.u32 {regs};", prod_bulk)
         l1 = _first(ptx, "mbarrier.try_wait.parity.shared::cta.b64", cons)  # the task record
         assert "ld.acquire.gpu.global.u64" not in ptx[cons:]
         # one bounded wait left (l2_empty, generation > 0): its first probe and its retry loop
