@@ -469,9 +469,11 @@ def _trace_parts(cfg):
                           launch_coords, ld_global_cg_f32, ld_global_f32, ld_global_v4, ld_shared_v4, mbar_init,
                           red_release_add_u32, red_release_or_b64, setmaxnreg, smid, st_global_f32, st_shared_v4)
     from .ring_sync import (atom_add_acqrel_gpu_u32, atom_add_relaxed_gpu_u32_if, atom_add_release_gpu_u32,
-                            ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt, redux_min_u32, shfl_bfly_s32, st_relaxed_gpu_u32, st_relaxed_gpu_u64, st_shared_b32,
-                            trap_if_ne, wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
-    from .role2_gemm import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, ROWS_PER_CTA, SIGNAL_BAR,
+                            ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt, redux_min_u32, shfl_bfly_s32,
+                            st_relaxed_gpu_u32, st_relaxed_gpu_u64, st_shared_b32, trap_if_ne, wait_arrived_count,
+                            wait_geq_u32_rt, wait_mask_u64_rt)
+    from .role2_gemm import (CONSUMER_REGS_TURNS, CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_REGS_TURNS,
+                             PRODUCER_THREADS, ROWS_PER_CTA, SIGNAL_BAR,
                              SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS, K128Step, TokenScales, _consumer_lane,
                              _init_stage_barriers, _mma_k128_steps, stage_k128_step, _load_k128, _produce_k128,
                              _w1_epilogue, ActTma, act_tma_phase_flips, all_w1_tile_bits, for_each_chunk,
@@ -514,6 +516,13 @@ def _trace_parts(cfg):
     SPLIT_SLOT = 256 * W1_SPLIT_BM  # floats of one split's partial (layout.w1_partial_slot)
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     TR = bool(TRACE) and PIPE  # the task trace (module docstring); the 256-thread builds have no producer thread
+    # (producer, consumer) registers after setmaxnreg; a trace build's producer gets at least 32: at 24 (BM 48) its
+    # stamps beside the task claim put its stage loop off the uniform datapath (an elect loop per bulk copy) and
+    # starved the consumers (K loops ~25 % slower than the shipped build's, session 39 call B), at the price of the
+    # consumers' 232 (BM 48's wide loop 1 306 -> 1 336 instructions per K512)
+    REGS = cfg.w1.setmaxnreg
+    if TR and REGS[0] < PRODUCER_REGS_TURNS:
+        REGS = (PRODUCER_REGS_TURNS, CONSUMER_REGS_TURNS)
 
     def trace_addr(trace, task, word):
         """The address of word ``word`` of task ``task``'s trace row (TRACE builds); tasks past
@@ -841,7 +850,7 @@ def _trace_parts(cfg):
 
         if tid < P0:
             # ---------------- producer warpgroup (384-thread variant) ----------------
-            setmaxnreg(cfg.w1.setmaxnreg[0], False)
+            setmaxnreg(REGS[0], False)
             # one task loop for the producer thread and the signal warp, each warp running its own instance (a
             # second loop over the tasks, the signal warp's, made ptxas spill ~20 values of the producer's); the
             # producer runs until it has no next task, the signal warp until a record says the task was the last.
@@ -879,7 +888,7 @@ def _trace_parts(cfg):
         else:
             # ---------------- consumer warpgroups ----------------
             if const_expr(PIPE):
-                setmaxnreg(cfg.w1.setmaxnreg[1], True)
+                setmaxnreg(REGS[1], True)
             ctid = tid - P0
             wg, warp, g, t, tw = _consumer_lane(ctid)
             acc = cute.make_rmem_tensor((2 * ND,), Float32)
