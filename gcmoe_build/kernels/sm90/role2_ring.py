@@ -124,7 +124,9 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   weight stage; consumer thread 0 at the task's top (record in hand), when its first activation chunk has landed, when
   its K loop is done and past its last barrier; plus the SM and the task's coordinates. ``python -m
   gcmoe_runtime.bench tasks`` reads it after one replay: which SM runs what when, how long W2 tasks wait for W1, where
-  the grid idles. Plain stores, a few per task (tasks take microseconds).
+  the grid idles. Plain stores, a few per task (tasks take microseconds). The trace builds' producer thread has at
+  least 32 registers (``REGS`` in the kernel builder: BM 48's consumers then run at 232, as the turns builds'), so a
+  BM 48 trace is not its shipped build's to the instruction (session 39).
 
 Thread variants (the heuristic's ``threads``): 384 = producer warpgroup streaming K128 weight stages
 with ``cp.async.bulk`` (EVICT_FIRST) across task boundaries + two consumer warpgroups; 256 = the
