@@ -1,7 +1,8 @@
 """Replay a recorded role2 task trace under other task->CTA assignments (measured task durations, block fill times
 from the trace, W2 waits for its block's W1 tasks)."""
 import gzip, json, collections, sys, heapq
-sys.path.insert(0, "/work/main")
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # the repository root
 from gcmoe_runtime.bench import task_trace as tt
 
 def load(path, T):
@@ -99,29 +100,14 @@ if __name__ == "__main__":
 
 def run_lookahead(ts, fill, dur, G, gap):
     """dynamic claims one task ahead: a CTA claims its next task when it starts its current one"""
-    by = sorted(ts, key=lambda t: t["task"])
-    w1_left = collections.Counter(t["block"] for t in ts if t["w1"])
-    w1_done = collections.defaultdict(float)
-    # heap of (claim time, cta); each CTA: its previous end
-    prev_end = [0.0] * G
-    heap = [(0.0, c) for c in range(G)]
-    heapq.heapify(heap)
-    for t in by:
-        claim, c = heapq.heappop(heap)
-        ready = fill[t["block"]] if t["w1"] else w1_done[t["block"]]
-        s = max(prev_end[c], ready, claim)
-        e = s + dur[t["task"]] + gap
-        prev_end[c] = e
-        if t["w1"]:
-            w1_done[t["block"]] = max(w1_done[t["block"]], e)
-        heapq.heappush(heap, (s, c))  # next claim when this task starts
-    return max(prev_end)
+    return run_fixed_count(ts, fill, dur, G, gap, quota=[len(ts)] * G)
 
-def run_fixed_count(ts, fill, dur, G, gap, lookahead=True):
-    """dynamic identity, static counts: CTA c claims exactly its static count of tasks (c < ntasks % G: one more)"""
+def run_fixed_count(ts, fill, dur, G, gap, lookahead=True, quota=None):
+    """dynamic identity, static counts: CTA c claims exactly its static count of tasks (c < ntasks % G: one more);
+    with ``quota``, those counts instead"""
     by = sorted(ts, key=lambda t: t["task"])
     n = len(by)
-    quota = [n // G + (c < n % G) for c in range(G)]
+    quota = list(quota) if quota is not None else [n // G + (c < n % G) for c in range(G)]
     w1_done = collections.defaultdict(float)
     prev_end = [0.0] * G
     heap = [(0.0, c) for c in range(G) if quota[c] > 0]
