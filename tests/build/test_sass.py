@@ -53,12 +53,13 @@ def test_every_mma_is_register_a_qgmma_and_mainloops_do_not_spill(summaries):
             # of its loops (1 STL + 1 LDL per K256 of ~600 instructions, since the W2 loop chains per K128 like
             # W1's, session 8); anything more is a regression
             assert s.spill_ops_in_mma_loops <= (2 if key[4] == 2 and key[2] == 16 else 0), key
-            # the turns builds' loops (one CTA, BM >= 64) stay on the uniform datapath: descriptors, stage indices
-            # and parities in uniform registers, not moved there per QGMMA (sessions 35-36: 32 R2UR per K256 when
-            # ptxas thought the loop divergent; the BM 80 build's wide W1 loop beside its narrow copy keeps 1; the
-            # lag-1 BM 48 loops move 14 per K512, as they always did)
-            if key[1] == "role2" and key[3] == 384 and key[4] == 1 and key[2] >= 64:
-                assert max(s.r2ur_in_mma_loops) <= 1, (key, s.r2ur_in_mma_loops)
+            # the pipelined builds' loops stay on the uniform datapath: descriptors, stage indices and parities in
+            # uniform registers, not moved there per QGMMA (sessions 35-36: 32 R2UR per K256 when ptxas thought the
+            # loop divergent; session 39: the dynamic task claims' loop entry, a missing barrier or one producer
+            # register too many did that to every build; the BM 80 build's wide W1 loop beside its narrow copy and
+            # some BM 8 loops keep 1; the lag-1 BM 48 loops move 14 per K512, as they always did)
+            if key[1] == "role2" and key[3] == 384:
+                assert max(s.r2ur_in_mma_loops) <= (15 if key[2] == 48 else 1), (key, s.r2ur_in_mma_loops)
         # the producer's stage loop (pipelined role2): the two-CTA builds (32 producer registers with the signal
         # warp, session 13) spill 3 values around its empty-barrier wait, the one-CTA builds from BM 48 (24 producer
         # registers, session 35) 9, the others none; more is a regression

@@ -903,18 +903,19 @@ def _trace_parts(cfg):
                     fence_tensormap_acquire(ws + o_act_maps + act_map_slot("w2", BM) * ACT_MAP_BYTES)
             # the first task is static, so whether the CTA has one is too; the task loop's exit is data (the record's
             # "last" bit) through a uniform register (redux_min_u32). Its entry taken from the first record instead
-            # put the K loops off the uniform datapath (32 R2UR per K256), and so did this branch's absence (its
-            # barrier is what keeps them there: an unconditional consumer barrier did not; session 39). The
-            # 256-thread builds (no producer: the static split) run the same loop; there it costs their K loops the
-            # uniform datapath (DSV-4.1-Flash BM 8 993 -> 1 064 instructions per K512) whatever the loop's form
-            # (a counted loop with the body in a function, a while over a static count), but the heuristic picks
-            # them for none of the production shapes at 128 compute SMs (session 39)
+            # put the K loops off the uniform datapath (32 R2UR per K256), and so did the absence of this branch's
+            # barrier (a zero-task CTA's only: an unconditional consumer barrier did not keep them there either;
+            # without it the one-CTA BM 8 build, which has no signal warp, ran 993 -> 1 064 instructions per K512;
+            # session 39). The 256-thread builds (no producer, the static split) need no barrier here
             go = Int32(nlocal > 0)
-            if const_expr(SIG):
-                if go == 0:  # the signal warp still takes one hand-over, whose record tells it to stop
-                    if ctid == 0:
-                        st_shared_v4(smem + SIGREC_OFF, NOTASK + 4, Int32(0), Int32(0), Int32(0))
-                    bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)
+            if const_expr(PIPE):
+                if go == 0:
+                    if const_expr(SIG):  # the signal warp still takes one hand-over, whose record tells it to stop
+                        if ctid == 0:
+                            st_shared_v4(smem + SIGREC_OFF, NOTASK + 4, Int32(0), Int32(0), Int32(0))
+                        bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)
+                    else:
+                        bar_sync(1, CT)
             if const_expr(cfg.w1.pingpong):
                 # closed by the last step's skipped hand-over (K128Step.final), not pingpong_close: any barrier after
                 # this loop took its K loops off the uniform datapath (GLM-5.2 BM 64 669 -> 638 instructions per
