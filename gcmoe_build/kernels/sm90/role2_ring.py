@@ -33,8 +33,8 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   CTA's last task", which ends the consumers' task loop and, through the signal record (+4), the signal warp's.
   A split replay (W1 split-K) keeps the static split (``dyn``). Why the loops look as they do: ptxas keeps the
   consumers' K loops on the uniform datapath only with the first task static, the loop exit through
-  ``redux_min_u32``, the producer's task in shared memory, and at BM 64 / 80 32 producer registers
-  (``Role2GemmConfig.producer_claims``).
+  ``redux_min_u32``, a barrier in the zero-task CTAs' branch, the producer's task in shared memory, and at BM 64 /
+  80 32 producer registers (``Role2GemmConfig.producer_claims``; ``tests/build/test_sass.py`` checks the loops).
 * **Acquire.** Before a task touches the block (producer and consumers): ``l1_full_count[rb] >=
   BM*(gen+1)`` (trap code 2); for ``gen > 0`` also ``l2_empty_count[rb] >= (NT2+1)*gen`` (code 10:
   the previous generation's W2 tasks are done and its ``l2_full_mask`` cleared). The block header
