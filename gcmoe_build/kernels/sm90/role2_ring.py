@@ -214,6 +214,19 @@ def last_w2_old(gen, nt2):
     return (nt2 + 1) * gen + (nt2 - 1)
 
 
+def claimed_task(old, ncta, ntasks):
+    """Host mirror of the producer thread's claim (``next_task_of``, module docstring "Dynamic tasks"): the task a
+    claim that read ``old`` from ``role2_ticket`` takes, ``ncta + old``, or -1 (the CTA's last claim: no task left)."""
+    t = ncta + old
+    return t if t < ntasks else -1
+
+
+def claim_zeroes_ticket(old, ntasks):
+    """Host mirror: whether the claim that read ``old`` is the launch's last (``ntasks`` claims per launch: every CTA
+    with a first task claims until one fails), which stores 0 for the next launch."""
+    return old == ntasks - 1
+
+
 def signal_warp_build(pipelined, bm, ctas_per_sm):
     """Whether a ring build's releases run on the signal warp (module docstring): the 384-thread builds at two CTAs
     per SM and at BM >= 32, where the layer measured -2..-7 % (session 13 call D, T = 4-256, both production

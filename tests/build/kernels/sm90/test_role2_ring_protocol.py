@@ -1,23 +1,26 @@
 """CPU model of the registered role2's ring protocol (gcmoe_build/kernels/sm90/role2_ring.py) against role1's
 producer rule (gcmoe_runtime/operator/ring.py): random interleavings of G persistent CTAs running the static task
-split, with role1 filling pool blocks strictly in pool order (the most constraining producer) and waiting for
+split or the dynamic claims (each CTA's first task static, every later one claimed from the ticket when the CTA
+takes up its current task, ``claimed_task`` / ``claim_zeroes_ticket``), with role1 filling pool blocks strictly in pool order (the most constraining producer) and waiting for
 ``l1_empty_count >= gen`` before overwriting a ring block. Checks: no deadlock; a task only ever sees its own
 generation's ring data; W2 only ever sees mask bits set by its own generation's W1 tasks; every generation is
 handed back to role1 exactly once (+1 on l1_empty); final counters equal the kernel's targets. The model uses the
 kernel module's own task order and counter formulas (split_task_coords, w1_split_runs, l2_empty_target, last_w2_old).
 With the W1 split-K (role2_ring "W1 split-K"), only a tile's last K-range task publishes its bits, after every
-K range of the tile has arrived, and the arrival count is back at zero when the replay ends."""
+K range of the tile has arrived, and the arrival count is back at zero when the replay ends. With claims: every task
+runs exactly once, a launch makes ``ntasks`` claims, and the ticket is back at zero when it ends."""
 from __future__ import annotations
 
 import random
 
 import pytest
 
-from gcmoe_build.kernels.sm90.role2_ring import l2_empty_target, last_w2_old, split_task_coords, w1_split_runs
+from gcmoe_build.kernels.sm90.role2_ring import (claim_zeroes_ticket, claimed_task, l2_empty_target, last_w2_old,
+                                                 split_task_coords, w1_split_runs)
 from gcmoe_runtime.operator.ring import ring_slot
 
 
-def simulate(nq, ring_blocks, ctas, nt1, nt2, seed, build_split=1):
+def simulate(nq, ring_blocks, ctas, nt1, nt2, seed, build_split=1, claims=False):
     rng = random.Random(seed)
     split = w1_split_runs(build_split, nq, nt1, ctas, ring_blocks)
     arrivals = {}  # (rb, tile) -> K-range tasks of the tile counted in (w1_split_count)
@@ -26,7 +29,11 @@ def simulate(nq, ring_blocks, ctas, nt1, nt2, seed, build_split=1):
     l2_empty = [0] * ring_blocks
     mask = [dict() for _ in range(ring_blocks)]  # bit -> generation that set it
     ntasks = nq * (nt1 * split + nt2)
-    queues = [list(range(c, ntasks, ctas)) for c in range(ctas)]
+    # the CTAs' task queues: the static split's whole queue, or (claims, not in a split replay: the kernel's ``dyn``)
+    # the first task only, the next one appended by the claim each CTA makes when it takes up a task
+    dyn = claims and split == 1
+    queues = [list(range(c, ntasks, ctas)) if not dyn else [c] if c < ntasks else [] for c in range(ctas)]
+    ticket, nclaims, ran = 0, 0, []
     state = [None] * ctas  # per CTA: the acquired task (q, rb, gen, w1, tile, next chunk bit) or None
     next_fill = 0
     steps = 0
@@ -55,7 +62,15 @@ def simulate(nq, ring_blocks, ctas, nt1, nt2, seed, build_split=1):
             filled[rb] = gen + 1
             next_fill += 1
         elif kind == "start":
-            q, w1, tile, _ = split_task_coords(queues[c].pop(0), nt1, nt2, nq, ring_blocks, split)
+            task = queues[c].pop(0)
+            ran.append(task)
+            if dyn:  # the producer's claim of the CTA's next task, about one task ahead
+                old, ticket, nclaims = ticket, ticket + 1, nclaims + 1
+                if claim_zeroes_ticket(old, ntasks):
+                    ticket = 0
+                if claimed_task(old, ctas, ntasks) >= 0:
+                    queues[c].append(claimed_task(old, ctas, ntasks))
+            q, w1, tile, _ = split_task_coords(task, nt1, nt2, nq, ring_blocks, split)
             rb, gen = ring_slot(q, ring_blocks)
             assert filled[rb] == gen + 1, "ring block overwritten while a task of its generation runs"
             state[c] = (q, rb, gen, w1, tile, 0)
@@ -87,6 +102,8 @@ def simulate(nq, ring_blocks, ctas, nt1, nt2, seed, build_split=1):
     assert l1_empty == gens and filled == gens
     assert l2_empty == [l2_empty_target(g, nt2) for g in gens]
     assert not any(arrivals.values()), "a W1 split count left non-zero for the next replay"
+    assert sorted(ran) == list(range(ntasks)), "a task ran twice or never"
+    assert ticket == 0 and nclaims == (ntasks if dyn else 0), "the ticket is not ready for the next launch"
     return steps, split
 
 
@@ -97,6 +114,30 @@ def simulate(nq, ring_blocks, ctas, nt1, nt2, seed, build_split=1):
 def test_static_split_is_deadlock_free_and_generation_exact(nq, ring_blocks, ctas, nt1, nt2):
     for seed in range(10):
         simulate(nq, ring_blocks, ctas, nt1, nt2, seed)
+
+
+@pytest.mark.parametrize("nq,ring_blocks,ctas,nt1,nt2", [
+    (1, 4, 3, 2, 2), (9, 2, 3, 2, 2), (17, 3, 5, 2, 2), (12, 1, 4, 2, 2), (20, 4, 16, 16, 24), (7, 2, 7, 18, 20),
+    (0, 4, 4, 2, 2), (10, 4, 5, 3, 2), (5, 5, 2, 2, 3), (6, 4, 40, 2, 2)])
+def test_dynamic_claims_are_deadlock_free_exact_and_leave_the_ticket_at_zero(nq, ring_blocks, ctas, nt1, nt2):
+    for seed in range(10):
+        simulate(nq, ring_blocks, ctas, nt1, nt2, seed, claims=True)
+
+
+def test_model_catches_a_wrong_claim():
+    """The claim checks are not vacuous: a ticket the last claim does not zero, or a claim that skips a task, fail."""
+    import gcmoe_build.kernels.sm90.role2_ring as r2
+
+    for wrong in ({"claim_zeroes_ticket": lambda old, ntasks: False},
+                  {"claimed_task": lambda old, ncta, ntasks: (lambda t: t if t < ntasks else -1)(ncta + 2 * old)}):
+        saved = {k: globals()[k] for k in wrong}
+        try:
+            globals().update(wrong)
+            with pytest.raises(AssertionError):
+                simulate(9, 2, 3, 2, 2, 0, claims=True)
+        finally:
+            globals().update(saved)
+    assert r2.claimed_task(0, 3, 4) == 3 and r2.claimed_task(1, 3, 4) == -1
 
 
 def test_model_catches_a_wrong_completion_target():
