@@ -29,7 +29,8 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   and takes task ``G + old`` (none if ``>= ntasks``), about one task ahead of running it. Claims come in
   increasing order, so the smallest unfinished task can always run, as above. Each CTA that has a first task
   makes exactly one failing claim, so a launch makes ``ntasks`` claims; the one that returns ``ntasks - 1`` stores
-  0 for the next launch (a trap ends the context and its workspace). The task record carries bit 31 = "the
+  0 for the next launch (a trap ends the context and its workspace; host mirrors :func:`claimed_task`,
+  :func:`claim_zeroes_ticket`, run by the CPU protocol model ``tests/build/kernels/sm90/test_role2_ring_protocol.py``). The task record carries bit 31 = "the
   CTA's last task", which ends the consumers' task loop and, through the signal record (+4), the signal warp's.
   A split replay (W1 split-K) keeps the static split (``dyn``). Why the loops look as they do: ptxas keeps the
   consumers' K loops on the uniform datapath only with the first task static, the loop exit through
