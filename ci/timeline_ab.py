@@ -13,6 +13,33 @@ def role_us(run_dir, role: str = "role2") -> dict[int, float]:
     return {p["tokens"]: p["summary"]["roles"][role]["dur_us"] for p in pts}
 
 
+def mean(xs) -> float:
+    return sum(xs) / len(xs)
+
+
+def change_pct(old_runs: list[dict[int, float]], new_runs: list[dict[int, float]], t: int) -> float:
+    """New against old at T: the change of the runs' mean duration, in %."""
+    return 100 * (mean([r[t] for r in new_runs]) / mean([r[t] for r in old_runs]) - 1)
+
+
+#: the head of :func:`arm_rows`' table
+ARM_TABLE_HEAD = ["| case | arm | T | old runs µs | arm runs µs | change |", "|---|---|---|---|---|---|"]
+
+
+def arm_rows(tl_dir, label: str, old: tuple[str, ...], arms: list[tuple[str, tuple[str, ...]]]):
+    """Table rows (under :data:`ARM_TABLE_HEAD`) of one case: the old runs (run folder names under ``tl_dir``)
+    against each arm's, at every T of the first old run; also returned as (arm, T, change %)."""
+    o = [role_us(Path(tl_dir) / r) for r in old]
+    rows, changes = [], []
+    for arm, runs in arms:
+        n = [role_us(Path(tl_dir) / r) for r in runs]
+        for t in sorted(o[0]):
+            c = change_pct(o, n, t)
+            rows.append(f"| {label} | {arm} | {t} | {runs_cell(o, t)} | {runs_cell(n, t)} | {c:+.1f} % |")
+            changes.append((arm, t, c))
+    return rows, changes
+
+
 def runs_cell(runs: list[dict[int, float]], t: int) -> str:
     """The table cell of one arm's runs at T: each run's µs, ``a / b``."""
     return " / ".join(f"{r[t]:.1f}" for r in runs)

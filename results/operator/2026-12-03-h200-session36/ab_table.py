@@ -8,7 +8,7 @@ from pathlib import Path
 
 here = Path(__file__).parent
 sys.path.insert(0, str(here.parents[2] / "ci"))
-from timeline_ab import plot_changes, role_us, runs_cell, write_ab_table  # noqa: E402
+from timeline_ab import mean, plot_changes, role_us, runs_cell, write_ab_table  # noqa: E402
 
 #: call -> (title, [(row label, old runs, new runs, smaller BM forced: its label, its runs)])
 CALLS = {
@@ -28,10 +28,6 @@ CALLS = {
 
 def role2(call, run):
     return role_us(here / call / "tl" / run)
-
-
-def mean(xs):
-    return sum(xs) / len(xs)
 
 
 TITLE = ("Session 36, one H200, role2 in the layer, P = 8 loads on one GPU\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 here = Path(__file__).parent
 sys.path.insert(0, str(here.parents[2] / "ci"))
-from timeline_ab import plot_changes, role_us, runs_cell, write_ab_table  # noqa: E402
+from timeline_ab import ARM_TABLE_HEAD, arm_rows, plot_changes, write_ab_table  # noqa: E402
 
 #: call -> (title, [(row label, old runs, [(arm label, runs)])]): each arm against the old runs
 CALLS = {
@@ -19,25 +19,16 @@ CALLS = {
 }
 
 
-def mean(xs):
-    return sum(xs) / len(xs)
-
-
 TITLE = "Session 38, one H200, role2 in the layer, GLM-5.2 P = 8 share on one GPU: forced tiles, vs session 36"
 bars = []  # (label, change %) for the plot
 for call, (title, cases) in CALLS.items():
     if not (here / call / "tl").is_dir():
         continue
-    rows = ["| case | arm | T | old runs µs | arm runs µs | change |", "|---|---|---|---|---|---|"]
+    rows = list(ARM_TABLE_HEAD)
     for label, old, arms in cases:
-        o = [role_us(here / call / "tl" / r) for r in old]
-        for arm, runs in arms:
-            n = [role_us(here / call / "tl" / r) for r in runs]
-            for t in sorted(o[0]):
-                om, nm = mean([x[t] for x in o]), mean([x[t] for x in n])
-                rows.append(f"| {label} | {arm} | {t} | {runs_cell(o, t)} | {runs_cell(n, t)} | "
-                            f"{100 * (nm / om - 1):+.1f} % |")
-                bars.append((f"{call[-1].upper()} {label.split(', ')[1][:5]} {arm} T={t}", 100 * (nm / om - 1)))
+        case_rows, changes = arm_rows(here / call / "tl", label, old, arms)
+        rows += case_rows
+        bars += [(f"{call[-1].upper()} {label.split(', ')[1][:5]} {arm} T={t}", c) for arm, t, c in changes]
     write_ab_table(here / call / "ab_role2.md", title, rows)
 
 if bars:

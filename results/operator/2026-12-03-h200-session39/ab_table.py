@@ -8,7 +8,7 @@ from pathlib import Path
 
 here = Path(__file__).parent
 sys.path.insert(0, str(here.parents[2] / "ci"))
-from timeline_ab import plot_changes, role_us, runs_cell, write_ab_table  # noqa: E402
+from timeline_ab import change_pct, plot_changes, role_us, runs_cell, write_ab_table  # noqa: E402
 
 #: call -> (title, [(row label, short label, old runs, new runs)])
 CALLS = {
@@ -23,10 +23,6 @@ CALLS = {
 TITLE = "Session 39, H200, role2 in the layer (P = 8 shares): dynamic claims vs static split"
 
 
-def mean(xs):
-    return sum(xs) / len(xs)
-
-
 bars = []  # (label, change %) for the plot
 for call, (title, cases) in CALLS.items():
     rows = ["| case | T | old runs µs | new runs µs | change |", "|---|---|---|---|---|"]
@@ -34,7 +30,7 @@ for call, (title, cases) in CALLS.items():
         o = [role_us(here / call / "tl" / r) for r in old]
         n = [role_us(here / call / "tl" / r) for r in new]
         for t in sorted(o[0]):
-            change = 100 * (mean([x[t] for x in n]) / mean([x[t] for x in o]) - 1)
+            change = change_pct(o, n, t)
             rows.append(f"| {label} | {t} | {runs_cell(o, t)} | {runs_cell(n, t)} | {change:+.1f} % |")
             bars.append((f"{call[-1].upper()} {short} T={t}", change))
     write_ab_table(here / call / "ab_role2.md", title, rows)

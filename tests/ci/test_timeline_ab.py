@@ -1,0 +1,34 @@
+"""ci/timeline_ab.py: a role's A/B change is the ratio of the arms' mean durations per T, and ``arm_rows`` tables each
+arm against the old runs (the helpers behind the sessions' ``ab_table.py``)."""
+import json
+
+import pytest
+
+
+def _run(tmp_path, name, role2_us):
+    """A ``bench timeline`` folder whose role2 median duration at T is role2_us[T]."""
+    d = tmp_path / name
+    d.mkdir()
+    pts = [{"tokens": t, "summary": {"roles": {"role2": {"dur_us": us}}}} for t, us in role2_us.items()]
+    (d / "timeline.json").write_text(json.dumps({"models": [{"points": pts}]}))
+    return d
+
+
+def test_change_is_the_ratio_of_the_means(ci_tool):
+    tl = ci_tool("timeline_ab")
+    old, new = [{8: 100.0}, {8: 110.0}], [{8: 90.0}, {8: 100.0}]
+    assert tl.change_pct(old, new, 8) == pytest.approx(100 * (95 / 105 - 1))
+
+
+def test_arm_rows_table_each_arm_at_every_old_t(ci_tool, tmp_path):
+    tl = ci_tool("timeline_ab")
+    for name, us in (("o1", {16: 200.0, 32: 300.0}), ("o2", {16: 200.0, 32: 300.0}),
+                     ("a1", {16: 190.0, 32: 303.0}), ("b1", {16: 220.0, 32: 300.0})):
+        _run(tmp_path, name, us)
+    rows, changes = tl.arm_rows(tmp_path, "case", ("o1", "o2"), [("a", ("a1",)), ("b", ("b1",))])
+    assert rows == ["| case | a | 16 | 200.0 / 200.0 | 190.0 | -5.0 % |",
+                    "| case | a | 32 | 300.0 / 300.0 | 303.0 | +1.0 % |",
+                    "| case | b | 16 | 200.0 / 200.0 | 220.0 | +10.0 % |",
+                    "| case | b | 32 | 300.0 / 300.0 | 300.0 | +0.0 % |"]
+    assert [(a, t) for a, t, _ in changes] == [("a", 16), ("a", 32), ("b", 16), ("b", 32)]
+    assert len(tl.ARM_TABLE_HEAD) == 2 and tl.ARM_TABLE_HEAD[0].count("|") == tl.ARM_TABLE_HEAD[1].count("|")
