@@ -32,7 +32,10 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   0 for the next launch (a trap ends the context and its workspace; host mirrors :func:`claimed_task`,
   :func:`claim_zeroes_ticket`, run by the CPU protocol model ``tests/build/kernels/sm90/test_role2_ring_protocol.py``). The task record carries bit 31 = "the
   CTA's last task", which ends the consumers' task loop and, through the signal record (+4), the signal warp's.
-  A split replay (W1 split-K) keeps the static split (``dyn``). Why the loops look as they do: ptxas keeps the
+  A split replay (W1 split-K) keeps the static split, and so does a replay with fewer than
+  :data:`CLAIM_MIN_TASKS_PER_CTA` tasks per CTA (the producer's ``CLAIMS_OFF`` word, host mirror
+  :func:`claims_run`; session 40: there every CTA claims in the same few waves on one contended ticket, the claim
+  on the record's publish path, and the claims cost 3-6 % of role2). Why the loops look as they do: ptxas keeps the
   consumers' K loops on the uniform datapath only with the first task static, the loop exit through
   ``redux_min_u32``, a barrier in the zero-task CTAs' branch, the producer's task in shared memory, and at BM 64 /
   80 32 producer registers (``Role2GemmConfig.producer_claims``; ``tests/build/test_sass.py`` checks the loops).
@@ -182,6 +185,12 @@ CODE_HEADER = 11
 CODE_RECV = 12
 CODE_STAGE = 13
 
+#: Claims run only in a replay with at least this many tasks per CTA (module docstring, "Dynamic tasks"; host
+#: mirror :func:`claims_run`). Session 40 call C, role2 at P = 1, claims against the static split: +3.4..+6.2 % at
+#: 1.8-2.5 tasks per CTA (every CTA claims in the same few waves on one contended ticket, with little to balance),
+#: -1.6..-6.1 % at 3.6-10 (the DSV-4.1-Flash share's one-CTA BM 8: +1.3 % at 1.8, -2.0 / -0.7 % at 3.6 / 7.1).
+CLAIM_MIN_TASKS_PER_CTA = 3
+
 #: Dev instrument (module docstring, "Task trace"): True stamps every task into the workspace's ``role2_trace``.
 #: Never True in a shipped build; flip it for an experiment bundle (the records re-key: the source changed).
 TRACE = False
@@ -220,6 +229,12 @@ def claimed_task(old, ncta, ntasks):
     claim that read ``old`` from ``role2_ticket`` takes, ``ncta + old``, or -1 (the CTA's last claim: no task left)."""
     t = ncta + old
     return t if t < ntasks else -1
+
+
+def claims_run(srun, ntasks, ncta):
+    """Host mirror of the producer's ``CLAIMS_OFF`` word: whether this replay's producers claim their tasks after the first (not in
+    a W1 split replay, nor with fewer than :data:`CLAIM_MIN_TASKS_PER_CTA` tasks per CTA: the static split then)."""
+    return srun == 1 and ntasks >= CLAIM_MIN_TASKS_PER_CTA * ncta
 
 
 def claim_zeroes_ticket(old, ntasks):
@@ -529,6 +544,7 @@ def _trace_parts(cfg):
     SKIP = 2  # signal record ``is1`` of a split W1 task that is not its tile's last: no release
     NOTASK = 3  # signal record kind of a CTA without a task: no release (+ 4 in a record: the CTA's last task)
     NEXT_OFF = INFO_OFF + 8  # the producer thread's next task (module docstring, "Dynamic tasks")
+    CLAIMS_OFF = INFO_OFF + 12  # whether this replay's producer claims (claims_run)
     SPLIT_SLOT = 256 * W1_SPLIT_BM  # floats of one split's partial (layout.w1_partial_slot)
     alpha, clamp = float(cfg.alpha), float(cfg.clamp)
     TR = bool(TRACE) and PIPE  # the task trace (module docstring); the 256-thread builds have no producer thread
@@ -635,7 +651,7 @@ def _trace_parts(cfg):
 
     @cute.jit
     def produce_task(smem: Int32, li: Int32, gs0: Int32, cta: Int32, ntasks: Int32, ncta: Int32,
-                     dyn: Int32, ticket: Int64, nq: Int32, ws: Int64,
+                     ticket: Int64, nq: Int32, ws: Int64,
                      o_l1_full_count: Int64, o_ring_block: Int64, o_l2_full_mask: Int64, w1_tiles: Int64,
                      w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64,
                      ring_blocks: Int32, policy: Int64, err: Int64, timeout_ns: Int64, srun: Int32, trace: Int64):
@@ -662,7 +678,7 @@ def _trace_parts(cfg):
             stamp(trace, task, wsl.TRACE_WHAT, Int64(is1) | (Int64(tile) << 8) | (Int64(sp) << 16) | (Int64(q) << 24)
                   | (Int64(gen) << 48))
         # claimed once this task is ready, so a CTA commits to its next task about one task ahead of running it
-        nxt = next_task_of(task, ticket, ntasks, ncta, dyn)
+        nxt = next_task_of(task, ticket, ntasks, ncta, ld_shared_b32(smem + CLAIMS_OFF))
         st_shared_b32(smem + NEXT_OFF, nxt)
         fbase = w2_factor + Int64(is1) * (w1_factor - w2_factor)
         publish_task(smem + SLOT_OFF, li, task | (Int32(nxt < 0) << 31), el, ld_relaxed_gpu_u32(hdr + 4),
@@ -860,9 +876,6 @@ def _trace_parts(cfg):
         else:
             ntasks = nq * TPB
         nlocal = (ntasks - cta + ncta - 1) // ncta  # the static split's tasks of this CTA (may be 0)
-        # the producers claim their tasks after the first (module docstring, "Dynamic tasks"), but in a split replay
-        # (W1 split-K at small loads), which keeps the static split
-        dyn = Int32(srun == 1)
 
         if tid < P0:
             # ---------------- producer warpgroup (384-thread variant) ----------------
@@ -876,6 +889,10 @@ def _trace_parts(cfg):
             go = Int32(0)
             if tid == 0:
                 st_shared_b32(smem + NEXT_OFF, cta)  # the first task is the static split's (module docstring)
+                # and whether it claims the others (module docstring, "Dynamic tasks"): not in a split replay (W1
+                # split-K at small loads) nor with few tasks per CTA (claims_run). Kept in shared memory as the task
+                # is: a register more in the producer (32 at BM 80) put 8 UMOV into each of that build's K loops
+                st_shared_b32(smem + CLAIMS_OFF, Int32(srun == 1) * Int32(ntasks >= CLAIM_MIN_TASKS_PER_CTA * ncta))
                 go = Int32(cta < ntasks)
             if const_expr(SIG):
                 go = go + Int32(tid >= SIGNAL_WARP_TIDS[0]) * Int32(tid < SIGNAL_WARP_TIDS[1])
@@ -883,7 +900,7 @@ def _trace_parts(cfg):
             li = Int32(0)
             while go != 0:
                 if tid == 0:
-                    gs0 = produce_task(smem, li, gs0, cta, ntasks, ncta, dyn, ws + o_role2_ticket, nq, ws,
+                    gs0 = produce_task(smem, li, gs0, cta, ntasks, ncta, ws + o_role2_ticket, nq, ws,
                                        o_l1_full_count, o_ring_block, o_l2_full_mask, w1_tiles, w1_scales, w1_factor,
                                        w2_tiles, w2_scales, w2_factor, ring_blocks, policy, err, timeout_ns, srun,
                                        ws + o_role2_trace)

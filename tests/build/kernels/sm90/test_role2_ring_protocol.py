@@ -8,15 +8,17 @@ handed back to role1 exactly once (+1 on l1_empty); final counters equal the ker
 kernel module's own task order and counter formulas (split_task_coords, w1_split_runs, l2_empty_target, last_w2_old).
 With the W1 split-K (role2_ring "W1 split-K"), only a tile's last K-range task publishes its bits, after every
 K range of the tile has arrived, and the arrival count is back at zero when the replay ends. With claims: every task
-runs exactly once, a launch makes ``ntasks`` claims, and the ticket is back at zero when it ends."""
+runs exactly once, a launch makes ``ntasks`` claims, and the ticket is back at zero when it ends; with too few
+tasks per CTA (``claims_run``) the replay keeps the static split, as the kernel does."""
 from __future__ import annotations
 
 import random
 
 import pytest
 
-from gcmoe_build.kernels.sm90.role2_ring import (claim_zeroes_ticket, claimed_task, l2_empty_target, last_w2_old,
-                                                 split_task_coords, w1_split_runs)
+from gcmoe_build.kernels.sm90.role2_ring import (CLAIM_MIN_TASKS_PER_CTA, claim_zeroes_ticket, claimed_task,
+                                                 claims_run, l2_empty_target, last_w2_old, split_task_coords,
+                                                 w1_split_runs)
 from gcmoe_runtime.operator.ring import ring_slot
 
 
@@ -29,9 +31,9 @@ def simulate(nq, ring_blocks, ctas, nt1, nt2, seed, build_split=1, claims=False)
     l2_empty = [0] * ring_blocks
     mask = [dict() for _ in range(ring_blocks)]  # bit -> generation that set it
     ntasks = nq * (nt1 * split + nt2)
-    # the CTAs' task queues: the static split's whole queue, or (claims, not in a split replay: the kernel's ``dyn``)
-    # the first task only, the next one appended by the claim each CTA makes when it takes up a task
-    dyn = claims and split == 1
+    # the CTAs' task queues: the static split's whole queue, or (claims where the kernel has them:
+    # claims_run) the first task only, the next one appended by the claim each CTA makes when it takes up a task
+    dyn = claims and claims_run(split, ntasks, ctas)
     queues = [list(range(c, ntasks, ctas)) if not dyn else [c] if c < ntasks else [] for c in range(ctas)]
     ticket, nclaims, ran = 0, 0, []
     state = [None] * ctas  # per CTA: the acquired task (q, rb, gen, w1, tile, next chunk bit) or None
@@ -104,7 +106,7 @@ def simulate(nq, ring_blocks, ctas, nt1, nt2, seed, build_split=1, claims=False)
     assert not any(arrivals.values()), "a W1 split count left non-zero for the next replay"
     assert sorted(ran) == list(range(ntasks)), "a task ran twice or never"
     assert ticket == 0 and nclaims == (ntasks if dyn else 0), "the ticket is not ready for the next launch"
-    return steps, split
+    return steps, split, dyn
 
 
 @pytest.mark.parametrize("nq,ring_blocks,ctas,nt1,nt2", [
@@ -122,6 +124,16 @@ def test_static_split_is_deadlock_free_and_generation_exact(nq, ring_blocks, cta
 def test_dynamic_claims_are_deadlock_free_exact_and_leave_the_ticket_at_zero(nq, ring_blocks, ctas, nt1, nt2):
     for seed in range(10):
         simulate(nq, ring_blocks, ctas, nt1, nt2, seed, claims=True)
+
+
+def test_claims_run_only_with_enough_tasks_per_cta():
+    """The producer's claims word (session 40): claims from CLAIM_MIN_TASKS_PER_CTA tasks per CTA, never in a split
+    replay; below it the static split (the model runs both: the shapes above hold 0.6-50 tasks per CTA)."""
+    n = CLAIM_MIN_TASKS_PER_CTA
+    assert claims_run(1, n * 256, 256) and claims_run(1, n * 128 + 1, 128)
+    assert not claims_run(1, n * 256 - 1, 256) and not claims_run(1, 0, 4)
+    assert not claims_run(2, 100 * n * 256, 256)
+    assert simulate(9, 2, 3, 2, 2, 0, claims=True)[2] and not simulate(6, 4, 40, 2, 2, 0, claims=True)[2]
 
 
 def test_model_catches_a_wrong_claim():
