@@ -186,9 +186,9 @@ CODE_RECV = 12
 CODE_STAGE = 13
 
 #: Claims run only in a replay with at least this many tasks per CTA (module docstring, "Dynamic tasks"; host
-#: mirror :func:`claims_run`). Session 40 call C, role2 at P = 1, claims against the static split: +3.4..+6.2 % at
-#: 1.8-2.5 tasks per CTA (every CTA claims in the same few waves on one contended ticket, with little to balance),
-#: -1.6..-6.1 % at 3.6-10 (the DSV-4.1-Flash share's one-CTA BM 8: +1.3 % at 1.8, -2.0 / -0.7 % at 3.6 / 7.1).
+#: mirror :func:`claims_run`). Session 40 (calls A, C, D; role2 in the layer, claims against the static split):
+#: +1.3..+13 % at 1.6-2.8 tasks per CTA (every CTA claims in the same one or two waves on one contended ticket,
+#: with little to balance), -2.0 / -4.4 % at 3.3 / 3.4, +0.4 % at 5.0, -0.7..-6.1 % at 7-9.
 CLAIM_MIN_TASKS_PER_CTA = 3
 
 #: Dev instrument (module docstring, "Task trace"): True stamps every task into the workspace's ``role2_trace``.
