@@ -23,6 +23,22 @@ def change_pct(old_runs: list[dict[int, float]], new_runs: list[dict[int, float]
 
 
 #: the head of :func:`arm_rows`' table
+AB_TABLE_HEAD = ["| case | T | old runs µs | new runs µs | change |", "|---|---|---|---|---|"]
+
+
+def ab_rows(tl_dir, label: str, old: tuple[str, ...], new: tuple[str, ...]):
+    """Table rows (under :data:`AB_TABLE_HEAD`) of one case: the old runs against the new (run folder names under
+    ``tl_dir``) at every T of the first old run; also returned as (T, change %)."""
+    o = [role_us(Path(tl_dir) / r) for r in old]
+    n = [role_us(Path(tl_dir) / r) for r in new]
+    rows, changes = [], []
+    for t in sorted(o[0]):
+        c = change_pct(o, n, t)
+        rows.append(f"| {label} | {t} | {runs_cell(o, t)} | {runs_cell(n, t)} | {c:+.1f} % |")
+        changes.append((t, c))
+    return rows, changes
+
+
 ARM_TABLE_HEAD = ["| case | arm | T | old runs µs | arm runs µs | change |", "|---|---|---|---|---|---|"]
 
 

@@ -1,5 +1,5 @@
-"""ci/timeline_ab.py: a role's A/B change is the ratio of the arms' mean durations per T, and ``arm_rows`` tables each
-arm against the old runs (the helpers behind the sessions' ``ab_table.py``)."""
+"""ci/timeline_ab.py: a role's A/B change is the ratio of the arms' mean durations per T, ``ab_rows`` tables the new
+runs and ``arm_rows`` each arm against the old runs (the helpers behind the sessions' ``ab_table.py``)."""
 import json
 
 import pytest
@@ -32,3 +32,15 @@ def test_arm_rows_table_each_arm_at_every_old_t(ci_tool, tmp_path):
                     "| case | b | 32 | 300.0 / 300.0 | 300.0 | +0.0 % |"]
     assert [(a, t) for a, t, _ in changes] == [("a", 16), ("a", 32), ("b", 16), ("b", 32)]
     assert len(tl.ARM_TABLE_HEAD) == 2 and tl.ARM_TABLE_HEAD[0].count("|") == tl.ARM_TABLE_HEAD[1].count("|")
+
+
+def test_ab_rows_table_new_against_old_at_every_old_t(ci_tool, tmp_path):
+    tl = ci_tool("timeline_ab")
+    for name, us in (("o1", {1: 50.0, 2: 80.0}), ("o2", {1: 52.0, 2: 80.0}), ("n1", {1: 49.0, 2: 76.0}),
+                     ("n2", {1: 53.0, 2: 76.0})):
+        _run(tmp_path, name, us)
+    rows, changes = tl.ab_rows(tmp_path, "case", ("o1", "o2"), ("n1", "n2"))
+    assert rows == ["| case | 1 | 50.0 / 52.0 | 49.0 / 53.0 | +0.0 % |",
+                    "| case | 2 | 80.0 / 80.0 | 76.0 / 76.0 | -5.0 % |"]
+    assert changes == [(1, pytest.approx(0.0)), (2, pytest.approx(-5.0))]
+    assert tl.AB_TABLE_HEAD[0].count("|") == tl.AB_TABLE_HEAD[1].count("|") == rows[0].count("|")

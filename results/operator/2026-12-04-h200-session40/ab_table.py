@@ -10,7 +10,7 @@ from pathlib import Path
 
 here = Path(__file__).parent
 sys.path.insert(0, str(here.parents[2] / "ci"))
-from timeline_ab import change_pct, plot_changes, role_us, runs_cell, write_ab_table  # noqa: E402
+from timeline_ab import AB_TABLE_HEAD, ab_rows, plot_changes, write_ab_table  # noqa: E402
 
 #: call -> (title, [(row label, short label, old runs, new runs)])
 CALLS = {
@@ -33,15 +33,12 @@ TITLE = "Session 40, H200, role2 in the layer: call D, claims from 3 tasks per C
 bars = []  # call D's (label, change %) for the plot
 
 for call, (title, cases) in CALLS.items():
-    rows = ["| case | T | old runs µs | new runs µs | change |", "|---|---|---|---|---|"]
+    rows = list(AB_TABLE_HEAD)
     for label, short, old, new in cases:
-        o = [role_us(here / call / "tl" / r) for r in old]
-        n = [role_us(here / call / "tl" / r) for r in new]
-        for t in sorted(o[0]):
-            change = change_pct(o, n, t)
-            rows.append(f"| {label} | {t} | {runs_cell(o, t)} | {runs_cell(n, t)} | {change:+.1f} % |")
-            if call == "call-d":
-                bars.append((f"{short} T={t}", change))
+        case_rows, changes = ab_rows(here / call / "tl", label, old, new)
+        rows += case_rows
+        if call == "call-d":
+            bars += [(f"{short} T={t}", change) for t, change in changes]
     write_ab_table(here / call / "ab_role2.md", title, rows)
 
 if bars:
