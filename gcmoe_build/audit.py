@@ -171,19 +171,22 @@ def audit_bundle(
             raise BundleError(f"{path}: compiler identity {digest}: the record does not hash to its digest")
         identities[digest] = IdentityCheck(digest, current_digest, identity_diff(recorded, current))
 
-    # Re-plan from the bundle's own manifests, under their original file names.
-    by_params: dict[tuple[str, str, bytes], Any] = {}
+    # Re-plan from the bundle's own manifests, under their original file names. A variant several of them plan is
+    # rebuilt as the manifest its record names plans it (the record's manifest field is compared too).
+    by_params: dict[tuple[str, str, bytes], dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="gcmoe-audit-") as tmp:
         for name, data in sorted(bundle.manifests.items()):
             p = Path(tmp) / name
             p.write_bytes(data)
             for v in backend.variants_of(p):
-                by_params.setdefault((v.role, v.arch, canonical_json(dict(v.params))), v)
+                by_params.setdefault((v.role, v.arch, canonical_json(dict(v.params))), {}).setdefault(
+                    str(v.manifest), v)
 
     results: dict[str, VariantAudit] = {}
     todo: list[tuple[ArtifactRecord, Planned]] = []
     for rec in bundle.records:
-        v = by_params.get((rec.role, rec.arch, canonical_json(rec.variant)))
+        planners = by_params.get((rec.role, rec.arch, canonical_json(rec.variant)), {})
+        v = planners.get(rec.manifest) or next(iter(planners.values()), None)
         if v is None:
             results[rec.key] = VariantAudit(rec, False, ["not produced by the bundled manifests under this source tree"])
         elif not backend.has_kernel(rec.role):

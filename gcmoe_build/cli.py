@@ -129,7 +129,7 @@ def inspect_cmd(key, store_dir, identity):
 def bundle_cmd(manifests, output, store_dir, arch):
     """Write one bundle file with the compiled variants of MANIFEST... (all must be in the store)."""
     store = Store(store_dir)
-    keys, no_kernel = pipeline.bundle_keys(manifests, store, arch)
+    keys, no_kernel, manifest_of = pipeline.bundle_plan(manifests, store, arch)
     sources: dict[str, bytes] = {}
     for m in manifests:
         if m.name in sources and sources[m.name] != m.read_bytes():
@@ -137,7 +137,7 @@ def bundle_cmd(manifests, output, store_dir, arch):
         sources[m.name] = m.read_bytes()
     if not keys:
         raise click.ClickException("no compiled variants to bundle (no role of these manifests has a kernel yet)")
-    b = write_bundle(output, store, keys, sources)
+    b = write_bundle(output, store, keys, sources, manifest_of)
     click.echo(
         f"wrote {output}: {len(b.records)} variant(s), {len(b.manifests)} manifest(s), "
         f"{output.stat().st_size / 1024:.1f} KiB\ntop hash {b.top_hash}"

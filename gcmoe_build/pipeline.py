@@ -387,6 +387,21 @@ def bundle_keys(
 
     Returns (keys, variants without a kernel yet).
     """
+    keys, no_kernel, _ = bundle_plan(manifest_paths, store, arch, backend)
+    return keys, no_kernel
+
+
+def bundle_plan(
+    manifest_paths: Sequence[str | os.PathLike[str]],
+    store: Store,
+    arch: str | None = None,
+    backend: Backend | None = None,
+) -> tuple[list[str], list[Planned], dict[str, str]]:
+    """:func:`bundle_keys` and, per key, the name of the first of these manifests that plans it: what the bundled
+    record names (``write_bundle``'s ``manifest_of``). The store's record names the manifest that compiled it first,
+    which in a store shared by several manifests (a rank share reuses its model's role4 variants) may be one the
+    bundle does not hold: its audit would then rebuild under another name, and its "add this entry" errors point
+    at a file that is not there."""
     planned = plan(manifest_paths, arch, backend)
     missing = [p for p in planned if p.key is not None and p.same_as is None and not store.has_record(p.key)]
     if missing:
@@ -396,5 +411,5 @@ def bundle_keys(
             f"{len(missing)} variant(s) are not compiled in store {store.root}:\n{shown}{more}\n"
             f"run `gcmoe-build compile {' '.join(str(m) for m in manifest_paths)} --store {store.root}` first"
         )
-    keys = [p.key for p in planned if p.key is not None and p.same_as is None]
-    return keys, [p for p in planned if p.key is None]
+    first = [p for p in planned if p.key is not None and p.same_as is None]
+    return [p.key for p in first], [p for p in planned if p.key is None], {p.key: str(p.variant.manifest) for p in first}

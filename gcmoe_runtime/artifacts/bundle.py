@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import tarfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
@@ -444,12 +444,17 @@ def write_bundle(
     store: Store,
     keys: Iterable[str],
     manifests: Mapping[str, bytes],
+    manifest_of: Mapping[str, str] | None = None,
 ) -> Bundle:
     """Bundle the store's artifacts ``keys`` with ``manifests``; written atomically, verified first.
+    ``manifest_of``: key -> the bundled manifest's name each record then names (default: the store record's, i.e.
+    whichever manifest compiled the variant first; ``gcmoe_build.pipeline.bundle_plan``).
 
     Returns the verified ``Bundle`` as the reader sees it.
     """
     records = [store.get_record(k) for k in sorted(set(keys))]
+    if manifest_of:
+        records = [replace(r, manifest=manifest_of.get(r.key, r.manifest)) for r in records]
     frames: dict[str, bytes] = {}
     identities: dict[str, dict[str, Any]] = {}
     for r in records:

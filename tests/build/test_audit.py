@@ -103,3 +103,28 @@ def test_damaged_bundle_is_refused(bundle):
 def test_flatten_and_diff():
     assert flatten({"a": {"b": 1, "c": [1, 2]}, "d": "x"}) == {"a.b": 1, "a.c": [1, 2], "d": "x"}
     assert identity_diff({"a": {"b": 1}}, {"a": {"b": 2}, "e": 3}) == [("a.b", 1, 2), ("e", "<absent>", 3)]
+
+
+def test_a_bundle_names_its_own_manifest_for_a_variant_another_manifest_compiled(tmp_path):
+    """A store shared by two manifests (a rank share reuses its model's role4 variants): the shared variant's store
+    record names the manifest that compiled it first. The bundle of the other manifest alone names itself in that
+    record (``bundle_plan``'s ``manifest_of``) and audits clean; without it the audit rebuilds under another name."""
+    a = write_manifest(tmp_path / "a.json", [{"role": "role1", "BM": 64}, {"role": "role2", "BM": 64}])
+    b = write_manifest(tmp_path / "b.json", [{"role": "role2", "BM": 64}, {"role": "role2", "BM": 128}])
+    store, backend = Store(tmp_path / "store"), FakeBackend()
+    pipeline.run([a, b], store, jobs=1, backend=backend, progress=False)
+    keys, _, manifest_of = pipeline.bundle_plan([b], store, backend=backend)
+    assert {store.get_record(k).manifest for k in keys} == {"a.json", "b.json"}  # the shared one compiled by a
+    named, plain = tmp_path / "b.bundle", tmp_path / "b-plain.bundle"
+    write_bundle(named, store, keys, {b.name: b.read_bytes()}, manifest_of)
+    write_bundle(plain, store, keys, {b.name: b.read_bytes()})
+    from gcmoe_runtime.artifacts.bundle import open_bundle
+    assert {r.manifest for r in open_bundle(named).records} == {"b.json"}
+    assert _audit(named, backend).ok
+    report = _audit(plain, backend)
+    assert not report.ok and "artifact record differs in: manifest" in report.text()
+    # both manifests in one bundle: the shared record names the first, and the audit rebuilds it as that one plans it
+    keys2, _, manifest_of2 = pipeline.bundle_plan([a, b], store, backend=backend)
+    both = tmp_path / "ab.bundle"
+    write_bundle(both, store, keys2, {a.name: a.read_bytes(), b.name: b.read_bytes()}, manifest_of2)
+    assert _audit(both, backend).ok
