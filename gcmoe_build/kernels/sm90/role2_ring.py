@@ -35,7 +35,7 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   A split replay (W1 split-K) keeps the static split, and so does a replay with fewer than
   :data:`CLAIM_MIN_TASKS_PER_CTA` tasks per CTA (the producer's ``CLAIMS_OFF`` word, host mirror
   :func:`claims_run`; session 40: there every CTA claims in the same few waves on one contended ticket, the claim
-  on the record's publish path, and the claims cost 3-6 % of role2). Why the loops look as they do: ptxas keeps the
+  on the record's publish path, and the claims cost role2 up to 13 %, 2-7 % at most such loads). Why the loops look as they do: ptxas keeps the
   consumers' K loops on the uniform datapath only with the first task static, the loop exit through
   ``redux_min_u32``, a barrier in the zero-task CTAs' branch, the producer's task in shared memory, and at BM 64 /
   80 32 producer registers (``Role2GemmConfig.producer_claims``; ``tests/build/test_sass.py`` checks the loops).
