@@ -144,7 +144,38 @@ def summarize(tasks: list[dict], hidden: int, intermediate: int) -> dict:
     # balance alone could give (session 37: 6-13 % below the span at BM 48-80; counts, durations, fills and tails)
     res["even_span_us"] = (us(min(t["start"] for t in tasks))
                            + sum(t["end"] - t["start"] for t in tasks) / 1e3 / res["ctas"])
+    sib = sibling_durations(tasks)
+    if sib:
+        res["sibling"] = sib
     return res
+
+
+#: a task counts as beside a busy / an idle SM sibling when the SM's other CTA ran a task through more than / less
+#: than this share of it (between: neither)
+SIBLING_SHARE = 0.9
+
+
+def sibling_durations(tasks: list[dict]) -> dict[str, dict[str, float]]:
+    """Two CTAs per SM (session 39's ``sibling.md``: a task ran ~25 % faster while the SM's other CTA was idle, so
+    where a schedule places its tasks matters beside how many each CTA runs): per GEMM, the tasks whose SM sibling
+    was busy through more than :data:`SIBLING_SHARE` of them, or idle through as much, their count and median
+    duration (µs): ``{"w1_busy": {"n", "dur_us"}, "w1_idle": ..., "w2_busy": ..., "w2_idle": ...}`` (the keys with
+    tasks); empty for one CTA per SM."""
+    by_sm: dict[int, list[dict]] = {}
+    for t in tasks:
+        by_sm.setdefault(t["sm"], []).append(t)
+    groups: dict[str, list[float]] = {}
+    for on_sm in by_sm.values():
+        for t in on_sm:
+            d = t["end"] - t["start"]
+            others = [o for o in on_sm if o["cta"] != t["cta"]]
+            if d <= 0 or not others:
+                continue
+            cover = sum(max(0, min(t["end"], o["end"]) - max(t["start"], o["start"])) for o in others) / d
+            state = "busy" if cover > SIBLING_SHARE else "idle" if cover < 1 - SIBLING_SHARE else None
+            if state:
+                groups.setdefault(f"{'w1' if t['w1'] else 'w2'}_{state}", []).append(d / 1e3)
+    return {k: {"n": len(v), "dur_us": statistics.median(v)} for k, v in sorted(groups.items())}
 
 
 def markdown(result: dict) -> str:
@@ -198,6 +229,17 @@ def markdown(result: dict) -> str:
                                if w and "kloop_q" in w.get("parts_us", {}) else "-")
             lines.append(f"| {name} | {p['tokens']} | {qcell(p['median'].get('w1'))} | "
                          f"{qcell(p['median'].get('w2'))} |")
+    sib = [(model["model"], p) for model in result["models"] for p in model["points"] if p["median"].get("sibling")]
+    if sib:
+        lines += ["", "Two CTAs per SM: median task µs (tasks) with the SM's other CTA busy through more than "
+                  f"{round(100 * SIBLING_SHARE)} % of the task, or idle through as much (where tasks land on the SMs "
+                  "matters beside how many each CTA runs).", "",
+                  "| model | T | W1 sibling busy | W1 sibling idle | W2 sibling busy | W2 sibling idle |",
+                  "|---|---|---|---|---|---|"]
+        for name, p in sib:
+            cells = [(lambda g: f"{g['dur_us']:.1f} ({g['n']:.0f})" if g else "-")(p["median"]["sibling"].get(k))
+                     for k in ("w1_busy", "w1_idle", "w2_busy", "w2_idle")]
+            lines.append(f"| {name} | {p['tokens']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -209,6 +251,10 @@ def median_summary(summaries: list[dict]) -> dict:
                            "sm_busy_min": med(s["sm_busy"]["min"] for s in summaries)}
     if all("even_span_us" in s for s in summaries):  # traces recorded before session 37 have none
         out["even_span_us"] = med(s["even_span_us"] for s in summaries)
+    sib_keys = set.intersection(*(set(s.get("sibling", {})) for s in summaries))  # two-CTA builds, session 40 on
+    if sib_keys:
+        out["sibling"] = {k: {"n": med(s["sibling"][k]["n"] for s in summaries),
+                              "dur_us": med(s["sibling"][k]["dur_us"] for s in summaries)} for k in sorted(sib_keys)}
     for k in ("w1", "w2"):
         ws = [s[k] for s in summaries if k in s]
         if ws:

@@ -110,3 +110,27 @@ def test_markdown_and_plot(tmp_path):
     pytest.importorskip("matplotlib")
     tt.plot(res, tmp_path / "tasks.png")
     assert (tmp_path / "tasks.png").stat().st_size > 1000
+
+
+def test_sibling_durations_split_tasks_by_the_sm_siblings_work():
+    """Two CTAs on SM 1: W1 tasks 0-10 µs side by side (both busy); W2 tasks 10-14 and 10-20 (the short one busy
+    throughout, the long one 40 %: neither); a CTA alone on SM 2 (no sibling: not counted). Then the W2 tasks at
+    16-19 and 10-15: apart, both beside an idle sibling."""
+    us = lambda x: T0 + int(x * 1000)  # noqa: E731
+    rows = [row(us(0), us(0), us(0), us(10), sm=1, cta=0, w1=True),
+            row(us(0), us(0), us(0), us(10), sm=1, cta=1, w1=True),
+            row(us(0), us(10), us(10), us(14), sm=1, cta=0, w1=False),
+            row(us(0), us(10), us(10), us(20), sm=1, cta=1, w1=False),
+            row(us(0), us(0), us(0), us(30), sm=2, cta=2, w1=True)]
+    sib = tt.sibling_durations(tt.decode(rows))
+    assert sib == {"w1_busy": {"n": 2, "dur_us": pytest.approx(10.0)}, "w2_busy": {"n": 1, "dur_us": pytest.approx(4.0)}}
+    rows[2] = row(us(0), us(10), us(16), us(19), sm=1, cta=0, w1=False)
+    rows[3] = row(us(0), us(10), us(10), us(15), sm=1, cta=1, w1=False)
+    sib = tt.sibling_durations(tt.decode(rows))
+    assert sib == {"w1_busy": {"n": 2, "dur_us": pytest.approx(10.0)}, "w2_idle": {"n": 2, "dur_us": pytest.approx(4.0)}}
+    assert tt.sibling_durations(tt.decode(sample())) == {}  # one CTA per SM
+    s = tt.summarize(tt.decode(rows), 512, 256)
+    res = {"gpu": "test", "date": "2026-12-04", "command": "bench tasks", "shared": False, "replays": 3,
+           "tile": [8, 384, 2], "models": [{"model": "tiny", "points": [tt.compact_point(
+               4, [{"summary": s, "tasks": tt.decode(rows)}] * 3)]}]}
+    assert "| tiny | 4 | 10.0 (2) | - | - | 4.0 (2) |" in tt.markdown(res)
