@@ -7,10 +7,16 @@ import json
 from pathlib import Path
 
 
-def role_us(run_dir, role: str = "role2") -> dict[int, float]:
-    """T -> the role's median duration (µs) over the run's replays (``timeline.json``, first model)."""
-    pts = json.load(open(Path(run_dir) / "timeline.json"))["models"][0]["points"]
-    return {p["tokens"]: p["summary"]["roles"][role]["dur_us"] for p in pts}
+def role_us(run_dir, role: str = "role2", model: str | None = None) -> dict[int, float]:
+    """T -> the role's median duration (µs) over the run's replays (``timeline.json``; its first model, or the one
+    named ``model`` in a run of several ``--model``)."""
+    models = json.load(open(Path(run_dir) / "timeline.json"))["models"]
+    if model is not None:
+        named = [m for m in models if m["model"] == model]
+        if not named:
+            raise KeyError(f"{run_dir}: no model {model!r} (has {', '.join(m['model'] for m in models)})")
+        models = named
+    return {p["tokens"]: p["summary"]["roles"][role]["dur_us"] for p in models[0]["points"]}
 
 
 def mean(xs) -> float:
@@ -26,11 +32,11 @@ def change_pct(old_runs: list[dict[int, float]], new_runs: list[dict[int, float]
 AB_TABLE_HEAD = ["| case | T | old runs µs | new runs µs | change |", "|---|---|---|---|---|"]
 
 
-def ab_rows(tl_dir, label: str, old: tuple[str, ...], new: tuple[str, ...]):
+def ab_rows(tl_dir, label: str, old: tuple[str, ...], new: tuple[str, ...], model: str | None = None):
     """Table rows (under :data:`AB_TABLE_HEAD`) of one case: the old runs against the new (run folder names under
-    ``tl_dir``) at every T of the first old run; also returned as (T, change %)."""
-    o = [role_us(Path(tl_dir) / r) for r in old]
-    n = [role_us(Path(tl_dir) / r) for r in new]
+    ``tl_dir``; ``model`` as for :func:`role_us`) at every T of the first old run; also returned as (T, change %)."""
+    o = [role_us(Path(tl_dir) / r, model=model) for r in old]
+    n = [role_us(Path(tl_dir) / r, model=model) for r in new]
     rows, changes = [], []
     for t in sorted(o[0]):
         c = change_pct(o, n, t)
@@ -42,13 +48,15 @@ def ab_rows(tl_dir, label: str, old: tuple[str, ...], new: tuple[str, ...]):
 ARM_TABLE_HEAD = ["| case | arm | T | old runs µs | arm runs µs | change |", "|---|---|---|---|---|---|"]
 
 
-def arm_rows(tl_dir, label: str, old: tuple[str, ...], arms: list[tuple[str, tuple[str, ...]]]):
-    """Table rows (under :data:`ARM_TABLE_HEAD`) of one case: the old runs (run folder names under ``tl_dir``)
-    against each arm's, at every T of the first old run; also returned as (arm, T, change %)."""
-    o = [role_us(Path(tl_dir) / r) for r in old]
+def arm_rows(tl_dir, label: str, old: tuple[str, ...], arms: list[tuple[str, tuple[str, ...]]],
+             model: str | None = None):
+    """Table rows (under :data:`ARM_TABLE_HEAD`) of one case: the old runs (run folder names under ``tl_dir``;
+    ``model`` as for :func:`role_us`) against each arm's, at every T of the first old run; also returned as (arm,
+    T, change %)."""
+    o = [role_us(Path(tl_dir) / r, model=model) for r in old]
     rows, changes = [], []
     for arm, runs in arms:
-        n = [role_us(Path(tl_dir) / r) for r in runs]
+        n = [role_us(Path(tl_dir) / r, model=model) for r in runs]
         for t in sorted(o[0]):
             c = change_pct(o, n, t)
             rows.append(f"| {label} | {arm} | {t} | {runs_cell(o, t)} | {runs_cell(n, t)} | {c:+.1f} % |")

@@ -44,3 +44,14 @@ def test_ab_rows_table_new_against_old_at_every_old_t(ci_tool, tmp_path):
                     "| case | 2 | 80.0 / 80.0 | 76.0 / 76.0 | -5.0 % |"]
     assert changes == [(1, pytest.approx(0.0)), (2, pytest.approx(-5.0))]
     assert tl.AB_TABLE_HEAD[0].count("|") == tl.AB_TABLE_HEAD[1].count("|") == rows[0].count("|")
+
+
+def test_role_us_reads_the_named_model_of_a_run_of_several(ci_tool, tmp_path):
+    tl = ci_tool("timeline_ab")
+    d = tmp_path / "two"
+    d.mkdir()
+    model = lambda name, us: {"model": name, "points": [{"tokens": 4, "summary": {"roles": {"role2": {"dur_us": us}}}}]}  # noqa: E731
+    (d / "timeline.json").write_text(json.dumps({"models": [model("a", 10.0), model("b", 20.0)]}))
+    assert tl.role_us(d) == {4: 10.0} and tl.role_us(d, model="b") == {4: 20.0}
+    with pytest.raises(KeyError, match="no model 'c'"):
+        tl.role_us(d, model="c")
