@@ -30,15 +30,17 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   increasing order, so the smallest unfinished task can always run, as above. Each CTA that has a first task
   makes exactly one failing claim, so a launch makes ``ntasks`` claims; the one that returns ``ntasks - 1`` stores
   0 for the next launch (a trap ends the context and its workspace; host mirrors :func:`claimed_task`,
-  :func:`claim_zeroes_ticket`, run by the CPU protocol model ``tests/build/kernels/sm90/test_role2_ring_protocol.py``). The task record carries bit 31 = "the
-  CTA's last task", which ends the consumers' task loop and, through the signal record (+4), the signal warp's.
+  :func:`claim_zeroes_ticket`, run by the CPU protocol model
+  ``tests/build/kernels/sm90/test_role2_ring_protocol.py``). The task record carries bit 31 = "the CTA's last
+  task", which ends the consumers' task loop and, through the signal record (+4), the signal warp's.
   A split replay (W1 split-K) keeps the static split, and so does a replay with fewer than
   :data:`CLAIM_MIN_TASKS_PER_CTA` tasks per CTA (the producer's ``CLAIMS_OFF`` word, host mirror
   :func:`claims_run`; session 40: there every CTA claims in the same few waves on one contended ticket, the claim
-  on the record's publish path, and the claims cost role2 up to 13 %, 2-7 % at most such loads). Why the loops look as they do: ptxas keeps the
-  consumers' K loops on the uniform datapath only with the first task static, the loop exit through
-  ``redux_min_u32``, a barrier in the zero-task CTAs' branch, the producer's task in shared memory, and at BM 64 /
-  80 32 producer registers (``Role2GemmConfig.producer_claims``; ``tests/build/test_sass.py`` checks the loops).
+  on the record's publish path, and the claims cost role2 up to 13 %, 2-7 % at most such loads). Why the loops
+  look as they do: ptxas keeps the consumers' K loops on the uniform datapath only with the first task static,
+  the loop exit through ``redux_min_u32``, a barrier in the zero-task CTAs' branch, the producer's task in shared
+  memory, and at BM 64 / 80 32 producer registers (``Role2GemmConfig.producer_claims``; ``tests/build/test_sass.py``
+  checks the loops).
 * **Acquire.** Before a task touches the block (producer and consumers): ``l1_full_count[rb] >=
   BM*(gen+1)`` (trap code 2); for ``gen > 0`` also ``l2_empty_count[rb] >= (NT2+1)*gen`` (code 10:
   the previous generation's W2 tasks are done and its ``l2_full_mask`` cleared). The block header
@@ -232,8 +234,9 @@ def claimed_task(old, ncta, ntasks):
 
 
 def claims_run(srun, ntasks, ncta):
-    """Host mirror of the producer's ``CLAIMS_OFF`` word: whether this replay's producers claim their tasks after the first (not in
-    a W1 split replay, nor with fewer than :data:`CLAIM_MIN_TASKS_PER_CTA` tasks per CTA: the static split then)."""
+    """Host mirror of the producer's ``CLAIMS_OFF`` word: whether this replay's producers claim their tasks after
+    the first (not in a W1 split replay, nor with fewer than :data:`CLAIM_MIN_TASKS_PER_CTA` tasks per CTA: the
+    static split then)."""
     return srun == 1 and ntasks >= CLAIM_MIN_TASKS_PER_CTA * ncta
 
 
