@@ -28,24 +28,30 @@ def change_pct(old_runs: list[dict[int, float]], new_runs: list[dict[int, float]
     return 100 * (mean([r[t] for r in new_runs]) / mean([r[t] for r in old_runs]) - 1)
 
 
-#: the head of :func:`arm_rows`' table
+#: the head of :func:`ab_rows`' table
 AB_TABLE_HEAD = ["| case | T | old runs µs | new runs µs | change |", "|---|---|---|---|---|"]
+#: the head of :func:`arm_rows`' table
+ARM_TABLE_HEAD = ["| case | arm | T | old runs µs | arm runs µs | change |", "|---|---|---|---|---|---|"]
+
+
+def _runs(tl_dir, names: tuple[str, ...], model: str | None) -> list[dict[int, float]]:
+    return [role_us(Path(tl_dir) / r, model=model) for r in names]
+
+
+def _change_rows(cells: str, o: list[dict[int, float]], n: list[dict[int, float]]):
+    """Rows ``cells | T | old runs | new runs | change`` at every T of the first old run, and (T, change %)."""
+    rows, changes = [], []
+    for t in sorted(o[0]):
+        c = change_pct(o, n, t)
+        rows.append(f"{cells} {t} | {runs_cell(o, t)} | {runs_cell(n, t)} | {c:+.1f} % |")
+        changes.append((t, c))
+    return rows, changes
 
 
 def ab_rows(tl_dir, label: str, old: tuple[str, ...], new: tuple[str, ...], model: str | None = None):
     """Table rows (under :data:`AB_TABLE_HEAD`) of one case: the old runs against the new (run folder names under
     ``tl_dir``; ``model`` as for :func:`role_us`) at every T of the first old run; also returned as (T, change %)."""
-    o = [role_us(Path(tl_dir) / r, model=model) for r in old]
-    n = [role_us(Path(tl_dir) / r, model=model) for r in new]
-    rows, changes = [], []
-    for t in sorted(o[0]):
-        c = change_pct(o, n, t)
-        rows.append(f"| {label} | {t} | {runs_cell(o, t)} | {runs_cell(n, t)} | {c:+.1f} % |")
-        changes.append((t, c))
-    return rows, changes
-
-
-ARM_TABLE_HEAD = ["| case | arm | T | old runs µs | arm runs µs | change |", "|---|---|---|---|---|---|"]
+    return _change_rows(f"| {label} |", _runs(tl_dir, old, model), _runs(tl_dir, new, model))
 
 
 def arm_rows(tl_dir, label: str, old: tuple[str, ...], arms: list[tuple[str, tuple[str, ...]]],
@@ -53,14 +59,12 @@ def arm_rows(tl_dir, label: str, old: tuple[str, ...], arms: list[tuple[str, tup
     """Table rows (under :data:`ARM_TABLE_HEAD`) of one case: the old runs (run folder names under ``tl_dir``;
     ``model`` as for :func:`role_us`) against each arm's, at every T of the first old run; also returned as (arm,
     T, change %)."""
-    o = [role_us(Path(tl_dir) / r, model=model) for r in old]
+    o = _runs(tl_dir, old, model)
     rows, changes = [], []
     for arm, runs in arms:
-        n = [role_us(Path(tl_dir) / r, model=model) for r in runs]
-        for t in sorted(o[0]):
-            c = change_pct(o, n, t)
-            rows.append(f"| {label} | {arm} | {t} | {runs_cell(o, t)} | {runs_cell(n, t)} | {c:+.1f} % |")
-            changes.append((arm, t, c))
+        r, c = _change_rows(f"| {label} | {arm} |", o, _runs(tl_dir, runs, model))
+        rows += r
+        changes += [(arm, t, x) for t, x in c]
     return rows, changes
 
 
