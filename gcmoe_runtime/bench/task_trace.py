@@ -155,6 +155,14 @@ def summarize(tasks: list[dict], hidden: int, intermediate: int) -> dict:
 SIBLING_SHARE = 0.9
 
 
+def sibling_cover(task: dict, same_sm: list[dict]) -> float:
+    """The share of ``task``'s start -> end during which another CTA of its SM (``same_sm``: the SM's tasks, the
+    task itself may be among them) ran a task."""
+    cover = sum(max(0, min(task["end"], o["end"]) - max(task["start"], o["start"]))
+                for o in same_sm if o["cta"] != task["cta"])
+    return cover / max(1, task["end"] - task["start"])
+
+
 def sibling_durations(tasks: list[dict]) -> dict[str, dict[str, float]]:
     """Two CTAs per SM (session 39's ``sibling.md``: a task ran ~25 % faster while the SM's other CTA was idle, so
     where a schedule places its tasks matters beside how many each CTA runs): per GEMM, the tasks whose SM sibling
@@ -166,15 +174,15 @@ def sibling_durations(tasks: list[dict]) -> dict[str, dict[str, float]]:
         by_sm.setdefault(t["sm"], []).append(t)
     groups: dict[str, list[float]] = {}
     for on_sm in by_sm.values():
+        if len({t["cta"] for t in on_sm}) < 2:
+            continue
         for t in on_sm:
-            d = t["end"] - t["start"]
-            others = [o for o in on_sm if o["cta"] != t["cta"]]
-            if d <= 0 or not others:
+            if t["end"] <= t["start"]:
                 continue
-            cover = sum(max(0, min(t["end"], o["end"]) - max(t["start"], o["start"])) for o in others) / d
+            cover = sibling_cover(t, on_sm)
             state = "busy" if cover > SIBLING_SHARE else "idle" if cover < 1 - SIBLING_SHARE else None
             if state:
-                groups.setdefault(f"{'w1' if t['w1'] else 'w2'}_{state}", []).append(d / 1e3)
+                groups.setdefault(f"{'w1' if t['w1'] else 'w2'}_{state}", []).append((t["end"] - t["start"]) / 1e3)
     return {k: {"n": len(v), "dur_us": statistics.median(v)} for k, v in sorted(groups.items())}
 
 

@@ -17,12 +17,6 @@ from gcmoe_runtime.bench import task_trace as tt  # noqa: E402
 TRACE, T = here.parent / "2026-12-03-h200-session35" / "call-a" / "tasks" / "glm" / "tasks.json.gz", 64
 
 
-def sibling_busy(task, others):
-    """The part of ``task``'s start -> end during which one of ``others`` (the same SM's other CTA) ran a task."""
-    cov = sum(max(0, min(task["end"], o["end"]) - max(task["start"], o["start"])) for o in others)
-    return cov / (task["end"] - task["start"])
-
-
 point = [p for p in json.load(gzip.open(TRACE))["models"][0]["points"] if p["tokens"] == T][0]
 tasks = tt.point_tasks(point)
 by_sm = collections.defaultdict(list)
@@ -31,7 +25,7 @@ for t in tasks:
 groups = collections.defaultdict(list)
 for sm_tasks in by_sm.values():
     for t in sm_tasks:
-        f = sibling_busy(t, [o for o in sm_tasks if o["cta"] != t["cta"]])
+        f = tt.sibling_cover(t, sm_tasks)
         state = "busy (> 90 %)" if f > 0.9 else "idle (< 10 %)" if f < 0.1 else "mixed"
         groups[("W1" if t["w1"] else "W2", state)].append(t)
 rows = ["| GEMM | the SM's other CTA during the task | tasks | median task µs | median K loop µs |", "|---|---|---|---|---|"]

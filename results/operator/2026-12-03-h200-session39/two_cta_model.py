@@ -26,11 +26,6 @@ POINTS = [("GLM-5.2 share T = 64 (BM 32)", S35 / "glm" / "tasks.json.gz", 64, -2
           ("DSV-4.1-Flash share T = 192 (BM 32)", S35 / "dsv" / "tasks.json.gz", 192, -5.6)]
 
 
-def sibling_fraction(t, same_sm):
-    cov = sum(max(0, min(t["end"], o["end"]) - max(t["start"], o["start"])) for o in same_sm if o["cta"] != t["cta"])
-    return cov / max(1, t["end"] - t["start"])
-
-
 def replay(ts, fill, work, sm_of, dynamic, slowdown):
     """Stepped replay: returns the span (ns). work: task -> ns at the one-CTA rate."""
     order = sorted(t["task"] for t in ts)
@@ -97,7 +92,7 @@ for label, path, T, measured in POINTS:
         fixed[dyn] = (sim.run_lookahead(ts, fill, dur, G, 0.0) if dyn
                       else sim.run(ts, fill, dur, sim.static_rr(ts, G), G=G))
     work = {t["task"]: dur[t["task"]] * ((1 - f) + f / SLOWDOWN)
-            for t in ts for f in [sibling_fraction(t, same[t["sm"]])]}
+            for t in ts for f in [tt.sibling_cover(t, same[t["sm"]])]}
     rated = {dyn: replay(ts, fill, work, sm_of, dyn, SLOWDOWN) for dyn in (False, True)}
     rows.append(f"| {label} | {measured:+.1f} % | {100 * (fixed[True] / fixed[False] - 1):+.1f} % "
                 f"({fixed[False] / 1e3:.0f} -> {fixed[True] / 1e3:.0f} µs) | "
