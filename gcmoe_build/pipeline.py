@@ -377,31 +377,18 @@ def run(
     )
 
 
-def bundle_keys(
-    manifest_paths: Sequence[str | os.PathLike[str]],
-    store: Store,
-    arch: str | None = None,
-    backend: Backend | None = None,
-) -> tuple[list[str], list[Planned]]:
-    """Keys of every compilable variant of the manifests; errors if one is not in the store.
-
-    Returns (keys, variants without a kernel yet).
-    """
-    keys, no_kernel, _ = bundle_plan(manifest_paths, store, arch, backend)
-    return keys, no_kernel
-
-
 def bundle_plan(
     manifest_paths: Sequence[str | os.PathLike[str]],
     store: Store,
     arch: str | None = None,
     backend: Backend | None = None,
 ) -> tuple[list[str], list[Planned], dict[str, str]]:
-    """:func:`bundle_keys` and, per key, the name of the first of these manifests that plans it: what the bundled
-    record names (``write_bundle``'s ``manifest_of``). The store's record names the manifest that compiled it first,
-    which in a store shared by several manifests (a rank share reuses its model's role4 variants) may be one the
-    bundle does not hold: its audit would then rebuild under another name, and its "add this entry" errors point
-    at a file that is not there."""
+    """What a bundle of the manifests holds: the keys of every compilable variant (an error if one is not in the
+    store), the variants without a kernel yet, and per key the name of the first of these manifests that plans it:
+    what the bundled record names (``write_bundle``'s ``manifest_of``). The store's record names the manifest that
+    compiled it first, which in a store shared by several manifests (a rank share reuses its model's role4
+    variants) may be one the bundle does not hold: its audit would then rebuild under another name, and its "add
+    this entry" errors point at a file that is not there."""
     planned = plan(manifest_paths, arch, backend)
     missing = [p for p in planned if p.key is not None and p.same_as is None and not store.has_record(p.key)]
     if missing:

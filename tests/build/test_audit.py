@@ -28,7 +28,7 @@ def bundle(tmp_path):
     store = Store(tmp_path / "store")
     backend = FakeBackend()
     pipeline.run([m], store, jobs=1, backend=backend, progress=False)
-    keys, _ = pipeline.bundle_keys([m], store, backend=backend)
+    keys, _, _ = pipeline.bundle_plan([m], store, backend=backend)
     out = tmp_path / "tiny.bundle"
     write_bundle(out, store, keys, {m.name: m.read_bytes()})
     return out

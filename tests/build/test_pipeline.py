@@ -84,7 +84,7 @@ def test_variant_shared_by_two_manifests_is_built_once(tmp_path):
     assert len(calls.read_text().splitlines()) == 3 and len(store.keys()) == 3
     assert report.results[2].record == report.results[1].record
     assert "1 same as an earlier manifest's" in report.summary()
-    keys, _ = pipeline.bundle_keys([a, b], store, backend=FakeBackend())
+    keys, _, _ = pipeline.bundle_plan([a, b], store, backend=FakeBackend())
     assert sorted(keys) == store.keys()
 
 
@@ -123,13 +123,13 @@ def test_arch_filter_and_dedup(tmp_path):
         pipeline.plan([m], "sm_103a", b)
 
 
-def test_bundle_keys_requires_compiled(tmp_path, manifest):
+def test_bundle_plan_requires_compiled(tmp_path, manifest):
     store = Store(tmp_path / "s")
     b = FakeBackend()
     with pytest.raises(PipelineError, match="(?s)3 variant\\(s\\) are not compiled.*gcmoe-build compile"):
-        pipeline.bundle_keys([manifest], store, backend=b)
+        pipeline.bundle_plan([manifest], store, backend=b)
     _run(manifest, store, b)
-    keys, no_kernel = pipeline.bundle_keys([manifest], store, backend=b)
+    keys, no_kernel, _ = pipeline.bundle_plan([manifest], store, backend=b)
     assert sorted(keys) == store.keys() and [p.variant.role for p in no_kernel] == ["role3"]
 
 
