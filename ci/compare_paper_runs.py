@@ -9,14 +9,14 @@ README gives the command line that wrote its comparison:
 from __future__ import annotations
 
 import argparse
-import json
+from raw_json import json_exists, load_json
 from pathlib import Path
 
 
 def points(folder: Path, impl: str = "gc-moe") -> dict[int, float]:
     """T -> slowest-rank median latency (µs) of ``impl`` in one sweep folder (points that ran)."""
     out = {}
-    for mv in json.load(open(folder / "results.json"))["models"]:
+    for mv in load_json(folder / "results.json")["models"]:
         for p in mv["points"]:
             g = p["impls"].get(impl, {})
             if g.get("status") == "ok":
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     prev = {}
     for pair in a.pairs:
         cfg, sep, old = pair.partition("=")
-        if not sep or not (a.here / cfg / "results.json").is_file() or not (a.here / old / "results.json").is_file():
+        if not sep or not json_exists(a.here / cfg / "results.json") or not json_exists(a.here / old / "results.json"):
             ap.error(f"pair {pair!r}: expected CONFIG=OLD with a results.json in HERE/CONFIG and HERE/OLD")
         prev[cfg] = old
     print(compare(a.here, prev, a.old_label, a.new_label, a.title))

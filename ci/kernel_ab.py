@@ -10,7 +10,7 @@ tokens per expert (all runs pooled), against the issue's 70 % line.
 """
 from __future__ import annotations
 
-import json
+from raw_json import load_json
 import sys
 from collections import defaultdict
 
@@ -19,7 +19,7 @@ def load(files) -> dict[tuple[str, str, int, int], list[tuple[float, float]]]:
     """(shape, variant, tokens per expert, BM) -> [(W1 µs, W2 µs) per run]."""
     out = defaultdict(list)
     for f in files:
-        for r in json.load(open(f))["rows"]:
+        for r in load_json(f)["rows"]:
             out[(r["shape"], r["variant"], r["tokens_per_expert"], r["bm"])].append((r["w1_us"], r["w2_us"]))
     return out
 
@@ -44,7 +44,7 @@ def shares(files) -> dict[tuple[str, str, int, int], tuple[float, float]]:
     """(shape, variant, tokens per expert, BM) -> mean (W1, W2) share of the run's measured read bandwidth."""
     acc = defaultdict(list)
     for f in files:
-        for r in json.load(open(f))["rows"]:
+        for r in load_json(f)["rows"]:
             acc[(r["shape"], r["variant"], r["tokens_per_expert"], r["bm"])].append((r["w1_frac_bw"], r["w2_frac_bw"]))
     return {k: (sum(x[0] for x in v) / len(v), sum(x[1] for x in v) / len(v)) for k, v in acc.items()}
 

@@ -8,7 +8,7 @@ per (model, T) gc-moe's latency in each run and the change of the means. The ses
 """
 from __future__ import annotations
 
-import json
+from raw_json import load_json
 import sys
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from pathlib import Path
 def load(run_dir) -> dict[tuple[str, int], float]:
     """(model, T) -> gc-moe's slowest-rank median latency (µs) in one sweep folder (points that ran)."""
     out = {}
-    for mv in json.load(open(Path(run_dir) / "results.json"))["models"]:
+    for mv in load_json(Path(run_dir) / "results.json")["models"]:
         for p in mv["points"]:
             g = p["impls"].get("gc-moe", {})
             if g.get("status") == "ok":

@@ -3,14 +3,14 @@ a role's median duration per token count in one run, and the bar plot of the cha
 scripts draw. (``ci/layer_ab.py`` does the same for ``bench sweep`` latencies.)"""
 from __future__ import annotations
 
-import json
+from raw_json import load_json
 from pathlib import Path
 
 
 def role_us(run_dir, role: str = "role2", model: str | None = None) -> dict[int, float]:
     """T -> the role's median duration (µs) over the run's replays (``timeline.json``; its first model, or the one
     named ``model`` in a run of several ``--model``)."""
-    models = json.load(open(Path(run_dir) / "timeline.json"))["models"]
+    models = load_json(Path(run_dir) / "timeline.json")["models"]
     if model is not None:
         named = [m for m in models if m["model"] == model]
         if not named:
