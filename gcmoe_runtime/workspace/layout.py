@@ -67,9 +67,9 @@ role2's task trace (appended last, layout version 7, session 23; Hopper; written
                 ROLE2_TRACE_TASKS write only the last row's spare word; read by ``gcmoe_runtime.bench.task_trace``
 role2's task ticket (appended last, layout version 10, session 39; Hopper)
   role2_ticket  [1] u32                 the 384-thread ring builds' producer threads claim each CTA's tasks after
-                its first from it (one relaxed ``atom.add`` each: task G + old value); the claim that returns
-                ``ntasks - 1`` (a launch makes exactly ``ntasks``) zeroes it for the next launch (role2_ring,
-                "Dynamic tasks")
+                its first two from it (one relaxed ``atom.add`` each: task 2G + old value); the claim that returns
+                ``ntasks - G - 1`` (a launch makes exactly ``ntasks - G``) zeroes it for the next launch
+                (role2_ring, "Dynamic tasks", ``STATIC_ROUNDS``)
 
 Ring capacity (paper §4.3): max routed assignments A = capacity * P * min(k, E_local); the pool of
 logical blocks is ceil(A / BM) + E_local; the live ring holds min(pool, live_model) blocks where

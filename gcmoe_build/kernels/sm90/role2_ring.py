@@ -24,12 +24,13 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   L2 claims, shared-expert tasks interleaved) instead of this static split.
 * **Dynamic tasks (384-thread builds, session 39).** The static split lasts as long as its slowest CTA (tasks
   differ: W1 / W2, narrow / wide blocks, role1's fill order; ``bench tasks`` traces put the span 6-13 % above
-  the work spread evenly, session 37). So CTA ``c``'s first task is still ``c``, but each later one is claimed:
-  when the producer thread has acquired a task it adds 1 to the launch's ``role2_ticket`` (relaxed ``atom.add``)
-  and takes task ``G + old`` (none if ``>= ntasks``), about one task ahead of running it. Claims come in
-  increasing order, so the smallest unfinished task can always run, as above. Each CTA that has a first task
-  makes exactly one failing claim, so a launch makes ``ntasks`` claims; the one that returns ``ntasks - 1`` stores
-  0 for the next launch (a trap ends the context and its workspace; host mirrors :func:`claimed_task`,
+  the work spread evenly, session 37). So CTA ``c``'s first :data:`STATIC_ROUNDS` (2) tasks are still the static
+  split's, ``c`` and ``c + G`` (since session 41: they place the second round's W1 tasks one per SM), and each
+  later one is claimed: when the producer thread has acquired its second or a later task it adds 1 to the launch's
+  ``role2_ticket`` (relaxed ``atom.add``) and takes task ``2G + old`` (none if ``>= ntasks``), about one task ahead
+  of running it. Claims come in increasing order, so the smallest unfinished task can always run, as above. Each
+  CTA makes exactly one failing claim, so a launch makes ``ntasks - G`` claims; the one that returns ``ntasks - G -
+  1`` stores 0 for the next launch (a trap ends the context and its workspace; host mirrors :func:`claimed_task`,
   :func:`claim_zeroes_ticket`, run by the CPU protocol model
   ``tests/build/kernels/sm90/test_role2_ring_protocol.py``). The task record carries bit 31 = "the CTA's last
   task", which ends the consumers' task loop and, through the signal record (+4), the signal warp's.
@@ -190,8 +191,18 @@ CODE_STAGE = 13
 #: Claims run only in a replay with at least this many tasks per CTA (module docstring, "Dynamic tasks"; host
 #: mirror :func:`claims_run`). Session 40 (calls A, C, D; role2 in the layer, claims against the static split):
 #: +1.3..+13 % at 1.6-2.8 tasks per CTA (every CTA claims in the same one or two waves on one contended ticket,
-#: with little to balance), -2.0 / -4.4 % at 3.3 / 3.4, +0.4 % at 5.0, -0.7..-6.1 % at 7-9.
+#: with little to balance), -2.0 / -4.4 % at 3.3 / 3.4, +0.4 % at 5.0, -0.7..-6.1 % at 7-9. Session 41 call A: from 5
+#: instead, +3.1..+3.6 % at 3.4-4.5 tasks per CTA (-2.6 % at 3.1); from 0, the DSV-4.1-Flash share +14 % at 2.8.
 CLAIM_MIN_TASKS_PER_CTA = 3
+
+#: Where claims run, a CTA's first this many tasks are still the static split's (``c, c + G``) and only later ones are
+#: claimed (task ``STATIC_ROUNDS * G + old``). Why: with two CTAs per SM a W1 task beside another W1 task runs ~40 %
+#: longer than beside a W2 task or an idle sibling (session 41 call A, traces of the DSV-4.1-Flash share at T = 4: 45
+#: against 32 µs); the static split puts the second round's W1 tasks on CTAs ``0 ..``, one per SM, where claims hand
+#: them to whichever CTAs ask first, often both of one SM (21 of 65 SMs). Session 41 calls A and C (role2 in the layer,
+#: against claims from the second task): the GLM-5.2 rank share -3.7 / -2.0 / -0.9 % at T = 4 / 8 / 16 (3.1-5.0 tasks
+#: per CTA), the DSV-4.1-Flash share and P = 1 GLM-5.2 within +-1.1 %, P = 1 DSV-4.1-Flash T = 4 +1.4 / +1.6 %.
+STATIC_ROUNDS = 2
 
 #: Dev instrument (module docstring, "Task trace"): True stamps every task into the workspace's ``role2_trace``.
 #: Never True in a shipped build; flip it for an experiment bundle (the records re-key: the source changed).
@@ -228,8 +239,9 @@ def last_w2_old(gen, nt2):
 
 def claimed_task(old, ncta, ntasks):
     """Host mirror of the producer thread's claim (``next_task_of``, module docstring "Dynamic tasks"): the task a
-    claim that read ``old`` from ``role2_ticket`` takes, ``ncta + old``, or -1 (the CTA's last claim: no task left)."""
-    t = ncta + old
+    claim that read ``old`` from ``role2_ticket`` takes, ``STATIC_ROUNDS * ncta + old``, or -1 (the CTA's last
+    claim: no task left)."""
+    t = STATIC_ROUNDS * ncta + old
     return t if t < ntasks else -1
 
 
@@ -240,10 +252,11 @@ def claims_run(srun, ntasks, ncta):
     return srun == 1 and ntasks >= CLAIM_MIN_TASKS_PER_CTA * ncta
 
 
-def claim_zeroes_ticket(old, ntasks):
-    """Host mirror: whether the claim that read ``old`` is the launch's last (``ntasks`` claims per launch: every CTA
-    with a first task claims until one fails), which stores 0 for the next launch."""
-    return old == ntasks - 1
+def claim_zeroes_ticket(old, ntasks, ncta):
+    """Host mirror: whether the claim that read ``old`` is the launch's last (``ntasks - (STATIC_ROUNDS - 1) *
+    ncta`` claims per launch: every CTA with a ``STATIC_ROUNDS``-th static task claims until one fails), which
+    stores 0 for the next launch."""
+    return old == ntasks - (STATIC_ROUNDS - 1) * ncta - 1
 
 
 def signal_warp_build(pipelined, bm, ctas_per_sm):
@@ -642,14 +655,15 @@ def _trace_parts(cfg):
         return pd_.base() + pd_.offset(r)
 
     @cute.jit
-    def next_task_of(task: Int32, ticket: Int64, ntasks: Int32, ncta: Int32, dyn: Int32) -> Int32:
-        """The producer thread: the CTA's task after ``task``, or -1 when none is left. ``dyn`` != 0: ``ncta`` +
-        a claim from the launch's ticket (module docstring, "Dynamic tasks"); else the static split's ``task +
-        ncta``."""
+    def next_task_of(task: Int32, li: Int32, ticket: Int64, ntasks: Int32, ncta: Int32, dyn: Int32) -> Int32:
+        """The producer thread: the CTA's task after its ``li``-th, ``task``, or -1 when none is left. ``dyn`` != 0
+        and past the static rounds: ``STATIC_ROUNDS * ncta`` + a claim from the launch's ticket (module docstring,
+        "Dynamic tasks"); else the static split's ``task + ncta``."""
+        dyn = dyn * Int32(li >= STATIC_ROUNDS - 1)
         t = atom_add_relaxed_gpu_u32_if(ticket, Int32(1), dyn)
-        if dyn * Int32(t == ntasks - 1) != 0:
+        if dyn * Int32(t == ntasks - (STATIC_ROUNDS - 1) * ncta - 1) != 0:
             st_relaxed_gpu_u32(ticket, Int32(0))
-        t = ncta + dyn * t + (1 - dyn) * task
+        t = ncta * (1 + dyn * (STATIC_ROUNDS - 1)) + dyn * t + (1 - dyn) * task
         return Int32(t < ntasks) * (t + 1) - 1
 
     @cute.jit
@@ -681,7 +695,7 @@ def _trace_parts(cfg):
             stamp(trace, task, wsl.TRACE_WHAT, Int64(is1) | (Int64(tile) << 8) | (Int64(sp) << 16) | (Int64(q) << 24)
                   | (Int64(gen) << 48))
         # claimed once this task is ready, so a CTA commits to its next task about one task ahead of running it
-        nxt = next_task_of(task, ticket, ntasks, ncta, ld_shared_b32(smem + CLAIMS_OFF))
+        nxt = next_task_of(task, li, ticket, ntasks, ncta, ld_shared_b32(smem + CLAIMS_OFF))
         st_shared_b32(smem + NEXT_OFF, nxt)
         fbase = w2_factor + Int64(is1) * (w1_factor - w2_factor)
         publish_task(smem + SLOT_OFF, li, task | (Int32(nxt < 0) << 31), el, ld_relaxed_gpu_u32(hdr + 4),

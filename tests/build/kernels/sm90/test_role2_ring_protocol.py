@@ -1,14 +1,15 @@
 """CPU model of the registered role2's ring protocol (gcmoe_build/kernels/sm90/role2_ring.py) against role1's
 producer rule (gcmoe_runtime/operator/ring.py): random interleavings of G persistent CTAs running the static task
-split or the dynamic claims (each CTA's first task static, every later one claimed from the ticket when the CTA
-takes up its current task, ``claimed_task`` / ``claim_zeroes_ticket``), with role1 filling pool blocks strictly in pool order (the most constraining producer) and waiting for
+split or the dynamic claims (each CTA's first ``STATIC_ROUNDS`` tasks static, every later one claimed from the
+ticket when the CTA takes up the task before it, ``claimed_task`` / ``claim_zeroes_ticket``), with role1 filling pool blocks strictly in pool order (the most constraining producer) and waiting for
 ``l1_empty_count >= gen`` before overwriting a ring block. Checks: no deadlock; a task only ever sees its own
 generation's ring data; W2 only ever sees mask bits set by its own generation's W1 tasks; every generation is
 handed back to role1 exactly once (+1 on l1_empty); final counters equal the kernel's targets. The model uses the
 kernel module's own task order and counter formulas (split_task_coords, w1_split_runs, l2_empty_target, last_w2_old).
 With the W1 split-K (role2_ring "W1 split-K"), only a tile's last K-range task publishes its bits, after every
 K range of the tile has arrived, and the arrival count is back at zero when the replay ends. With claims: every task
-runs exactly once, a launch makes ``ntasks`` claims, and the ticket is back at zero when it ends; with too few
+runs exactly once, a launch makes ``ntasks - (STATIC_ROUNDS - 1) * G`` claims, and the ticket is back at zero
+when it ends; with too few
 tasks per CTA (``claims_run``) the replay keeps the static split, as the kernel does."""
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ import random
 
 import pytest
 
-from gcmoe_build.kernels.sm90.role2_ring import (CLAIM_MIN_TASKS_PER_CTA, claim_zeroes_ticket, claimed_task,
-                                                 claims_run, l2_empty_target, last_w2_old, split_task_coords,
-                                                 w1_split_runs)
+from gcmoe_build.kernels.sm90.role2_ring import (CLAIM_MIN_TASKS_PER_CTA, STATIC_ROUNDS, claim_zeroes_ticket,
+                                                 claimed_task, claims_run, l2_empty_target, last_w2_old,
+                                                 split_task_coords, w1_split_runs)
 from gcmoe_runtime.operator.ring import ring_slot
 
 
@@ -34,7 +35,9 @@ def simulate(nq, ring_blocks, ctas, nt1, nt2, seed, build_split=1, claims=False)
     # the CTAs' task queues: the static split's whole queue, or (claims where the kernel has them:
     # claims_run) the first task only, the next one appended by the claim each CTA makes when it takes up a task
     dyn = claims and claims_run(split, ntasks, ctas)
-    queues = [list(range(c, ntasks, ctas)) if not dyn else [c] if c < ntasks else [] for c in range(ctas)]
+    queues = [list(range(c, ntasks, ctas)) if not dyn else list(range(c, ntasks, ctas))[:STATIC_ROUNDS]
+              for c in range(ctas)]
+    taken = [0] * ctas  # tasks each CTA has taken up
     ticket, nclaims, ran = 0, 0, []
     state = [None] * ctas  # per CTA: the acquired task (q, rb, gen, w1, tile, next chunk bit) or None
     next_fill = 0
@@ -66,9 +69,10 @@ def simulate(nq, ring_blocks, ctas, nt1, nt2, seed, build_split=1, claims=False)
         elif kind == "start":
             task = queues[c].pop(0)
             ran.append(task)
-            if dyn:  # the producer's claim of the CTA's next task, about one task ahead
+            taken[c] += 1
+            if dyn and taken[c] >= STATIC_ROUNDS:  # the producer's claim of the CTA's next task, one task ahead
                 old, ticket, nclaims = ticket, ticket + 1, nclaims + 1
-                if claim_zeroes_ticket(old, ntasks):
+                if claim_zeroes_ticket(old, ntasks, ctas):
                     ticket = 0
                 if claimed_task(old, ctas, ntasks) >= 0:
                     queues[c].append(claimed_task(old, ctas, ntasks))
@@ -105,7 +109,8 @@ def simulate(nq, ring_blocks, ctas, nt1, nt2, seed, build_split=1, claims=False)
     assert l2_empty == [l2_empty_target(g, nt2) for g in gens]
     assert not any(arrivals.values()), "a W1 split count left non-zero for the next replay"
     assert sorted(ran) == list(range(ntasks)), "a task ran twice or never"
-    assert ticket == 0 and nclaims == (ntasks if dyn else 0), "the ticket is not ready for the next launch"
+    nexp = max(0, ntasks - (STATIC_ROUNDS - 1) * ctas) if dyn else 0
+    assert ticket == 0 and nclaims == nexp, "the ticket is not ready for the next launch"
     return steps, split, dyn
 
 
@@ -142,7 +147,7 @@ def test_model_catches_a_wrong_claim():
     """The claim checks are not vacuous: a ticket the last claim does not zero, or a claim that skips a task, fail."""
     import gcmoe_build.kernels.sm90.role2_ring as r2
 
-    for wrong in ({"claim_zeroes_ticket": lambda old, ntasks: False},
+    for wrong in ({"claim_zeroes_ticket": lambda old, ntasks, ncta: False},
                   {"claimed_task": lambda old, ncta, ntasks: (lambda t: t if t < ntasks else -1)(ncta + 2 * old)}):
         saved = {k: globals()[k] for k in wrong}
         try:
@@ -151,7 +156,9 @@ def test_model_catches_a_wrong_claim():
                 simulate(9, 2, 3, 2, 2, 0, claims=True)
         finally:
             globals().update(saved)
-    assert r2.claimed_task(0, 3, 4) == 3 and r2.claimed_task(1, 3, 4) == -1
+    # the first claim takes the first task past the static rounds; the claim past the last task gets none
+    assert r2.claimed_task(0, 3, 3 * STATIC_ROUNDS + 1) == 3 * STATIC_ROUNDS
+    assert r2.claimed_task(1, 3, 3 * STATIC_ROUNDS + 1) == -1
 
 
 def test_model_catches_a_wrong_completion_target():
