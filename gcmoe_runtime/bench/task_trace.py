@@ -155,11 +155,11 @@ def summarize(tasks: list[dict], hidden: int, intermediate: int) -> dict:
 SIBLING_SHARE = 0.9
 
 
-def sibling_cover(task: dict, same_sm: list[dict]) -> float:
+def sibling_cover(task: dict, same_sm: list[dict], w1: bool | None = None) -> float:
     """The share of ``task``'s start -> end during which another CTA of its SM (``same_sm``: the SM's tasks, the
-    task itself may be among them) ran a task."""
+    task itself may be among them) ran a task (with ``w1``: a W1 task / a W2 task only)."""
     cover = sum(max(0, min(task["end"], o["end"]) - max(task["start"], o["start"]))
-                for o in same_sm if o["cta"] != task["cta"])
+                for o in same_sm if o["cta"] != task["cta"] and (w1 is None or o["w1"] == w1))
     return cover / max(1, task["end"] - task["start"])
 
 
@@ -168,7 +168,9 @@ def sibling_durations(tasks: list[dict]) -> dict[str, dict[str, float]]:
     where a schedule places its tasks matters beside how many each CTA runs): per GEMM, the tasks whose SM sibling
     was busy through more than :data:`SIBLING_SHARE` of them, or idle through as much, their count and median
     duration (µs): ``{"w1_busy": {"n", "dur_us"}, "w1_idle": ..., "w2_busy": ..., "w2_idle": ...}`` (the keys with
-    tasks); empty for one CTA per SM."""
+    tasks); and every W1 task by whether the sibling ran W1 tasks through more than half of it, ``w1_pair_w1`` /
+    ``w1_pair_other`` (session 41: a second-round W1 task beside another W1 task ran ~40 % longer than one whose
+    sibling had moved on to W2 tasks, so where the claims put those tasks mattered); empty for one CTA per SM."""
     by_sm: dict[int, list[dict]] = {}
     for t in tasks:
         by_sm.setdefault(t["sm"], []).append(t)
@@ -179,10 +181,14 @@ def sibling_durations(tasks: list[dict]) -> dict[str, dict[str, float]]:
         for t in on_sm:
             if t["end"] <= t["start"]:
                 continue
+            dur = (t["end"] - t["start"]) / 1e3
+            if t["w1"]:
+                pair = "w1_pair_w1" if sibling_cover(t, on_sm, True) > 0.5 else "w1_pair_other"
+                groups.setdefault(pair, []).append(dur)
             cover = sibling_cover(t, on_sm)
             state = "busy" if cover > SIBLING_SHARE else "idle" if cover < 1 - SIBLING_SHARE else None
             if state:
-                groups.setdefault(f"{'w1' if t['w1'] else 'w2'}_{state}", []).append((t["end"] - t["start"]) / 1e3)
+                groups.setdefault(f"{'w1' if t['w1'] else 'w2'}_{state}", []).append(dur)
     return {k: {"n": len(v), "dur_us": statistics.median(v)} for k, v in sorted(groups.items())}
 
 
@@ -241,12 +247,14 @@ def markdown(result: dict) -> str:
     if sib:
         lines += ["", "Two CTAs per SM: median task µs (tasks) with the SM's other CTA busy through more than "
                   f"{round(100 * SIBLING_SHARE)} % of the task, or idle through as much (where tasks land on the SMs "
-                  "matters beside how many each CTA runs).", "",
-                  "| model | T | W1 sibling busy | W1 sibling idle | W2 sibling busy | W2 sibling idle |",
-                  "|---|---|---|---|---|---|"]
+                  "matters beside how many each CTA runs); W1 beside W1 / other: every W1 task by whether the other "
+                  "CTA ran W1 tasks through more than half of it.", "",
+                  "| model | T | W1 sibling busy | W1 sibling idle | W2 sibling busy | W2 sibling idle | W1 beside W1 "
+                  "| W1 beside other |",
+                  "|---|---|---|---|---|---|---|---|"]
         for name, p in sib:
             cells = [(lambda g: f"{g['dur_us']:.1f} ({g['n']:.0f})" if g else "-")(p["median"]["sibling"].get(k))
-                     for k in ("w1_busy", "w1_idle", "w2_busy", "w2_idle")]
+                     for k in ("w1_busy", "w1_idle", "w2_busy", "w2_idle", "w1_pair_w1", "w1_pair_other")]
             lines.append(f"| {name} | {p['tokens']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

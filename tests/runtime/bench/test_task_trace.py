@@ -123,14 +123,22 @@ def test_sibling_durations_split_tasks_by_the_sm_siblings_work():
             row(us(0), us(10), us(10), us(20), sm=1, cta=1, w1=False),
             row(us(0), us(0), us(0), us(30), sm=2, cta=2, w1=True)]
     sib = tt.sibling_durations(tt.decode(rows))
-    assert sib == {"w1_busy": {"n": 2, "dur_us": pytest.approx(10.0)}, "w2_busy": {"n": 1, "dur_us": pytest.approx(4.0)}}
+    w1w1 = {"n": 2, "dur_us": pytest.approx(10.0)}  # the W1 tasks side by side: busy, and beside W1
+    assert sib == {"w1_busy": w1w1, "w1_pair_w1": w1w1, "w2_busy": {"n": 1, "dur_us": pytest.approx(4.0)}}
     rows[2] = row(us(0), us(10), us(16), us(19), sm=1, cta=0, w1=False)
     rows[3] = row(us(0), us(10), us(10), us(15), sm=1, cta=1, w1=False)
     sib = tt.sibling_durations(tt.decode(rows))
-    assert sib == {"w1_busy": {"n": 2, "dur_us": pytest.approx(10.0)}, "w2_idle": {"n": 2, "dur_us": pytest.approx(4.0)}}
+    assert sib == {"w1_busy": w1w1, "w1_pair_w1": w1w1, "w2_idle": {"n": 2, "dur_us": pytest.approx(4.0)}}
     assert tt.sibling_durations(tt.decode(sample())) == {}  # one CTA per SM
+    # a W1 task 20-30 µs beside the sibling's W1 task 20-24 then W2 task 24-31: W1 for 40 % of it, so beside other
+    beside = rows + [row(us(0), us(20), us(20), us(30), sm=1, cta=0, w1=True),
+                     row(us(0), us(20), us(20), us(24), sm=1, cta=1, w1=True),
+                     row(us(0), us(24), us(24), us(31), sm=1, cta=1, w1=False)]
+    sib = tt.sibling_durations(tt.decode(beside))
+    assert sib["w1_pair_other"] == {"n": 1, "dur_us": pytest.approx(10.0)}
+    assert sib["w1_pair_w1"] == {"n": 3, "dur_us": pytest.approx(10.0)}  # the 20-24 task: its sibling ran W1
     s = tt.summarize(tt.decode(rows), 512, 256)
     res = {"gpu": "test", "date": "2026-12-04", "command": "bench tasks", "shared": False, "replays": 3,
            "tile": [8, 384, 2], "models": [{"model": "tiny", "points": [tt.compact_point(
                4, [{"summary": s, "tasks": tt.decode(rows)}] * 3)]}]}
-    assert "| tiny | 4 | 10.0 (2) | - | - | 4.0 (2) |" in tt.markdown(res)
+    assert "| tiny | 4 | 10.0 (2) | - | - | 4.0 (2) | 10.0 (2) | - |" in tt.markdown(res)
