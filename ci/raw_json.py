@@ -23,11 +23,11 @@ def json_exists(path) -> bool:
 def load_json(path) -> object:
     """Parse ``path``, or ``path.gz`` where only the archived copy exists; names both when neither does."""
     path = Path(path)
-    if path.exists():
+    if path.is_file():
         with open(path) as f:
             return json.load(f)
     gz = _gz(path)
-    if gz.exists():
+    if gz.is_file():
         with gzip.open(gz, "rt") as f:
             return json.load(f)
     raise FileNotFoundError(f"neither {path} nor {gz} exists")
