@@ -27,3 +27,36 @@ write_ab_table(here / "call-b" / "arms_role2.md", "session 42 call B: decode-tab
                rows)
 plot_changes(bars, here / "ab_role2.png", "Session 42, H200, role2 in the layer: tables per K128 step (probe) vs "
              "per K32")
+
+# Call C: B (tables per step), D (B + role1 writing each ring row K-interleaved), E (role1's permutation alone) against
+# A, order A B D E E D B A; role2, role1 and the layer's span (the replay's first kernel start -> last kernel end).
+from raw_json import load_json  # noqa: E402
+
+
+def point_us(run_dir, what: str) -> dict[int, float]:
+    """T -> role ``what``'s median duration, or the span (``what == "span"``), of one timeline run (µs)."""
+    pts = load_json(Path(run_dir) / "timeline.json")["models"][0]["points"]
+    return {p["tokens"]: p["summary"]["span_us"] if what == "span" else p["summary"]["roles"][what]["dur_us"]
+            for p in pts}
+
+
+C_CASES = [("GLM-5.2 share", "sh-glm"), ("DSV-4.1-Flash share", "sh-dsv"), ("GLM-5.2 P = 1", "p1-glm")]
+C_RUNS = {"A": (1, 8), "B": (2, 7), "D": (3, 6), "E": (4, 5)}
+lines = ["| case | T | A span µs | " + " | ".join(f"{x} {w}" for x in "BDE" for w in ("role2", "role1", "span")) + " |",
+         "|---|---|---|" + "---|" * 9]
+for label, pre in C_CASES:
+    tl = here / "call-c" / "tl"
+    got = {(arm, what): [point_us(tl / f"{pre}-{arm}-{i}", what) for i in runs]
+           for arm, runs in C_RUNS.items() for what in ("role2", "role1", "span")}
+    for t in sorted(got["A", "span"][0]):
+        def pct(arm, what):
+            a = sum(r[t] for r in got["A", what]) / 2
+            return f"{100 * (sum(r[t] for r in got[arm, what]) / 2 / a - 1):+.1f} %"
+        a_span = " / ".join(f"{r[t]:.1f}" for r in got["A", "span"])
+        lines.append(f"| {label} | {t} | {a_span} | " + " | ".join(pct(x, w) for x in "BDE"
+                                                                 for w in ("role2", "role1", "span")) + " |")
+text = ("# session 42 call C: the K-interleave probes against the shipped bundles (mean of two runs each, change in %)\n\n"
+        "B: role2 tables per K128 step; D: B + role1 writing ring rows K-interleaved; E: role1's permutation alone.\n\n"
+        + "\n".join(lines) + "\n")
+(here / "call-c" / "arms.md").write_text(text)
+print(text)
