@@ -60,3 +60,11 @@ text = ("# session 42 call C: the K-interleave probes against the shipped bundle
         + "\n".join(lines) + "\n")
 (here / "call-c" / "arms.md").write_text(text)
 print(text)
+
+# Call D: F (tables read from shared memory, `exp-s42-lut-smem.diff`) and B against A, order A F B B F A; role2.
+rows = list(ARM_TABLE_HEAD)
+for label, pre in C_CASES[:2]:
+    rows += arm_rows(here / "call-d" / "tl", label, (f"{pre}-A-1", f"{pre}-A-6"),
+                     [("smem tables", (f"{pre}-F-2", f"{pre}-F-5")), ("per-step", (f"{pre}-B-3", f"{pre}-B-4"))])[0]
+write_ab_table(here / "call-d" / "arms_role2.md", "session 42 call D: tables from shared memory (F) and per K128 step "
+               "(B) against the shipped role2", rows)
