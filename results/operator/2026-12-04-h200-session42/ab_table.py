@@ -68,3 +68,28 @@ for label, pre in C_CASES[:2]:
                      [("smem tables", (f"{pre}-F-2", f"{pre}-F-5")), ("per-step", (f"{pre}-B-3", f"{pre}-B-4"))])[0]
 write_ab_table(here / "call-d" / "arms_role2.md", "session 42 call D: tables from shared memory (F) and per K128 step "
                "(B) against the shipped role2", rows)
+
+# Call E: E (role1's permutation), E2 (E under the next token's early pull), G (the early pull alone, correct) against A,
+# order A E E2 G G E2 E A (P = 1 GLM-5.2: A and G only); role2, role1 and the span.
+E_RUNS = {"A": (1, 8), "E": (2, 7), "E2": (3, 6), "G": (4, 5)}
+lines = ["| case | T | A role1 µs | A span µs | " + " | ".join(f"{x} {w}" for x in ("E", "E2", "G")
+                                                         for w in ("role1", "span")) + " |", "|---|---|---|---|" + "---|" * 6]
+for label, pre in C_CASES:
+    tl = here / "call-e" / "tl"
+    arms = [a for a in E_RUNS if (tl / f"{pre}-{a}-{E_RUNS[a][0]}").exists()]
+    got = {(arm, what): [point_us(tl / f"{pre}-{arm}-{i}", what) for i in E_RUNS[arm]]
+           for arm in arms for what in ("role1", "span")}
+    for t in sorted(got["A", "span"][0]):
+        def pct(arm, what):
+            if arm not in arms:
+                return "-"
+            a = sum(r[t] for r in got["A", what]) / 2
+            return f"{100 * (sum(r[t] for r in got[arm, what]) / 2 / a - 1):+.1f} %"
+        cell = lambda what: " / ".join(f"{r[t]:.1f}" for r in got["A", what])  # noqa: E731
+        lines.append(f"| {label} | {t} | {cell('role1')} | {cell('span')} | "
+                     + " | ".join(pct(x, w) for x in ("E", "E2", "G") for w in ("role1", "span")) + " |")
+text = ("# session 42 call E: role1's permutation under the next pull, and the early pull alone (mean of two runs, change "
+        "against A)\n\nE: role1 permutes each ring row (call C's probe); E2: E with the next token's pull issued as soon as "
+        "the row has landed; G: that early pull alone (correct).\n\n" + "\n".join(lines) + "\n")
+(here / "call-e" / "arms.md").write_text(text)
+print(text)
