@@ -94,23 +94,30 @@ text = ("# session 42 call E: role1's permutation under the next pull, and the e
 (here / "call-e" / "arms.md").write_text(text)
 print(text)
 
-# Call F: E3 (role1's permutation, all of a row's loads before its stores) and D3 (E3 + per-step tables) against A,
-# order A E3 D3 D3 E3 A; role2, role1 and the span.
-F_RUNS = {"A": (1, 6), "E3": (2, 5), "D3": (3, 4)}
-lines = ["| case | T | A span µs | " + " | ".join(f"{x} {w}" for x in ("E3", "D3") for w in ("role2", "role1", "span"))
-         + " |", "|---|---|---|" + "---|" * 6]
-for label, pre in C_CASES[:2]:
-    tl = here / "call-f" / "tl"
-    got = {(arm, what): [point_us(tl / f"{pre}-{arm}-{i}", what) for i in runs]
-           for arm, runs in F_RUNS.items() for what in ("role2", "role1", "span")}
-    for t in sorted(got["A", "span"][0]):
-        def pct(arm, what):
-            a = sum(r[t] for r in got["A", what]) / 2
-            return f"{100 * (sum(r[t] for r in got[arm, what]) / 2 / a - 1):+.1f} %"
-        lines.append(f"| {label} | {t} | " + " / ".join(f"{r[t]:.1f}" for r in got["A", "span"]) + " | "
-                     + " | ".join(pct(x, w) for x in ("E3", "D3") for w in ("role2", "role1", "span")) + " |")
-text = ("# session 42 call F: role1's permutation with all of a row's loads before its stores (mean of two runs, change "
-        "against A)\n\nE3: role1 permutes each ring row, one warp sync per row; D3: E3 + role2's tables per K128 step.\n\n"
-        + "\n".join(lines) + "\n")
-(here / "call-f" / "arms.md").write_text(text)
-print(text)
+# Calls F and G: role1's permutation with all of a row's loads before its stores (E3 / E4: with the full / the
+# shared-only proxy fence), alone and with role2's per-step tables (D3 / D4), against A, order A E D D E A; role2,
+# role1 and the span.
+def rd_table(call: str, e: str, d: str, title: str, note: str) -> None:
+    runs = {"A": (1, 6), e: (2, 5), d: (3, 4)}
+    lines = ["| case | T | A span µs | " + " | ".join(f"{x} {w}" for x in (e, d) for w in ("role2", "role1", "span"))
+             + " |", "|---|---|---|" + "---|" * 6]
+    for label, pre in C_CASES[:2]:
+        tl = here / call / "tl"
+        got = {(arm, what): [point_us(tl / f"{pre}-{arm}-{i}", what) for i in rs]
+               for arm, rs in runs.items() for what in ("role2", "role1", "span")}
+        for t in sorted(got["A", "span"][0]):
+            def pct(arm, what):
+                a = sum(r[t] for r in got["A", what]) / 2
+                return f"{100 * (sum(r[t] for r in got[arm, what]) / 2 / a - 1):+.1f} %"
+            lines.append(f"| {label} | {t} | " + " / ".join(f"{r[t]:.1f}" for r in got["A", "span"]) + " | "
+                         + " | ".join(pct(x, w) for x in (e, d) for w in ("role2", "role1", "span")) + " |")
+    text = f"# session 42 {title} (mean of two runs, change against A)\n\n{note}\n\n" + "\n".join(lines) + "\n"
+    (here / call / "arms.md").write_text(text)
+    print(text)
+
+
+rd_table("call-f", "E3", "D3", "call F: role1's permutation with all of a row's loads before its stores",
+         "E3: role1 permutes each ring row, one warp sync per row; D3: E3 + role2's tables per K128 step.")
+rd_table("call-g", "E4", "D4", "call G: call F's role1 permutation with the shared-only proxy fence",
+         "E4: as E3 with `fence.proxy.async.shared::cta` instead of `fence.proxy.async`; D4: E4 + role2's tables per "
+         "K128 step.")
