@@ -1,12 +1,15 @@
 """Session 42: role2 in the layer (`bench timeline`, median role2 duration of 20 replays per run), runs alternating in
 one call (README.md). Call B: timing probes of the FP4 decode's table work against the shipped role2 — B = one
 folded-table pair per K128 step and slab (`exp-s42-lut-per-step.diff`), C = no table work (`exp-s42-lut-const.diff`);
-outputs wrong in both. `python3 ab_table.py` here -> call-b/arms_role2.md and, with matplotlib, ab_role2.png."""
+outputs wrong in both. Calls C, E, F, G: role1 writing ring rows K-interleaved (its cost) and the early pull; call D:
+tables read from shared memory (README.md's table). `python3 ab_table.py` here -> call-b/arms_role2.md, ab_role2.png
+(with matplotlib), call-d/arms_role2.md and call-{c,e,f,g}/arms.md."""
 import sys
 from pathlib import Path
 
 here = Path(__file__).parent
 sys.path.insert(0, str(here.parents[2] / "ci"))
+from raw_json import load_json  # noqa: E402
 from timeline_ab import ARM_TABLE_HEAD, arm_rows, plot_changes, write_ab_table  # noqa: E402
 
 #: (row label, short label, run prefix, runs of A / B / C)
@@ -28,10 +31,6 @@ write_ab_table(here / "call-b" / "arms_role2.md", "session 42 call B: decode-tab
 plot_changes(bars, here / "ab_role2.png", "Session 42, H200, role2 in the layer: tables per K128 step (probe) vs "
              "per K32")
 
-# Call C: B (tables per step), D (B + role1 writing each ring row K-interleaved), E (role1's permutation alone) against
-# A, order A B D E E D B A; role2, role1 and the layer's span (the replay's first kernel start -> last kernel end).
-from raw_json import load_json  # noqa: E402
-
 
 def point_us(run_dir, what: str) -> dict[int, float]:
     """T -> role ``what``'s median duration, or the span (``what == "span"``), of one timeline run (µs)."""
@@ -40,84 +39,58 @@ def point_us(run_dir, what: str) -> dict[int, float]:
             for p in pts}
 
 
-C_CASES = [("GLM-5.2 share", "sh-glm"), ("DSV-4.1-Flash share", "sh-dsv"), ("GLM-5.2 P = 1", "p1-glm")]
-C_RUNS = {"A": (1, 8), "B": (2, 7), "D": (3, 6), "E": (4, 5)}
-lines = ["| case | T | A span µs | " + " | ".join(f"{x} {w}" for x in "BDE" for w in ("role2", "role1", "span")) + " |",
-         "|---|---|---|" + "---|" * 9]
-for label, pre in C_CASES:
-    tl = here / "call-c" / "tl"
-    got = {(arm, what): [point_us(tl / f"{pre}-{arm}-{i}", what) for i in runs]
-           for arm, runs in C_RUNS.items() for what in ("role2", "role1", "span")}
-    for t in sorted(got["A", "span"][0]):
-        def pct(arm, what):
-            a = sum(r[t] for r in got["A", what]) / 2
-            return f"{100 * (sum(r[t] for r in got[arm, what]) / 2 / a - 1):+.1f} %"
-        a_span = " / ".join(f"{r[t]:.1f}" for r in got["A", "span"])
-        lines.append(f"| {label} | {t} | {a_span} | " + " | ".join(pct(x, w) for x in "BDE"
-                                                                 for w in ("role2", "role1", "span")) + " |")
-text = ("# session 42 call C: the K-interleave probes against the shipped bundles (mean of two runs each, change in %)\n\n"
-        "B: role2 tables per K128 step; D: B + role1 writing ring rows K-interleaved; E: role1's permutation alone.\n\n"
-        + "\n".join(lines) + "\n")
-(here / "call-c" / "arms.md").write_text(text)
-print(text)
+#: (row label, run prefix) of the layer A/Bs of calls C-G
+PROBE_CASES = [("GLM-5.2 share", "sh-glm"), ("DSV-4.1-Flash share", "sh-dsv"), ("GLM-5.2 P = 1", "p1-glm")]
 
-# Call D: F (tables read from shared memory, `exp-s42-lut-smem.diff`) and B against A, order A F B B F A; role2.
-rows = list(ARM_TABLE_HEAD)
-for label, pre in C_CASES[:2]:
-    rows += arm_rows(here / "call-d" / "tl", label, (f"{pre}-A-1", f"{pre}-A-6"),
-                     [("smem tables", (f"{pre}-F-2", f"{pre}-F-5")), ("per-step", (f"{pre}-B-3", f"{pre}-B-4"))])[0]
-write_ab_table(here / "call-d" / "arms_role2.md", "session 42 call D: tables from shared memory (F) and per K128 step "
-               "(B) against the shipped role2", rows)
 
-# Call E: E (role1's permutation), E2 (E under the next token's early pull), G (the early pull alone, correct) against A,
-# order A E E2 G G E2 E A (P = 1 GLM-5.2: A and G only); role2, role1 and the span.
-E_RUNS = {"A": (1, 8), "E": (2, 7), "E2": (3, 6), "G": (4, 5)}
-lines = ["| case | T | A role1 µs | A span µs | " + " | ".join(f"{x} {w}" for x in ("E", "E2", "G")
-                                                         for w in ("role1", "span")) + " |", "|---|---|---|---|" + "---|" * 6]
-for label, pre in C_CASES:
-    tl = here / "call-e" / "tl"
-    arms = [a for a in E_RUNS if (tl / f"{pre}-{a}-{E_RUNS[a][0]}").exists()]
-    got = {(arm, what): [point_us(tl / f"{pre}-{arm}-{i}", what) for i in E_RUNS[arm]]
-           for arm in arms for what in ("role1", "span")}
-    for t in sorted(got["A", "span"][0]):
-        def pct(arm, what):
-            if arm not in arms:
+def arms_table(call: str, runs: dict[str, tuple[int, ...]], whats: tuple[str, ...], title: str, note: str,
+               cases=PROBE_CASES, shown=("span",)) -> None:
+    """``call``/arms.md: per case and T, arm A's ``shown`` values (each run) and every other arm's change against A of
+    each of ``whats`` (mean of its runs); ``runs``: arm -> its run numbers (arm A first); a case or arm whose runs are
+    missing is left out / shown as -."""
+    arms = [a for a in runs if a != "A"]
+    lines = ["| case | T | " + " | ".join(f"A {w} µs" for w in shown) + " | "
+             + " | ".join(f"{x} {w}" for x in arms for w in whats) + " |",
+             "|---|---|" + "---|" * (len(shown) + len(arms) * len(whats))]
+    tl = here / call / "tl"
+    for label, pre in cases:
+        if not (tl / f"{pre}-A-{runs['A'][0]}").exists():
+            continue
+        have = [a for a in runs if (tl / f"{pre}-{a}-{runs[a][0]}").exists()]
+        got = {(a, w): [point_us(tl / f"{pre}-{a}-{i}", w) for i in runs[a]] for a in have for w in set(whats) | set(shown)}
+
+        def pct(arm, what, t):
+            if arm not in have:
                 return "-"
-            a = sum(r[t] for r in got["A", what]) / 2
-            return f"{100 * (sum(r[t] for r in got[arm, what]) / 2 / a - 1):+.1f} %"
-        cell = lambda what: " / ".join(f"{r[t]:.1f}" for r in got["A", what])  # noqa: E731
-        lines.append(f"| {label} | {t} | {cell('role1')} | {cell('span')} | "
-                     + " | ".join(pct(x, w) for x in ("E", "E2", "G") for w in ("role1", "span")) + " |")
-text = ("# session 42 call E: role1's permutation under the next pull, and the early pull alone (mean of two runs, change "
-        "against A)\n\nE: role1 permutes each ring row (call C's probe); E2: E with the next token's pull issued as soon as "
-        "the row has landed; G: that early pull alone (correct).\n\n" + "\n".join(lines) + "\n")
-(here / "call-e" / "arms.md").write_text(text)
-print(text)
-
-# Calls F and G: role1's permutation with all of a row's loads before its stores (E3 / E4: with the full / the
-# shared-only proxy fence), alone and with role2's per-step tables (D3 / D4), against A, order A E D D E A; role2,
-# role1 and the span.
-def rd_table(call: str, e: str, d: str, title: str, note: str) -> None:
-    runs = {"A": (1, 6), e: (2, 5), d: (3, 4)}
-    lines = ["| case | T | A span µs | " + " | ".join(f"{x} {w}" for x in (e, d) for w in ("role2", "role1", "span"))
-             + " |", "|---|---|---|" + "---|" * 6]
-    for label, pre in C_CASES[:2]:
-        tl = here / call / "tl"
-        got = {(arm, what): [point_us(tl / f"{pre}-{arm}-{i}", what) for i in rs]
-               for arm, rs in runs.items() for what in ("role2", "role1", "span")}
-        for t in sorted(got["A", "span"][0]):
-            def pct(arm, what):
-                a = sum(r[t] for r in got["A", what]) / 2
-                return f"{100 * (sum(r[t] for r in got[arm, what]) / 2 / a - 1):+.1f} %"
-            lines.append(f"| {label} | {t} | " + " / ".join(f"{r[t]:.1f}" for r in got["A", "span"]) + " | "
-                         + " | ".join(pct(x, w) for x in (e, d) for w in ("role2", "role1", "span")) + " |")
-    text = f"# session 42 {title} (mean of two runs, change against A)\n\n{note}\n\n" + "\n".join(lines) + "\n"
+            mean = lambda rs: sum(r[t] for r in rs) / len(rs)  # noqa: E731
+            return f"{100 * (mean(got[arm, what]) / mean(got['A', what]) - 1):+.1f} %"
+        for t in sorted(got["A", whats[0]][0]):
+            lines.append(f"| {label} | {t} | " + " | ".join(" / ".join(f"{r[t]:.1f}" for r in got["A", w]) for w in shown)
+                         + " | " + " | ".join(pct(x, w, t) for x in arms for w in whats) + " |")
+    text = f"# session 42 {title} (mean of the runs, change against A)\n\n{note}\n\n" + "\n".join(lines) + "\n"
     (here / call / "arms.md").write_text(text)
     print(text)
 
 
-rd_table("call-f", "E3", "D3", "call F: role1's permutation with all of a row's loads before its stores",
-         "E3: role1 permutes each ring row, one warp sync per row; D3: E3 + role2's tables per K128 step.")
-rd_table("call-g", "E4", "D4", "call G: call F's role1 permutation with the shared-only proxy fence",
-         "E4: as E3 with `fence.proxy.async.shared::cta` instead of `fence.proxy.async`; D4: E4 + role2's tables per "
-         "K128 step.")
+R3 = ("role2", "role1", "span")
+arms_table("call-c", {"A": (1, 8), "B": (2, 7), "D": (3, 6), "E": (4, 5)}, R3,
+           "call C: the K-interleave probes against the shipped bundles",
+           "B: role2 tables per K128 step; D: B + role1 writing ring rows K-interleaved; E: role1's permutation alone.")
+# Call D: F (tables read from shared memory) and B against A, order A F B B F A; role2.
+rows = list(ARM_TABLE_HEAD)
+for label, pre in PROBE_CASES[:2]:
+    rows += arm_rows(here / "call-d" / "tl", label, (f"{pre}-A-1", f"{pre}-A-6"),
+                     [("smem tables", (f"{pre}-F-2", f"{pre}-F-5")), ("per-step", (f"{pre}-B-3", f"{pre}-B-4"))])[0]
+write_ab_table(here / "call-d" / "arms_role2.md", "session 42 call D: tables from shared memory (F) and per K128 step "
+               "(B) against the shipped role2", rows)
+arms_table("call-e", {"A": (1, 8), "E": (2, 7), "E2": (3, 6), "G": (4, 5)}, ("role1", "span"),
+           "call E: role1's permutation under the next pull, and the early pull alone",
+           "E: role1 permutes each ring row (call C's probe); E2: E with the next token's pull issued as soon as the row "
+           "has landed; G: that early pull alone (correct). P = 1: A and G only.", shown=("role1", "span"))
+arms_table("call-f", {"A": (1, 6), "E3": (2, 5), "D3": (3, 4)}, R3,
+           "call F: role1's permutation with all of a row's loads before its stores",
+           "E3: role1 permutes each ring row, one warp sync per row; D3: E3 + role2's tables per K128 step.")
+arms_table("call-g", {"A": (1, 6), "E4": (2, 5), "D4": (3, 4)}, R3,
+           "call G: call F's role1 permutation with the shared-only proxy fence",
+           "E4: as E3 with `fence.proxy.async.shared::cta` instead of `fence.proxy.async`; D4: E4 + role2's tables per "
+           "K128 step.")
