@@ -1,5 +1,6 @@
 """Role A/B of ``gcmoe_runtime.bench timeline`` folders (alternating runs of an old and a new bundle in one GPU call):
-a role's median duration per token count in one run, and the bar plot of the changes that the sessions' ``ab_table.py``
+a role's median duration (or the span) per token count in one run, the A/B and arms tables (`arms_table`: several
+arms over several roles at once, session 42), and the bar plot of the changes that the sessions' ``ab_table.py``
 scripts draw. (``ci/layer_ab.py`` does the same for ``bench sweep`` latencies.)"""
 from __future__ import annotations
 
@@ -9,14 +10,16 @@ from pathlib import Path
 
 def role_us(run_dir, role: str = "role2", model: str | None = None) -> dict[int, float]:
     """T -> the role's median duration (µs) over the run's replays (``timeline.json``; its first model, or the one
-    named ``model`` in a run of several ``--model``)."""
+    named ``model`` in a run of several ``--model``); ``role="span"``: the replay's span (first kernel start -> last
+    kernel end)."""
     models = load_json(Path(run_dir) / "timeline.json")["models"]
     if model is not None:
         named = [m for m in models if m["model"] == model]
         if not named:
             raise KeyError(f"{run_dir}: no model {model!r} (has {', '.join(m['model'] for m in models)})")
         models = named
-    return {p["tokens"]: p["summary"]["roles"][role]["dur_us"] for p in models[0]["points"]}
+    return {p["tokens"]: p["summary"]["span_us"] if role == "span" else p["summary"]["roles"][role]["dur_us"]
+            for p in models[0]["points"]}
 
 
 def mean(xs) -> float:
@@ -66,6 +69,31 @@ def arm_rows(tl_dir, label: str, old: tuple[str, ...], arms: list[tuple[str, tup
         rows += r
         changes += [(arm, t, x) for t, x in c]
     return rows, changes
+
+
+def arms_table(tl_dir, cases: list[tuple[str, str]], runs: dict[str, tuple[int, ...]], whats: tuple[str, ...],
+               shown: tuple[str, ...] = ("span",), model: str | None = None) -> list[str]:
+    """A Markdown table of several arms against arm ``A`` over several roles at once: per case and T, A's ``shown``
+    values (each run) and every other arm's change against A of each of ``whats`` (roles or ``"span"``, the mean of
+    the arm's runs, :func:`change_pct`). ``cases``: (row label, run prefix); a run folder is ``<prefix>-<arm>-<n>``
+    under ``tl_dir`` for ``n`` in ``runs[arm]``; a case without A's runs is left out, an arm without runs there is
+    shown as ``-``; ``model`` as for :func:`role_us` (runs of several ``--model``)."""
+    arms = [a for a in runs if a != "A"]
+    lines = ["| case | T | " + " | ".join(f"A {w} µs" for w in shown) + " | "
+             + " | ".join(f"{x} {w}" for x in arms for w in whats) + " |",
+             "|---|---|" + "---|" * (len(shown) + len(arms) * len(whats))]
+    tl_dir = Path(tl_dir)
+    for label, pre in cases:
+        if not (tl_dir / f"{pre}-A-{runs['A'][0]}").exists():
+            continue
+        have = [a for a in runs if (tl_dir / f"{pre}-{a}-{runs[a][0]}").exists()]
+        got = {(a, w): [role_us(tl_dir / f"{pre}-{a}-{i}", w, model) for i in runs[a]]
+               for a in have for w in dict.fromkeys(whats + shown)}
+        for t in sorted(got["A", whats[0]][0]):
+            cells = [f"{change_pct(got['A', w], got[x, w], t):+.1f} %" if x in have else "-" for x in arms for w in whats]
+            lines.append(f"| {label} | {t} | " + " | ".join(runs_cell(got["A", w], t) for w in shown) + " | "
+                         + " | ".join(cells) + " |")
+    return lines
 
 
 def runs_cell(runs: list[dict[int, float]], t: int) -> str:

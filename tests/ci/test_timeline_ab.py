@@ -55,3 +55,33 @@ def test_role_us_reads_the_named_model_of_a_run_of_several(ci_tool, tmp_path):
     assert tl.role_us(d) == {4: 10.0} and tl.role_us(d, model="b") == {4: 20.0}
     with pytest.raises(KeyError, match="no model 'c'"):
         tl.role_us(d, model="c")
+
+
+def _layer_run(tmp_path, name, by_t):
+    """A ``bench timeline`` folder whose point T has role1 / role2 durations and span by_t[T] = (r1, r2, span)."""
+    d = tmp_path / name
+    d.mkdir()
+    pts = [{"tokens": t, "summary": {"span_us": sp, "roles": {"role1": {"dur_us": r1}, "role2": {"dur_us": r2}}}}
+           for t, (r1, r2, sp) in by_t.items()]
+    (d / "timeline.json").write_text(json.dumps({"models": [{"points": pts}]}))
+
+
+def test_role_us_reads_the_span(ci_tool, tmp_path):
+    tl = ci_tool("timeline_ab")
+    _layer_run(tmp_path, "r", {8: (10.0, 90.0, 101.0)})
+    assert tl.role_us(tmp_path / "r", "span") == {8: 101.0} and tl.role_us(tmp_path / "r", "role1") == {8: 10.0}
+
+
+def test_arms_table_changes_of_several_roles_against_a(ci_tool, tmp_path):
+    tl = ci_tool("timeline_ab")
+    for n, v in ((1, (10.0, 100.0, 110.0)), (4, (10.0, 100.0, 110.0)), (2, (11.0, 95.0, 106.0)),
+                 (3, (12.0, 95.0, 106.0))):
+        _layer_run(tmp_path, f"sh-{'A' if n in (1, 4) else 'B'}-{n}", {16: v})
+    _layer_run(tmp_path, "p1-A-1", {16: (1.0, 2.0, 3.0)})  # a case whose B runs are missing
+    _layer_run(tmp_path, "p1-A-4", {16: (1.0, 2.0, 3.0)})
+    lines = tl.arms_table(tmp_path, [("share", "sh"), ("P1", "p1"), ("none", "zz")], {"A": (1, 4), "B": (2, 3)},
+                          ("role2", "role1", "span"))
+    assert lines[0] == "| case | T | A span µs | B role2 | B role1 | B span |"
+    assert lines[1].count("|") == lines[0].count("|")
+    assert lines[2:] == ["| share | 16 | 110.0 / 110.0 | -5.0 % | +15.0 % | -3.6 % |",
+                         "| P1 | 16 | 3.0 / 3.0 | - | - | - |"]

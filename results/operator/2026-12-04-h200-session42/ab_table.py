@@ -9,8 +9,7 @@ from pathlib import Path
 
 here = Path(__file__).parent
 sys.path.insert(0, str(here.parents[2] / "ci"))
-from raw_json import load_json  # noqa: E402
-from timeline_ab import ARM_TABLE_HEAD, arm_rows, plot_changes, write_ab_table  # noqa: E402
+from timeline_ab import ARM_TABLE_HEAD, arm_rows, arms_table, plot_changes, write_ab_table  # noqa: E402
 
 #: (row label, short label, run prefix, runs of A / B / C)
 CASES = [
@@ -32,50 +31,23 @@ plot_changes(bars, here / "ab_role2.png", "Session 42, H200, role2 in the layer:
              "per K32")
 
 
-def point_us(run_dir, what: str) -> dict[int, float]:
-    """T -> role ``what``'s median duration, or the span (``what == "span"``), of one timeline run (µs)."""
-    pts = load_json(Path(run_dir) / "timeline.json")["models"][0]["points"]
-    return {p["tokens"]: p["summary"]["span_us"] if what == "span" else p["summary"]["roles"][what]["dur_us"]
-            for p in pts}
-
-
 #: (row label, run prefix) of the layer A/Bs of calls C-G
 PROBE_CASES = [("GLM-5.2 share", "sh-glm"), ("DSV-4.1-Flash share", "sh-dsv"), ("GLM-5.2 P = 1", "p1-glm")]
 
 
-def arms_table(call: str, runs: dict[str, tuple[int, ...]], whats: tuple[str, ...], title: str, note: str,
-               cases=PROBE_CASES, shown=("span",)) -> None:
-    """``call``/arms.md: per case and T, arm A's ``shown`` values (each run) and every other arm's change against A of
-    each of ``whats`` (mean of its runs); ``runs``: arm -> its run numbers (arm A first); a case or arm whose runs are
-    missing is left out / shown as -."""
-    arms = [a for a in runs if a != "A"]
-    lines = ["| case | T | " + " | ".join(f"A {w} µs" for w in shown) + " | "
-             + " | ".join(f"{x} {w}" for x in arms for w in whats) + " |",
-             "|---|---|" + "---|" * (len(shown) + len(arms) * len(whats))]
-    tl = here / call / "tl"
-    for label, pre in cases:
-        if not (tl / f"{pre}-A-{runs['A'][0]}").exists():
-            continue
-        have = [a for a in runs if (tl / f"{pre}-{a}-{runs[a][0]}").exists()]
-        got = {(a, w): [point_us(tl / f"{pre}-{a}-{i}", w) for i in runs[a]] for a in have for w in set(whats) | set(shown)}
-
-        def pct(arm, what, t):
-            if arm not in have:
-                return "-"
-            mean = lambda rs: sum(r[t] for r in rs) / len(rs)  # noqa: E731
-            return f"{100 * (mean(got[arm, what]) / mean(got['A', what]) - 1):+.1f} %"
-        for t in sorted(got["A", whats[0]][0]):
-            lines.append(f"| {label} | {t} | " + " | ".join(" / ".join(f"{r[t]:.1f}" for r in got["A", w]) for w in shown)
-                         + " | " + " | ".join(pct(x, w, t) for x in arms for w in whats) + " |")
+def arms_md(call: str, runs: dict[str, tuple[int, ...]], whats: tuple[str, ...], title: str, note: str,
+            shown=("span",)) -> None:
+    """``call``/arms.md: :func:`timeline_ab.arms_table` of the call's runs, under a title and a note."""
+    lines = arms_table(here / call / "tl", PROBE_CASES, runs, whats, shown)
     text = f"# session 42 {title} (mean of the runs, change against A)\n\n{note}\n\n" + "\n".join(lines) + "\n"
     (here / call / "arms.md").write_text(text)
     print(text)
 
 
 R3 = ("role2", "role1", "span")
-arms_table("call-c", {"A": (1, 8), "B": (2, 7), "D": (3, 6), "E": (4, 5)}, R3,
-           "call C: the K-interleave probes against the shipped bundles",
-           "B: role2 tables per K128 step; D: B + role1 writing ring rows K-interleaved; E: role1's permutation alone.")
+arms_md("call-c", {"A": (1, 8), "B": (2, 7), "D": (3, 6), "E": (4, 5)}, R3,
+        "call C: the K-interleave probes against the shipped bundles",
+        "B: role2 tables per K128 step; D: B + role1 writing ring rows K-interleaved; E: role1's permutation alone.")
 # Call D: F (tables read from shared memory) and B against A, order A F B B F A; role2.
 rows = list(ARM_TABLE_HEAD)
 for label, pre in PROBE_CASES[:2]:
@@ -83,14 +55,14 @@ for label, pre in PROBE_CASES[:2]:
                      [("smem tables", (f"{pre}-F-2", f"{pre}-F-5")), ("per-step", (f"{pre}-B-3", f"{pre}-B-4"))])[0]
 write_ab_table(here / "call-d" / "arms_role2.md", "session 42 call D: tables from shared memory (F) and per K128 step "
                "(B) against the shipped role2", rows)
-arms_table("call-e", {"A": (1, 8), "E": (2, 7), "E2": (3, 6), "G": (4, 5)}, ("role1", "span"),
-           "call E: role1's permutation under the next pull, and the early pull alone",
-           "E: role1 permutes each ring row (call C's probe); E2: E with the next token's pull issued as soon as the row "
-           "has landed; G: that early pull alone (correct). P = 1: A and G only.", shown=("role1", "span"))
-arms_table("call-f", {"A": (1, 6), "E3": (2, 5), "D3": (3, 4)}, R3,
-           "call F: role1's permutation with all of a row's loads before its stores",
-           "E3: role1 permutes each ring row, one warp sync per row; D3: E3 + role2's tables per K128 step.")
-arms_table("call-g", {"A": (1, 6), "E4": (2, 5), "D4": (3, 4)}, R3,
-           "call G: call F's role1 permutation with the shared-only proxy fence",
-           "E4: as E3 with `fence.proxy.async.shared::cta` instead of `fence.proxy.async`; D4: E4 + role2's tables per "
-           "K128 step.")
+arms_md("call-e", {"A": (1, 8), "E": (2, 7), "E2": (3, 6), "G": (4, 5)}, ("role1", "span"),
+        "call E: role1's permutation under the next pull, and the early pull alone",
+        "E: role1 permutes each ring row (call C's probe); E2: E with the next token's pull issued as soon as the row "
+        "has landed; G: that early pull alone (correct). P = 1: A and G only.", shown=("role1", "span"))
+arms_md("call-f", {"A": (1, 6), "E3": (2, 5), "D3": (3, 4)}, R3,
+        "call F: role1's permutation with all of a row's loads before its stores",
+        "E3: role1 permutes each ring row, one warp sync per row; D3: E3 + role2's tables per K128 step.")
+arms_md("call-g", {"A": (1, 6), "E4": (2, 5), "D4": (3, 4)}, R3,
+        "call G: call F's role1 permutation with the shared-only proxy fence",
+        "E4: as E3 with `fence.proxy.async.shared::cta` instead of `fence.proxy.async`; D4: E4 + role2's tables per "
+        "K128 step.")
