@@ -37,8 +37,8 @@ AB_TABLE_HEAD = ["| case | T | old runs µs | new runs µs | change |", "|---|--
 ARM_TABLE_HEAD = ["| case | arm | T | old runs µs | arm runs µs | change |", "|---|---|---|---|---|---|"]
 
 
-def _runs(tl_dir, names: tuple[str, ...], model: str | None) -> list[dict[int, float]]:
-    return [role_us(Path(tl_dir) / r, model=model) for r in names]
+def _runs(tl_dir, names: tuple[str, ...], model: str | None, role: str = "role2") -> list[dict[int, float]]:
+    return [role_us(Path(tl_dir) / r, role, model) for r in names]
 
 
 def _change_rows(cells: str, o: list[dict[int, float]], n: list[dict[int, float]]):
@@ -87,7 +87,7 @@ def arms_table(tl_dir, cases: list[tuple[str, str]], runs: dict[str, tuple[int, 
         if not (tl_dir / f"{pre}-A-{runs['A'][0]}").exists():
             continue
         have = [a for a in runs if (tl_dir / f"{pre}-{a}-{runs[a][0]}").exists()]
-        got = {(a, w): [role_us(tl_dir / f"{pre}-{a}-{i}", w, model) for i in runs[a]]
+        got = {(a, w): _runs(tl_dir, tuple(f"{pre}-{a}-{i}" for i in runs[a]), model, w)
                for a in have for w in dict.fromkeys(whats + shown)}
         for t in sorted(got["A", whats[0]][0]):
             cells = [f"{change_pct(got['A', w], got[x, w], t):+.1f} %" if x in have else "-" for x in arms for w in whats]
