@@ -185,10 +185,11 @@ def _trace_parts(cfg):
         pd_ = PeerDesc(peer)
         return pd_.base() + pd_.offset(r)
 
-    from .ptx_mem import mbar_arrive_expect_tx, mbar_init, mbar_init_fence
+    from .ptx_mem import (fence_proxy_async_global, fence_proxy_async_shared, mbar_arrive_expect_tx, mbar_init,
+                          mbar_init_fence)
     from .role1_sync import (
         atom_add_gpu_u64, atom_add_shared_u32, bulk_commit, bulk_g2s, bulk_s2g, bulk_wait, fence_acq_rel_gpu,
-        fence_acq_rel_peer, fence_proxy_async, globaltimer, grid_sync, ld_peer_u32, ld_peer_u64, ld_s32,
+        fence_acq_rel_peer, globaltimer, grid_sync, ld_peer_u32, ld_peer_u64, ld_s32,
         ld_shared_u32, ld_u32, red_release_gpu_add_u32, shfl_up, st_release_peer_u32, st_shared_u32, st_u32,
         st_u64, st_v4, syncwarp, trap_with_record, wait_geq_u32)
     from .wgmma_rs import _asm, _v
@@ -417,7 +418,7 @@ def _trace_parts(cfg):
                     # free this one (waiting with a token held back could deadlock the ring)
                     if prev_inc != Int32(0):
                         bulk_wait(0)
-                        fence_proxy_async()
+                        fence_proxy_async_global()  # the bulk store's row -> the release
                         red_release_gpu_add_u32(ws + o_l1_full_count + Int64(prev_rb) * 4, prev_inc)
                     wait_geq_u32(ws + o_l1_empty_count + Int64(rb) * 4, gen, globaltimer(), timeout_ns, err,
                                  CODE_RING_EMPTY, "gpu")
@@ -445,7 +446,7 @@ def _trace_parts(cfg):
                 bulk_commit()
                 if prev_inc != Int32(0):  # a previous token not yet released
                     bulk_wait(1)  # its row has landed (only this token's store may be pending)
-                    fence_proxy_async()
+                    fence_proxy_async_global()  # the bulk store's row -> the release
                     red_release_gpu_add_u32(ws + o_l1_full_count + Int64(prev_rb) * 4, prev_inc)
             gn = g + W_TOTAL
             if gn < total:
@@ -456,7 +457,7 @@ def _trace_parts(cfg):
                     stok2 = Int64(ent2 >> 5)
                     nxt = stage0 + (1 - s) * STAGE
                     mb2 = mbar0 + (1 - s) * 8
-                    fence_proxy_async()
+                    fence_proxy_async_shared()  # this warp's generic reads of that stage -> the bulk copy's writes
                     mbar_arrive_expect_tx(mb2, H + SFB)
                     bulk_g2s(nxt, src2 + o_x + stok2 * H, H, mb2)
                     bulk_g2s(nxt + H, src2 + o_x_sf + stok2 * SFB, SFB, mb2)
@@ -467,7 +468,7 @@ def _trace_parts(cfg):
         if lane == 0:
             if prev_inc != Int32(0):
                 bulk_wait(0)
-                fence_proxy_async()
+                fence_proxy_async_global()  # the bulk store's row -> the release
                 red_release_gpu_add_u32(ws + o_l1_full_count + Int64(prev_rb) * 4, prev_inc)
 
     @cute.jit

@@ -119,12 +119,6 @@ def fence_sc_sys(*, loc=None, ip=None):
 
 
 @dsl_user_op
-def fence_proxy_async(*, loc=None, ip=None):
-    """Order generic-proxy accesses against later async-proxy (bulk copy) ones and vice versa."""
-    _asm("fence.proxy.async;", "", [], 0)
-
-
-@dsl_user_op
 def syncwarp(*, loc=None, ip=None):
     _asm("bar.warp.sync -1;", "", [], 0)
 

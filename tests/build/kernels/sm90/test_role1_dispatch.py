@@ -101,3 +101,17 @@ def test_no_wait_while_holding_a_token(art):
     first_empty_wait = ptx.index("ld.acquire.gpu.global.u32", tables)  # (P = 1's tag-1 wait is GPU scope, before)
     assert ptx.index("red.release.gpu.global.add.u32") < first_empty_wait
     assert ptx.index("cp.async.bulk.wait_group 0") < first_empty_wait
+
+
+def test_proxy_fences_name_their_state_space(art):
+    """Every release of a stored row is preceded by the global-only proxy fence (the bulk store's writes -> the
+    generic release) and each pull into a stage by the shared-only one (the warp's reads of that stage -> the bulk
+    copy's writes); the all-state-spaces ``fence.proxy.async`` is never used (session 42: a full fence per row and
+    warp cost role1 about as much as the rest of a row permutation)."""
+    ptx = art.ptx
+    assert "fence.proxy.async;" not in ptx
+    assert ptx.count("fence.proxy.async.global;") == ptx.count("red.release.gpu.global.add.u32") == 3
+    assert ptx.count("fence.proxy.async.shared::cta;") == 1
+    for i in range(3):
+        rel = [m for m in range(len(ptx)) if ptx.startswith("red.release.gpu.global.add.u32", m)][i]
+        assert ptx.rindex("fence.proxy.async.global;", 0, rel) > ptx.rindex("cp.async.bulk.wait_group", 0, rel)
