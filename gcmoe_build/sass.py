@@ -137,6 +137,27 @@ def _mma_loops(lines: list[str], insns: list[Insn], labels: dict[str, int], opco
     return [Loop(a, e, [x for x in insns if a <= x.line <= e]) for a, e in sorted(chosen)]
 
 
+def load_rounds(sass: str, opcode: str = "LDG", modifiers: str = ".E.128") -> list[int]:
+    """How many latency rounds a straight run of independent loads costs: for each ``opcode`` + ``modifiers`` load
+    from the first to the last in code order, the round it issues in. A round ends at the first other instruction
+    that names a register a load of the round writes (the warp waits there for that load before it issues the
+    next one). ``[1, 1, ...]``: every load in flight at once; ptxas may interleave a sum between loads and make it 2-3
+    rounds (role3's combine, session 43)."""
+    insns, _ = parse(sass)
+    at = [k for k, i in enumerate(insns) if i.opcode == opcode and i.modifiers == modifiers]
+    if not at:
+        return []
+    rounds, current, pending = [], 1, set()
+    for i in insns[at[0]:at[-1] + 1]:
+        regs = [int(r) for r in re.findall(r"\bR(\d+)\b", i.operands)]
+        if i.opcode == opcode and i.modifiers == modifiers:
+            rounds.append(current)
+            pending |= {regs[0] + j for j in range(4)}  # a 128-bit load writes four registers
+        elif pending & set(regs):  # read (or overwritten: the same scoreboard wait)
+            current, pending = current + 1, set()
+    return rounds
+
+
 def qgmma_register_a(sass: str) -> tuple[int, int]:
     """(QGMMA count, how many take A from registers): register-A form ``QGMMA... R<d>, R<a>, gdesc[...]``."""
     return _qgmma_register_a(parse(sass)[0])

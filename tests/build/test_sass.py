@@ -147,3 +147,18 @@ def test_two_cta_bm8_k_loops_keep_the_short_layout():
                 assert len(loops) == 2 and all(n <= SHORT_K_LOOP for n, _ in loops), (name, dict(v), loops)
                 seen += 1
     assert seen == 5  # GLM-5.2 P = 1 (split-free + w1_split = 2), P = 2; DSV-4.1-Flash P = 1, P = 2
+
+
+def test_load_rounds():
+    """A sum that reads a load's register between two loads makes the later load wait for the earlier one."""
+    from gcmoe_build.sass import load_rounds
+
+    def sass(*body):
+        return "\n".join(f"        /*{16 * n:04x}*/                   {line} ;" for n, line in enumerate(body))
+
+    loads = ("@P2 LDG.E.128 R8, desc[UR36][R12.64+-0x780000]", "@P6 LDG.E.128 R16, desc[UR36][R12.64]",
+             "@P5 LDG.E.128 R20, desc[UR36][R12.64+0x280000]")
+    assert load_rounds(sass("CS2R R8, SRZ", *loads, "FADD R4, R8, R16")) == [1, 1, 1]
+    assert load_rounds(sass(loads[0], "CS2R R16, SRZ", loads[1], "IMAD.U32 R15, R9, 0x10000, RZ", loads[2])) == \
+        [1, 1, 2]
+    assert load_rounds(sass("LDG.E R2, desc[UR36][R2.64]", "FADD R3, R2, R2")) == []  # other widths: not counted

@@ -22,8 +22,11 @@ Bookkeeping half (warps 0-3 of CTA 0 only; the other CTAs' warps 0-3 exit at onc
 
 Combine half (warps 4-11 of every CTA): each warp first waits until every peer's readiness
 reaches ``phase`` (acquire, system scope, bounded: trap code 4; P > 1 only), then takes work items
-``(token t, chunk c)`` — 1, 2 or 4 chunks per token, the most that still keeps every combine warp
-busy with 16-byte lane alignment (``H / chunks`` a multiple of 256 BF16). A token's valid slots are
+``(token t, chunk c)`` — as many chunks per token as the combine warps can each take one item of
+(:func:`chunks_per_token`: the largest divisor ``d`` of ``H / 256`` with ``ntok x d <= warps``; a chunk a
+multiple of 256 BF16 keeps the lanes' 16-byte units aligned). Small calls are a chain of dependent load
+rounds, one per 32 units a warp owns (session 43: at most 4 chunks per token left 6 rounds of 9 slot loads per
+warp at GLM-5.2 T = 1-64; up to 24 chunks leave one). A token's valid slots are
 its routed slots with ``0 <= topk_idx < E`` (a warp ballot) plus slot ``k`` when the layer has a
 shared expert; lanes load 16 bytes (8 BF16) of every valid slot of ``combine[slot][t]`` and
 accumulate them in FP32 in slot order, then pack 8 BF16 (RNE) and store them (``st.shared.v4``)
@@ -104,6 +107,20 @@ class Role3Config:
         return COMBINE_WARPS * self.nbuf * self.chunk_bytes
 
 
+def chunk_options(hidden: int) -> tuple[int, ...]:
+    """The chunk counts a token's BF16 row may be cut into, ascending: the divisors of ``hidden / 256`` (each
+    chunk a multiple of 32 lanes x 8 BF16)."""
+    groups = hidden // 256
+    return tuple(d for d in range(1, groups + 1) if groups % d == 0)
+
+
+def chunks_per_token(ntok: int, warps: int, hidden: int) -> int:
+    """The kernel's choice (host mirror, for tests and models): the most chunks per token that still give every
+    work item its own combine warp, 1 when even whole tokens outnumber the warps."""
+    fit = [d for d in chunk_options(hidden) if ntok * d <= warps]
+    return fit[-1] if fit else 1
+
+
 def abi_plan(ranks: int):
     readiness = ("st.release.sys.global.u64", "ld.acquire.sys.global.u32") if ranks > 1 else ()
     return peer_abi_plan(OFFSET_PARAMS, SCALAR_PARAMS_U64, SCALAR_PARAMS_S32, readiness + (
@@ -150,6 +167,7 @@ def _trace_parts(cfg):
     SCOPE = peer_scope(P)
     SHARED = cfg.shared
     UNITS = H // 8  # 16-byte units of a BF16 row
+    CHUNKS = chunk_options(H)
     BOOK = 32 * BOOK_WARPS
     NBUF, CHUNK_BYTES, SMEM = cfg.nbuf, cfg.chunk_bytes, cfg.smem_bytes
 
@@ -237,13 +255,11 @@ def _trace_parts(cfg):
             cw = nblk * COMBINE_WARPS
             gw = bid * COMBINE_WARPS + (warp - BOOK_WARPS)
             nch = Int32(1)
-            if (UNITS // 2) % 32 == 0:
-                if ntok * 2 <= cw:
-                    nch = Int32(2)
-                    if (UNITS // 4) % 32 == 0:
-                        if ntok * 4 <= cw:
-                            nch = Int32(4)
-            ucnt = UNITS // nch
+            ucnt = Int32(UNITS)
+            for d in cutlass.range_constexpr(len(CHUNKS)):  # ascending: the last that fits wins (chunks_per_token)
+                if ntok * CHUNKS[d] <= cw:
+                    nch = Int32(CHUNKS[d])
+                    ucnt = Int32(UNITS // CHUNKS[d])
             # this warp's NBUF chunk buffers (16-byte aligned: CHUNK_BYTES is a multiple of 512)
             wbuf = cute.arch.get_dyn_smem(Uint8, 128).toint() + (warp - BOOK_WARPS) * (NBUF * CHUNK_BYTES)
             it = Int32(0)
@@ -265,14 +281,18 @@ def _trace_parts(cfg):
                 if SHARED:
                     mask = mask | Int32(1 << K)
                 for u in cutlass.range(c * ucnt + lane, (c + 1) * ucnt, 32):
+                    # every slot's load, then a warp sync that no load can be scheduled past, then the sums:
+                    # one load round per unit (session 43: without the sync ptxas interleaved the first sums with
+                    # the loads, 2-3 rounds in 5 of 12 variants, role3 +30 % at DSV-4.1-Flash T = 256);
+                    # straight-line: an invalid slot is not loaded and contributes +0
+                    w = [ld_v4_if(ws + o_combine + ((Int64(s * CAP) + Int64(t)) * UNITS + Int64(u)) * 16,
+                                  (mask >> s) & 1) for s in range(NSLOT)]
+                    syncwarp()
                     acc = [Float32(0.0)] * 8
-                    for s in cutlass.range_constexpr(NSLOT):
-                        # straight-line: an invalid slot is not loaded and contributes +0
-                        w = ld_v4_if(ws + o_combine + ((Int64(s * CAP) + Int64(t)) * UNITS + Int64(u)) * 16,
-                                     (mask >> s) & 1)
+                    for s in cutlass.range_constexpr(NSLOT):  # slot order: the reference's sum order
                         for q in cutlass.range_constexpr(4):
-                            acc[2 * q] = acc[2 * q] + bf16_lo(w[q])
-                            acc[2 * q + 1] = acc[2 * q + 1] + bf16_hi(w[q])
+                            acc[2 * q] = acc[2 * q] + bf16_lo(w[s][q])
+                            acc[2 * q + 1] = acc[2 * q + 1] + bf16_hi(w[s][q])
                     st_shared_v4(buf + (u - c * ucnt) * 16, pack_bf16x2(acc[0], acc[1]),
                                  pack_bf16x2(acc[2], acc[3]), pack_bf16x2(acc[4], acc[5]), pack_bf16x2(acc[6], acc[7]))
                 fence_proxy_async_shared()  # this lane's shared stores -> the async proxy

@@ -7,8 +7,9 @@ The combine half's store path (issue 6 item 2): every role3 variant of the three
 writes its BF16 chunk to warp-private shared memory (``st.shared.v4``), fences it to the async proxy, syncs the
 warp and leaves with one ``cp.async.bulk.global.shared::cta.bulk_group`` + ``commit_group`` (no ``st.global.v4``
 left), waits ``wait_group.read NBUF-1`` before reusing a buffer and ``wait_group 0`` before exit; its dynamic
-shared memory is ``8 x NBUF x 2 H`` bytes within the 227 KiB limit and ptxas reports no spills. These are PTX
-and ptxas checks only: the bulk-store path has not been run on a GPU."""
+shared memory is ``8 x NBUF x 2 H`` bytes within the 227 KiB limit and ptxas reports no spills (the GPU side: the
+layer accuracy suites). Session 43: the chunks per token (as many as the combine warps can each take one of) and, in
+SASS, every slot's load of a unit in one latency round."""
 from __future__ import annotations
 
 import re
@@ -121,11 +122,11 @@ def test_shipped_variants_bulk_store_path(shipped_arts):
         assert re.search(rf"^\s*{re.escape(BULK)} \[%rd\d+\], \[%r\d+\], %r\d+;$", ptx, re.M)  # run-time size
         assert ptx.count(f"cp.async.bulk.wait_group.read {cfg.nbuf - 1};") == 1
         assert ptx.count("cp.async.bulk.wait_group 0;") == 1
-        # per item: buffer free -> warp sync -> shared stores -> fence -> warp sync -> bulk copy + commit;
-        # the full wait after the item loop
+        # per item: buffer free -> warp sync -> (per unit: the slots' loads -> warp sync -> shared store) ->
+        # fence -> warp sync -> bulk copy + commit; the full wait after the item loop
         seq = _combine_sequence(ptx)
         i = seq.index("cp.async.bulk.wait_group.read")
-        assert seq[i:] == ["cp.async.bulk.wait_group.read", "bar.warp.sync", "st.shared.v4.u32",
+        assert seq[i:] == ["cp.async.bulk.wait_group.read", "bar.warp.sync", "bar.warp.sync", "st.shared.v4.u32",
                            "fence.proxy.async.shared::cta", "bar.warp.sync", BULK, "cp.async.bulk.commit_group",
                            "cp.async.bulk.wait_group 0"], (m, key, seq)
         assert rec.launch.dynamic_smem == cfg.smem_bytes == 8 * cfg.nbuf * 2 * cfg.hidden <= SMEM_LIMIT
@@ -169,3 +170,45 @@ def test_bad_params(bad, needle):
 
     with pytest.raises(ValueError, match=needle):
         Role3Config({**BASE, "ranks": 1, "shared_experts": 0, **bad})
+
+
+def test_chunks_per_token():
+    """The combine half cuts each token's row into as many chunks as give every work item its own warp (session
+    43): the divisors of H / 256, so a chunk stays a multiple of 32 lanes x 8 BF16."""
+    from gcmoe_build.kernels.sm90.role3_finalize import COMBINE_WARPS, chunk_options, chunks_per_token
+
+    assert chunk_options(512) == (1, 2)
+    assert chunk_options(5120) == (1, 2, 4, 5, 10, 20)
+    assert chunk_options(6144) == (1, 2, 3, 4, 6, 8, 12, 24)
+    warps = 64 * COMBINE_WARPS  # finalize_sms = 64 at T <= 128
+    assert [chunks_per_token(t, warps, 6144) for t in (1, 2, 16, 21, 22, 64, 128, 256, 600)] == \
+        [24, 24, 24, 24, 12, 8, 4, 2, 1]
+    assert [chunks_per_token(t, warps, 5120) for t in (1, 25, 26, 64, 128)] == [20, 20, 10, 5, 4]
+    for h in (512, 5120, 6144):
+        for t in range(1, 300):
+            d = chunks_per_token(t, warps, h)
+            assert (h // d) % 256 == 0 and (t * d <= warps or d == 1)
+            assert all(t * e > warps for e in chunk_options(h) if e > d)  # the most that fits
+
+
+def test_chunk_choice_in_ptx(shipped_arts):
+    """Each shipped H's candidate chunk counts are compared against the warps in the PTX (ntok x d), the
+    largest last."""
+    from gcmoe_build.kernels.sm90.role3_finalize import chunk_options
+
+    for (m, key), a in shipped_arts.items():
+        h = a.record.variant["hidden"]
+        for d in chunk_options(h)[1:]:  # a power of two as a shift
+            op = rf"shl\.b32\s+%r\d+, %r\d+, {d.bit_length() - 1};" if d & (d - 1) == 0 else \
+                rf"mul\.lo\.s32\s+%r\d+, %r\d+, {d};"
+            assert re.search(op, a.ptx), (m, key, d)
+
+
+def test_combine_loads_in_one_round(shipped_arts):
+    """SASS: every slot's 16-byte load of a combine unit issues before any instruction waits on one of them (one
+    latency round per unit; session 43 found ptxas interleaving sums with the loads: 2-3 rounds, role3 +30 %)."""
+    from gcmoe_build.sass import disassemble, load_rounds
+
+    for (m, key), a in shipped_arts.items():
+        slots = a.record.variant["top_k"] + (1 if a.record.variant["shared_experts"] else 0)
+        assert load_rounds(disassemble(a.cubin)) == [1] * slots, (m, key)
