@@ -28,8 +28,9 @@ multiple of 256 BF16 keeps the lanes' 16-byte units aligned). Small calls are a 
 rounds, one per 32 units a warp owns (session 43: at most 4 chunks per token left 6 rounds of 9 slot loads per
 warp at GLM-5.2 T = 1-64; up to 24 chunks leave one). A token's valid slots are
 its routed slots with ``0 <= topk_idx < E`` (a warp ballot) plus slot ``k`` when the layer has a
-shared expert; lanes load 16 bytes (8 BF16) of every valid slot of ``combine[slot][t]`` and
-accumulate them in FP32 in slot order, then pack 8 BF16 (RNE) and store them (``st.shared.v4``)
+shared expert; lanes load 16 bytes (8 BF16) of every valid slot of ``combine[slot][t]`` — all of a
+unit's loads before a warp sync and then its sums, so they are in flight together (one latency round;
+``gcmoe_build.sass.load_rounds``) — and accumulate them in FP32 in slot order, then pack 8 BF16 (RNE) and store them (``st.shared.v4``)
 into the warp's private shared-memory chunk buffer. The chunk (``2 H / chunks`` bytes) leaves with
 one bulk copy: every lane ``fence.proxy.async.shared::cta`` (its shared stores -> async proxy),
 ``bar.warp.sync``, then lane 0 issues ``cp.async.bulk.global.shared::cta.bulk_group [y + (t H +
