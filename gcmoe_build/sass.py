@@ -137,6 +137,11 @@ def _mma_loops(lines: list[str], insns: list[Insn], labels: dict[str, int], opco
     return [Loop(a, e, [x for x in insns if a <= x.line <= e]) for a, e in sorted(chosen)]
 
 
+def _dest_regs(modifiers: str) -> int:
+    """Registers a load with these modifiers writes: 4 for ``.128``, 2 for ``.64``, else 1."""
+    return 4 if ".128" in modifiers else 2 if ".64" in modifiers else 1
+
+
 def load_rounds(sass: str, opcode: str = "LDG", modifiers: str = ".E.128") -> list[int]:
     """How many latency rounds a straight run of independent loads costs: for each ``opcode`` + ``modifiers`` load
     from the first to the last in code order, the round it issues in. A round ends at the first other instruction
@@ -152,7 +157,7 @@ def load_rounds(sass: str, opcode: str = "LDG", modifiers: str = ".E.128") -> li
         regs = [int(r) for r in re.findall(r"\bR(\d+)\b", i.operands)]
         if i.opcode == opcode and i.modifiers == modifiers:
             rounds.append(current)
-            pending |= {regs[0] + j for j in range(4)}  # a 128-bit load writes four registers
+            pending |= {regs[0] + j for j in range(_dest_regs(modifiers))}
         elif pending & set(regs):  # read (or overwritten: the same scoreboard wait)
             current, pending = current + 1, set()
     return rounds

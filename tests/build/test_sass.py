@@ -162,3 +162,8 @@ def test_load_rounds():
     assert load_rounds(sass(loads[0], "CS2R R16, SRZ", loads[1], "IMAD.U32 R15, R9, 0x10000, RZ", loads[2])) == \
         [1, 1, 2]
     assert load_rounds(sass("LDG.E R2, desc[UR36][R2.64]", "FADD R3, R2, R2")) == []  # other widths: not counted
+    # a 32-bit load writes one register: R6 is not its result, R5 is
+    narrow = ("LDG.E.STRONG.GPU R5, desc[UR36][R2.64]", "IADD3 R7, R6, 0x1, RZ",
+              "LDG.E.STRONG.GPU R9, desc[UR36][R2.64+0x4]", "IADD3 R7, R5, 0x1, RZ",
+              "LDG.E.STRONG.GPU R10, desc[UR36][R2.64]")
+    assert load_rounds(sass(*narrow), modifiers=".E.STRONG.GPU") == [1, 1, 2]
