@@ -152,12 +152,13 @@ def load_rounds(sass: str, opcode: str = "LDG", modifiers: str = ".E.128") -> li
     at = [k for k, i in enumerate(insns) if i.opcode == opcode and i.modifiers == modifiers]
     if not at:
         return []
+    loads, width = set(at), _dest_regs(modifiers)
     rounds, current, pending = [], 1, set()
-    for i in insns[at[0]:at[-1] + 1]:
-        regs = [int(r) for r in re.findall(r"\bR(\d+)\b", i.operands)]
-        if i.opcode == opcode and i.modifiers == modifiers:
+    for k in range(at[0], at[-1] + 1):
+        regs = [int(r) for r in re.findall(r"\bR(\d+)\b", insns[k].operands)]
+        if k in loads:
             rounds.append(current)
-            pending |= {regs[0] + j for j in range(_dest_regs(modifiers))}
+            pending |= {regs[0] + j for j in range(width)}
         elif pending & set(regs):  # read (or overwritten: the same scoreboard wait)
             current, pending = current + 1, set()
     return rounds

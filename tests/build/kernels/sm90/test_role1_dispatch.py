@@ -5,6 +5,8 @@ of the protocol is at system scope, bulk copies of the pull, the ring release, t
 naming the field."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from gcmoe_build.variants import Variant
@@ -112,6 +114,5 @@ def test_proxy_fences_name_their_state_space(art):
     assert "fence.proxy.async;" not in ptx
     assert ptx.count("fence.proxy.async.global;") == ptx.count("red.release.gpu.global.add.u32") == 3
     assert ptx.count("fence.proxy.async.shared::cta;") == 1
-    for i in range(3):
-        rel = [m for m in range(len(ptx)) if ptx.startswith("red.release.gpu.global.add.u32", m)][i]
+    for rel in (m.start() for m in re.finditer(re.escape("red.release.gpu.global.add.u32"), ptx)):
         assert ptx.rindex("fence.proxy.async.global;", 0, rel) > ptx.rindex("cp.async.bulk.wait_group", 0, rel)
