@@ -142,23 +142,25 @@ def _dest_regs(modifiers: str) -> int:
     return 4 if ".128" in modifiers else 2 if ".64" in modifiers else 1
 
 
-def load_rounds(sass: str, opcode: str = "LDG", modifiers: str = ".E.128") -> list[int]:
+def load_rounds(sass: str, opcode: str = "LDG", modifiers: str | tuple[str, ...] = ".E.128") -> list[int]:
     """How many latency rounds a straight run of independent loads costs: for each ``opcode`` + ``modifiers`` load
     from the first to the last in code order, the round it issues in. A round ends at the first other instruction
     that names a register a load of the round writes (the warp waits there for that load before it issues the
     next one). ``[1, 1, ...]``: every load in flight at once; ptxas may interleave a sum between loads and make it 2-3
-    rounds (role3's combine, session 43)."""
+    rounds (role3's combine, session 43). ``modifiers`` may name several load kinds (a run of different widths:
+    role3's expert-index load among its 16-byte slot loads, session 44)."""
+    kinds = (modifiers,) if isinstance(modifiers, str) else tuple(modifiers)
     insns, _ = parse(sass)
-    at = [k for k, i in enumerate(insns) if i.opcode == opcode and i.modifiers == modifiers]
+    at = [k for k, i in enumerate(insns) if i.opcode == opcode and i.modifiers in kinds]
     if not at:
         return []
-    loads, width = set(at), _dest_regs(modifiers)
+    loads = {k: _dest_regs(insns[k].modifiers) for k in at}
     rounds, current, pending = [], 1, set()
     for k in range(at[0], at[-1] + 1):
         regs = [int(r) for r in re.findall(r"\bR(\d+)\b", insns[k].operands)]
         if k in loads:
             rounds.append(current)
-            pending |= {regs[0] + j for j in range(width)}
+            pending |= {regs[0] + j for j in range(loads[k])}
         elif pending & set(regs):  # read (or overwritten: the same scoreboard wait)
             current, pending = current + 1, set()
     return rounds

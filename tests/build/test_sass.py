@@ -167,3 +167,8 @@ def test_load_rounds():
               "LDG.E.STRONG.GPU R9, desc[UR36][R2.64+0x4]", "IADD3 R7, R5, 0x1, RZ",
               "LDG.E.STRONG.GPU R10, desc[UR36][R2.64]")
     assert load_rounds(sass(*narrow), modifiers=".E.STRONG.GPU") == [1, 1, 2]
+    # several kinds in one run, each with its own width: the 32-bit load's R24 is read before the last 128-bit load
+    mixed = (loads[0], "LDG.E R24, desc[UR36][R2.64]", "FADD R4, R3, R1", "ISETP.GE.AND P0, PT, R24, RZ, PT",
+             loads[1])
+    assert load_rounds(sass(*mixed), modifiers=(".E.128", ".E")) == [1, 1, 2]
+    assert load_rounds(sass(*mixed)) == [1, 1]  # the 128-bit loads alone do not see the wait on R24

@@ -11,7 +11,8 @@ Bookkeeping half (warps 0-3 of CTA 0 only; the other CTAs' warps 0-3 exit at onc
   are generation-tagged and persistent: no reset. Not at P = 1: there every writer of the combine
   buffer (role2, role4) is an earlier node of this GPU's graph, so the edge into role3 already
   orders their stores; the fence, release and polls are compiled out (session 18);
-* consume this generation's receive counts (``recv_count[parity]``): per local expert the high
+* consume this generation's receive counts (``recv_count[parity]``; both parities' cells are loaded with the
+  parity word, in one latency round, and picked after they land — session 44): per local expert the high
   words (contributors) must sum to ``dispatch_sms * P`` (every source CTA adds to every expert) —
   otherwise trap with code 5; optionally store the expert's received token count in
   ``expert_stats`` (``stats != 0``); zero the counts and prefixes of this parity;
@@ -28,9 +29,10 @@ multiple of 256 BF16 keeps the lanes' 16-byte units aligned). Small calls are a 
 rounds, one per 32 units a warp owns (session 43: at most 4 chunks per token left 6 rounds of 9 slot loads per
 warp at GLM-5.2 T = 1-64; up to 24 chunks leave one). A token's valid slots are
 its routed slots with ``0 <= topk_idx < E`` (a warp ballot) plus slot ``k`` when the layer has a
-shared expert; lanes load 16 bytes (8 BF16) of every valid slot of ``combine[slot][t]`` — all of a
-unit's loads before a warp sync and then its sums, so they are in flight together (one latency round;
-``gcmoe_build.sass.load_rounds``) — and accumulate them in FP32 in slot order, then pack 8 BF16 (RNE) and store them (``st.shared.v4``)
+shared expert; lanes load 16 bytes (8 BF16) of every slot of ``combine[slot][t]`` and the token's expert
+indices — all of a unit's loads before a warp sync and then the ballot and the sums, so they are in flight
+together (one latency round; ``gcmoe_build.sass.load_rounds``; an invalid slot's words are masked to zero,
+contributing +0 as when it was not loaded) — and accumulate them in FP32 in slot order, then pack 8 BF16 (RNE) and store them (``st.shared.v4``)
 into the warp's private shared-memory chunk buffer. The chunk (``2 H / chunks`` bytes) leaves with
 one bulk copy: every lane ``fence.proxy.async.shared::cta`` (its shared stores -> async proxy),
 ``bar.warp.sync``, then lane 0 issues ``cp.async.bulk.global.shared::cta.bulk_group [y + (t H +
@@ -157,8 +159,8 @@ def _trace_parts(cfg):
     from gcmoe_build.kernels.common.peer import PeerDesc, fake_peer_desc
 
     from .ptx_mem import (bar_sync, bulk_s2g_n, bulk_wait_read, fence_proxy_async_shared, launch_coords,
-                          st_shared_v4)
-    from .role1_sync import (ballot, bulk_commit, bulk_wait, fence_sc_sys, globaltimer, ld_peer_u64, ld_s32, ld_u32,
+                          ld_global_v4, st_shared_v4)
+    from .role1_sync import (bulk_commit, bulk_wait, fence_sc_sys, globaltimer, ld_peer_u64, ld_s32, ld_u32,
                              st_release_peer_u64, st_u32, st_u64, syncwarp, trap_with_record, wait_geq_u32)
     from .wgmma_rs import _asm, _v
 
@@ -170,6 +172,7 @@ def _trace_parts(cfg):
     UNITS = H // 8  # 16-byte units of a BF16 row
     CHUNKS = chunk_options(H)
     BOOK = 32 * BOOK_WARPS
+    NEL = (EL + BOOK - 1) // BOOK  # local experts per bookkeeping thread (the last round may be partial)
     NBUF, CHUNK_BYTES, SMEM = cfg.nbuf, cfg.chunk_bytes, cfg.smem_bytes
 
     def peer_ws(peer, r):
@@ -192,12 +195,17 @@ def _trace_parts(cfg):
                           volatile=False)[0])
 
     @dsl_user_op
-    def ld_v4_if(addr, pred, *, loc=None, ip=None):
-        """16-byte global load when ``pred != 0``, else four zero words (predicated, no branch)."""
-        r = _asm("{\n.reg .pred p;\nsetp.ne.s32 p, $5, 0;\nmov.b32 $0, 0;\nmov.b32 $1, 0;\nmov.b32 $2, 0;\n"
-                 "mov.b32 $3, 0;\n@p ld.global.v4.u32 {$0, $1, $2, $3}, [$4];\n}",
-                 "=r,=r,=r,=r,l,r", [_v(addr, Int64), _v(pred)], 4)
-        return [Int32(x) for x in r]
+    def ld_expert_if(addr, pred, *, loc=None, ip=None) -> Int32:
+        """A slot's expert index when ``pred != 0``, else -1 (predicated, no branch)."""
+        return Int32(_asm("{\n.reg .pred p;\nsetp.ne.s32 p, $2, 0;\nmov.b32 $0, -1;\n@p ld.global.s32 $0, [$1];\n}",
+                          "=r,l,r", [_v(addr, Int64), _v(pred)], 1)[0])
+
+    @dsl_user_op
+    def ballot_expert(e, *, loc=None, ip=None) -> Int32:
+        """Warp ballot of ``0 <= e < E`` (a routed slot's expert index is valid). One volatile statement, so the
+        compiler keeps the test where it is written: after the unit's loads, not hoisted above them."""
+        return Int32(_asm("{\n.reg .pred p;\nsetp.ge.s32 p, $1, 0;\nsetp.lt.and.s32 p, $1, " + str(E) + ", p;\n"
+                          "vote.sync.ballot.b32 $0, p, -1;\n}", "=r,r", [_v(e)], 1)[0])
 
     @cute.kernel
     def kernel(peer: cute.Pointer, o_topk_idx: Int64, o_combine: Int64, o_recv_count: Int64, o_recv_prefix: Int64,
@@ -221,21 +229,40 @@ def _trace_parts(cfg):
                         for q in cutlass.range(P):
                             st_release_peer_u64(peer_ws(peer, q) + o_combine_ready + Int64(me) * 8, Int64(phase),
                                                 SCOPE)
+                # the parity word and both parities' counts of every expert this thread owns in one latency round
+                # (session 44; before: the parity, then each expert's counts at its address): the counts are picked
+                # by the parity after they land. A thread's last expert index past EL reads expert EL - 1's cells
+                # and is dropped below.
                 par = ld_u32(ws + o_recv_parity) & Int32(1)
-                for el in cutlass.range(tid, EL, BOOK):
-                    arrivals = Int32(0)
-                    tokens = Int64(0)
+                got = []
+                for j in cutlass.range_constexpr(NEL):
+                    el = cutlass.min(tid + j * BOOK, Int32(EL - 1))
                     for r in cutlass.range_constexpr(P):
-                        cell = Int64((par * EL + el) * P + r)
-                        v = ld_peer_u64(ws + o_recv_count + cell * 8, SCOPE)
-                        arrivals = arrivals + Int32(v >> 32)
-                        tokens = tokens + (v & Int64(0xFFFFFFFF))
-                        st_u64(ws + o_recv_count + cell * 8, Int64(0))
-                        st_u32(ws + o_recv_prefix + cell * 4, Int32(0))
-                    if arrivals != Int32(D * P):
-                        trap_with_record(err, CODE_ARRIVAL, Int32(D * P), arrivals)
-                    if stats != Int32(0):
-                        st_u64(ws + o_expert_stats + Int64(el) * 8, tokens)
+                        for pp in cutlass.range_constexpr(2):
+                            got.append(ld_peer_u64(ws + o_recv_count + Int64((pp * EL + el) * P + r) * 8, SCOPE))
+                pick = Int64(0) - Int64(par)  # all ones for parity 1
+                wrong = Int32(0)  # an expert's arrivals were not D x P: trap after the loop (one call site, so
+                bad = Int32(0)    # nothing of the unrolled loop is live across the trap's call)
+                for j in cutlass.range_constexpr(NEL):
+                    el = tid + j * BOOK
+                    if el < Int32(EL):
+                        arrivals = Int32(0)
+                        tokens = Int64(0)
+                        for r in cutlass.range_constexpr(P):
+                            v0, v1 = got[(j * P + r) * 2], got[(j * P + r) * 2 + 1]
+                            v = v0 ^ ((v0 ^ v1) & pick)
+                            cell = Int64((par * EL + el) * P + r)
+                            arrivals = arrivals + Int32(v >> 32)
+                            tokens = tokens + (v & Int64(0xFFFFFFFF))
+                            st_u64(ws + o_recv_count + cell * 8, Int64(0))
+                            st_u32(ws + o_recv_prefix + cell * 4, Int32(0))
+                        if arrivals != Int32(D * P):
+                            wrong = Int32(1)
+                            bad = arrivals
+                        if stats != Int32(0):
+                            st_u64(ws + o_expert_stats + Int64(el) * 8, tokens)
+                if wrong != Int32(0):
+                    trap_with_record(err, CODE_ARRIVAL, Int32(D * P), bad)
                 for i in cutlass.range(tid, ring_blocks, BOOK):
                     st_u32(ws + o_l1_full_count + Int64(i) * 4, Int32(0))
                     st_u32(ws + o_l1_empty_count + Int64(i) * 4, Int32(0))
@@ -272,28 +299,30 @@ def _trace_parts(cfg):
                 if lane == 0:
                     bulk_wait_read(NBUF - 1)  # the copy that last read this buffer has finished reading it
                 syncwarp()
-                valid = Int32(0)
-                if lane < K:
-                    e = ld_s32(ws + o_topk_idx + (Int64(t) * K + Int64(lane)) * 4)
-                    if e >= Int32(0):
-                        if e < Int32(E):
-                            valid = Int32(1)
-                mask = ballot(valid)
-                if SHARED:
-                    mask = mask | Int32(1 << K)
+                # every lane has ucnt / 32 units (a chunk is a multiple of 32 units), so the ballot below runs
+                # warp-converged in each iteration
                 for u in cutlass.range(c * ucnt + lane, (c + 1) * ucnt, 32):
                     # every slot's load, then a warp sync that no load can be scheduled past, then the sums:
                     # one load round per unit (session 43: without the sync ptxas interleaved the first sums with
-                    # the loads, 2-3 rounds in 5 of 12 variants, role3 +30 % at DSV-4.1-Flash T = 256);
-                    # straight-line: an invalid slot is not loaded and contributes +0
-                    w = [ld_v4_if(ws + o_combine + ((Int64(s * CAP) + Int64(t)) * UNITS + Int64(u)) * 16,
-                                  (mask >> s) & 1) for s in range(NSLOT)]
+                    # the loads, 2-3 rounds in 5 of 12 variants, role3 +30 % at DSV-4.1-Flash T = 256). The slot
+                    # loads do not wait for the token's expert indices either (session 44: they were predicated
+                    # on their ballot, a round of their own): every slot's row is read and an invalid slot's words
+                    # are masked to zero after the ballot, so it contributes +0 as before (bit-identical y). The
+                    # indices are loaded after the rows, in the same round, and per unit: loaded once before the
+                    # loop, ptxas hoisted their validity test above the row loads (a wait on the index load)
+                    w = [ld_global_v4(ws + o_combine + ((Int64(s * CAP) + Int64(t)) * UNITS + Int64(u)) * 16)
+                         for s in range(NSLOT)]
+                    e = ld_expert_if(ws + o_topk_idx + (Int64(t) * K + Int64(lane)) * 4, lane < K)
                     syncwarp()
+                    mask = ballot_expert(e)
+                    if SHARED:
+                        mask = mask | Int32(1 << K)
                     acc = [Float32(0.0)] * 8
                     for s in cutlass.range_constexpr(NSLOT):  # slot order: the reference's sum order
+                        keep = Int32(0) - ((mask >> s) & 1)  # all ones for a valid slot
                         for q in cutlass.range_constexpr(4):
-                            acc[2 * q] = acc[2 * q] + bf16_lo(w[s][q])
-                            acc[2 * q + 1] = acc[2 * q + 1] + bf16_hi(w[s][q])
+                            acc[2 * q] = acc[2 * q] + bf16_lo(w[s][q] & keep)
+                            acc[2 * q + 1] = acc[2 * q + 1] + bf16_hi(w[s][q] & keep)
                     st_shared_v4(buf + (u - c * ucnt) * 16, pack_bf16x2(acc[0], acc[1]),
                                  pack_bf16x2(acc[2], acc[3]), pack_bf16x2(acc[4], acc[5]), pack_bf16x2(acc[6], acc[7]))
                 fence_proxy_async_shared()  # this lane's shared stores -> the async proxy
