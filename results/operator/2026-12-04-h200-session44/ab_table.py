@@ -22,3 +22,16 @@ text = ("# session 44 call A: role3 through a programmatic edge from role2 (B), 
         "\n\nMean of the runs per arm, change against A; A's role3 and span per run.\n\n" + "\n".join(lines) + "\n")
 (here / "call-a" / "arms.md").write_text(text)
 print(text)
+
+# call C: role3 in fewer latency rounds (B, `s44-c.steps`) against the shipped bundles (A), order A B B A A B
+ABBAAB = {"A": (1, 4, 5), "B": (2, 3, 6)}
+CASES_C = (("glm-5.2", [("P = 1 GLM-5.2", "p1")], ABBAAB), ("deepseek-v4.1-flash", [("P = 1 DSV-4.1-Flash", "p1")], ABBAAB),
+           (None, [("GLM-5.2 share", "sh-glm"), ("DSV-4.1-Flash share", "sh-dsv")], ABBAAB))
+lines = []
+for model, rows, runs in CASES_C:
+    got = arms_table(here / "call-c" / "tl", rows, runs, ("role3", "span"), ("role3", "span"), model=model)
+    lines += got if not lines else got[2:]
+text = ("# session 44 call C: role3 in fewer latency rounds (B) against the shipped bundles (A)\n\nMean of the runs per "
+        "arm, change against A; A's role3 and span per run.\n\n" + "\n".join(lines) + "\n")
+(here / "call-c" / "arms.md").write_text(text)
+print(text)
