@@ -160,7 +160,7 @@ def _trace_parts(cfg):
 
     from .ptx_mem import (bar_sync, bulk_s2g_n, bulk_wait_read, fence_proxy_async_shared, launch_coords,
                           ld_global_v4, st_shared_v4)
-    from .role1_sync import (bulk_commit, bulk_wait, fence_sc_sys, globaltimer, ld_peer_u64, ld_s32, ld_u32,
+    from .role1_sync import (bulk_commit, bulk_wait, fence_sc_sys, globaltimer, ld_peer_u64, ld_u32,
                              st_release_peer_u64, st_u32, st_u64, syncwarp, trap_with_record, wait_geq_u32)
     from .wgmma_rs import _asm, _v
 
@@ -202,8 +202,8 @@ def _trace_parts(cfg):
 
     @dsl_user_op
     def ballot_expert(e, *, loc=None, ip=None) -> Int32:
-        """Warp ballot of ``0 <= e < E`` (a routed slot's expert index is valid). One volatile statement, so the
-        compiler keeps the test where it is written: after the unit's loads, not hoisted above them."""
+        """Warp ballot of ``0 <= e < E`` (a routed slot's expert index is valid): the test and the vote in one
+        statement, used after the unit's loads (its index load is the last of them)."""
         return Int32(_asm("{\n.reg .pred p;\nsetp.ge.s32 p, $1, 0;\nsetp.lt.and.s32 p, $1, " + str(E) + ", p;\n"
                           "vote.sync.ballot.b32 $0, p, -1;\n}", "=r,r", [_v(e)], 1)[0])
 
