@@ -1,0 +1,77 @@
+"""Session 44 call F: is the P = 1 DSV-4.1-Flash T = 16 two-mode role2 (363-368 against 407-413 µs, per process: 5 of
+12 timeline runs of calls A and C fast) a property of where the weights sit in memory, of the partition / workspace,
+or of neither? One process, one model load; a `bench timeline` point (median of 20 replays after an L2 flush) at T =
+16 (and T = 8 / 64 beside it), then the routed weights drawn again into fresh memory (the old ones held until the new
+ones exist, so the allocator cannot hand back the same blocks) five times, then the whole model reloaded (new
+workspace, green contexts) once. A mode that flips with the weights' memory points at placement (DRAM channel
+aliasing of the experts' tiles); one fixed per process points at the partition or the process.
+
+    CUDA_VISIBLE_DEVICES=0 GCMOE_BENCH_BUNDLES=results/operator/bundles python3 \\
+        results/operator/2026-12-04-h200-session44/mode_probe.py OUT.json
+"""
+import json
+import sys
+import time
+
+import torch
+
+from gcmoe_runtime.bench import impl_gcmoe
+from gcmoe_runtime.bench.routing import build_point
+from gcmoe_runtime.bench.shapes import resolve_model
+from gcmoe_runtime.bench.timeline import loaded_gcmoe, one_gpu_run, replay_timelines, summarize, trace_point
+from gcmoe_runtime.bench.protocol import capture_graph
+
+TOKENS = (8, 16, 64)
+
+
+def measure(impl, shape, layout, flush) -> dict:
+    out = {}
+    for T in TOKENS:
+        prep = impl.prepare(build_point(shape, T, layout, 0, 0))
+        graph = None if prep.replay is not None else capture_graph(prep.step)
+        s = summarize(replay_timelines(trace_point(prep.replay or graph.replay, flush, 20)))
+        out[T] = {"role2_us": round(s["roles"]["role2"]["dur_us"], 1), "span_us": round(s["span_us"], 1)}
+        prep.close()
+        del graph
+    return out
+
+
+def first_ptr(w) -> int:
+    for v in (w if isinstance(w, (list, tuple)) else getattr(w, "__dict__", {}).values()):
+        if torch.is_tensor(v):
+            return v.data_ptr()
+    return torch.is_tensor(w) and w.data_ptr() or -1
+
+
+def main(path: str) -> None:
+    shape = resolve_model("deepseek-v4.1-flash")
+    layout, ctx, flush, _ = one_gpu_run(False, 20, "mode_probe")
+    impl = loaded_gcmoe(shape, layout, ctx, False)
+    rows = []
+
+    def record(what):
+        m = impl._m
+        r = {"what": what, "w1_ptr": hex(first_ptr(m["w1"])), "w2_ptr": hex(first_ptr(m["w2"])),
+             "t": time.time(), **{f"T{T}": v for T, v in measure(impl, shape, layout, flush).items()}}
+        rows.append(r)
+        print(json.dumps(r), flush=True)
+
+    record("load")
+    for i in range(5):
+        old = impl._m["w1"], impl._m["w2"]
+        impl_gcmoe._weights_cache.clear()
+        w1, w2, _ = impl._weights(impl._m["api"], shape, layout, ctx, False)
+        impl._m.update(w1=w1, w2=w2)  # the layer graph is keyed by parameter bytes: new pointers, new graph
+        del old
+        record(f"weights redrawn {i + 1}")
+    hold = impl  # the old model stays allocated while the new one loads
+    impl_gcmoe._weights_cache.clear()
+    impl = loaded_gcmoe(shape, layout, ctx, False)
+    del hold
+    record("model reloaded")
+    with open(path, "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
