@@ -29,8 +29,10 @@ def measure(impl, shape, layout, flush) -> dict:
     for T in TOKENS:
         prep = impl.prepare(build_point(shape, T, layout, 0, 0))
         graph = None if prep.replay is not None else capture_graph(prep.step)
+        t0 = time.time()
         s = summarize(replay_timelines(trace_point(prep.replay or graph.replay, flush, 20)))
-        out[T] = {"role2_us": round(s["roles"]["role2"]["dur_us"], 1), "span_us": round(s["span_us"], 1)}
+        out[T] = {"role2_us": round(s["roles"]["role2"]["dur_us"], 1), "span_us": round(s["span_us"], 1),
+                  "window": [t0, time.time()]}
         prep.close()
         del graph
     return out
@@ -43,7 +45,38 @@ def first_ptr(w) -> int:
     return torch.is_tensor(w) and w.data_ptr() or -1
 
 
+def clocks_during(samples: list[str], window: list[float]) -> dict:
+    """SM clock (MHz), power (W) and the active clock-event reasons nvidia-smi sampled inside ``window``."""
+    got = []
+    for line in samples:
+        f = [x.strip() for x in line.split(",")]
+        try:
+            t = time.mktime(time.strptime(f[0].split(".")[0], "%Y/%m/%d %H:%M:%S")) + float("0." + f[0].split(".")[1])
+        except (ValueError, IndexError):
+            continue
+        if window[0] - 0.05 <= t <= window[1] + 0.05:
+            got.append((float(f[1].split()[0]), float(f[2].split()[0]), f[3]))
+    if not got:
+        return {}
+    return {"sm_mhz": sorted({g[0] for g in got}), "power_w": [min(g[1] for g in got), max(g[1] for g in got)],
+            "reasons": sorted({g[2] for g in got})}
+
+
 def main(path: str) -> None:
+    import subprocess
+    import tempfile
+
+    log = tempfile.NamedTemporaryFile("w+", suffix=".csv", delete=False)
+    smi = subprocess.Popen(["nvidia-smi", "-i", "0", "--query-gpu=timestamp,clocks.sm,power.draw,"
+                            "clocks_event_reasons.active", "--format=csv,noheader", "-lms", "20"], stdout=log,
+                           stderr=subprocess.DEVNULL)
+    try:
+        run(path, log.name)
+    finally:
+        smi.terminate()
+
+
+def run(path: str, smi_log: str) -> None:
     shape = resolve_model("deepseek-v4.1-flash")
     layout, ctx, flush, _ = one_gpu_run(False, 20, "mode_probe")
     impl = loaded_gcmoe(shape, layout, ctx, False)
@@ -69,8 +102,14 @@ def main(path: str) -> None:
     impl = loaded_gcmoe(shape, layout, ctx, False)
     del hold
     record("model reloaded")
+    time.sleep(0.3)
+    samples = open(smi_log).read().splitlines()
+    for r in rows:
+        for T in TOKENS:
+            r[f"T{T}"]["clocks"] = clocks_during(samples, r[f"T{T}"]["window"])
+        print(r["what"], {T: (r[f"T{T}"]["role2_us"], r[f"T{T}"]["clocks"]) for T in TOKENS}, flush=True)
     with open(path, "w") as f:
-        json.dump(rows, f, indent=1)
+        json.dump({"rows": rows, "smi_samples": samples}, f, indent=1)
 
 
 if __name__ == "__main__":
