@@ -76,7 +76,23 @@ def main(path: str) -> None:
         smi.terminate()
 
 
+def segments(ws) -> dict:
+    """For each weight tensor: the caching allocator's segment it lies in (address, size) and its offset there."""
+    segs = [(s["address"], s["total_size"]) for s in torch.cuda.memory_snapshot()]
+    out = {}
+    for w in ws:
+        for part in ("tiles", "scales"):
+            p = getattr(w, part).data_ptr()
+            hit = [(a, n) for a, n in segs if a <= p < a + n]
+            out[f"{w.name}.{part}"] = {"ptr": hex(p), "segment": hex(hit[0][0]) if hit else None,
+                                       "segment_mib": hit[0][1] >> 20 if hit else None,
+                                       "offset_mib": (p - hit[0][0]) / 2 ** 20 if hit else None}
+    return out
+
+
 def run(path: str, smi_log: str) -> None:
+    if len(sys.argv) > 2 and sys.argv[2] == "swap":
+        return run_swap(path, smi_log)
     shape = resolve_model("deepseek-v4.1-flash")
     layout, ctx, flush, _ = one_gpu_run(False, 20, "mode_probe")
     impl = loaded_gcmoe(shape, layout, ctx, False)
@@ -114,3 +130,32 @@ def run(path: str, smi_log: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1])
+
+
+def run_swap(path: str, smi_log: str) -> None:
+    """Call H: the first load's weights (A) against a clone of them in fresh memory (B, same bytes), alternating
+    A B A B in one process: a mode that follows the copy is placement, not time or values."""
+    import dataclasses
+
+    shape = resolve_model("deepseek-v4.1-flash")
+    layout, ctx, flush, _ = one_gpu_run(False, 20, "mode_probe swap")
+    impl = loaded_gcmoe(shape, layout, ctx, False)
+    a = impl._m["w1"], impl._m["w2"]
+    b = tuple(dataclasses.replace(w, tiles=w.tiles.clone(), scales=w.scales.clone(),
+                                  expert_factor=w.expert_factor.clone()) for w in a)
+    rows = []
+    for what, ws in (("A", a), ("B", b), ("A", a), ("B", b)):
+        impl._m.update(w1=ws[0], w2=ws[1])
+        r = {"what": what, "segments": segments(ws), "t": time.time(),
+             **{f"T{T}": v for T, v in measure(impl, shape, layout, flush).items()}}
+        rows.append(r)
+        print(json.dumps(r), flush=True)
+    time.sleep(0.3)
+    samples = open(smi_log).read().splitlines()
+    for r in rows:
+        for T in TOKENS:
+            r[f"T{T}"]["clocks"] = clocks_during(samples, r[f"T{T}"]["window"])
+        print(r["what"], {T: (r[f"T{T}"]["role2_us"], r[f"T{T}"]["clocks"].get("sm_mhz")) for T in TOKENS},
+              flush=True)
+    with open(path, "w") as f:
+        json.dump({"rows": rows, "smi_samples": samples}, f, indent=1)
