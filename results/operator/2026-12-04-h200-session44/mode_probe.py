@@ -128,9 +128,6 @@ def run(path: str, smi_log: str) -> None:
         json.dump({"rows": rows, "smi_samples": samples}, f, indent=1)
 
 
-if __name__ == "__main__":
-    main(sys.argv[1])
-
 
 def run_swap(path: str, smi_log: str) -> None:
     """Call H: the first load's weights (A) against a clone of them in fresh memory (B, same bytes), alternating
@@ -159,3 +156,7 @@ def run_swap(path: str, smi_log: str) -> None:
               flush=True)
     with open(path, "w") as f:
         json.dump({"rows": rows, "smi_samples": samples}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
