@@ -140,8 +140,18 @@ def run_swap(path: str, smi_log: str) -> None:
     a = impl._m["w1"], impl._m["w2"]
     b = tuple(dataclasses.replace(w, tiles=w.tiles.clone(), scales=w.scales.clone(),
                                   expert_factor=w.expert_factor.clone()) for w in a)
+    plan = (("A", a), ("B", b), ("A", a), ("B", b))
+    if len(sys.argv) > 3 and sys.argv[3] == "redraw":  # call I: a redraw (R), its clone (R2), and whether R == A
+        impl_gcmoe._weights_cache.clear()
+        r = impl._weights(impl._m["api"], shape, layout, ctx, False)[:2]
+        r2 = tuple(dataclasses.replace(w, tiles=w.tiles.clone(), scales=w.scales.clone(),
+                                       expert_factor=w.expert_factor.clone()) for w in r)
+        same = {f"{x.name}.{part}": bool(torch.equal(getattr(x, part), getattr(y, part)))
+                for x, y in zip(a, r) for part in ("tiles", "scales", "expert_factor")}
+        print("redraw bytes equal to the first load's:", same, flush=True)
+        plan = (("A", a), ("R", r), ("R2", r2), ("A", a), ("R", r))
     rows = []
-    for what, ws in (("A", a), ("B", b), ("A", a), ("B", b)):
+    for what, ws in plan:
         impl._m.update(w1=ws[0], w2=ws[1])
         r = {"what": what, "segments": segments(ws), "t": time.time(),
              **{f"T{T}": v for T, v in measure(impl, shape, layout, flush).items()}}
@@ -154,6 +164,7 @@ def run_swap(path: str, smi_log: str) -> None:
             r[f"T{T}"]["clocks"] = clocks_during(samples, r[f"T{T}"]["window"])
         print(r["what"], {T: (r[f"T{T}"]["role2_us"], r[f"T{T}"]["clocks"].get("sm_mhz")) for T in TOKENS},
               flush=True)
+        print("  segments", r["segments"], flush=True)
     with open(path, "w") as f:
         json.dump({"rows": rows, "smi_samples": samples}, f, indent=1)
 
