@@ -151,12 +151,26 @@ def run_swap(path: str, smi_log: str) -> None:
         print("redraw bytes equal to the first load's:", same, flush=True)
         plan = (("A", a), ("R", r), ("R2", r2), ("A", a), ("R", r))
     rows = []
-    for what, ws in plan:
+
+    def rec(what, ws):
         impl._m.update(w1=ws[0], w2=ws[1])
         r = {"what": what, "segments": segments(ws), "t": time.time(),
              **{f"T{T}": v for T, v in measure(impl, shape, layout, flush).items()}}
         rows.append(r)
         print(json.dumps(r), flush=True)
+
+    if len(sys.argv) > 3 and sys.argv[3] == "free":  # call J: R measured with A alive, then after A is freed
+        impl_gcmoe._weights_cache.clear()
+        r = impl._weights(impl._m["api"], shape, layout, ctx, False)[:2]
+        rec("A", a)
+        rec("R", r)
+        impl._m.update(w1=r[0], w2=r[1])
+        del a, b, plan  # the first load's weights and their clone unreferenced: back to the allocator's cache
+        rec("R after A freed", r)
+        rec("R after A freed", r)
+    else:
+        for what, ws in plan:
+            rec(what, ws)
     time.sleep(0.3)
     samples = open(smi_log).read().splitlines()
     for r in rows:
