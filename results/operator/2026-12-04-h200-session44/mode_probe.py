@@ -42,7 +42,7 @@ def first_ptr(w) -> int:
     for v in (w if isinstance(w, (list, tuple)) else getattr(w, "__dict__", {}).values()):
         if torch.is_tensor(v):
             return v.data_ptr()
-    return torch.is_tensor(w) and w.data_ptr() or -1
+    return w.data_ptr() if torch.is_tensor(w) else -1
 
 
 def clocks_during(samples: list[str], window: list[float]) -> dict:
@@ -130,8 +130,10 @@ def run(path: str, smi_log: str) -> None:
 
 
 def run_swap(path: str, smi_log: str) -> None:
-    """Call H: the first load's weights (A) against a clone of them in fresh memory (B, same bytes), alternating
-    A B A B in one process: a mode that follows the copy is placement, not time or values."""
+    """Calls H-J. ``swap``: the first load's weights (A) against a clone of them in fresh memory (B, same bytes),
+    A B A B in one process (a mode that follows the copy is placement, not time or values); ``swap redraw`` (I): a
+    redraw R (byte equality with A checked), its clone, A, R — nothing freed; ``swap free`` (J): A, R, then R twice
+    after A is freed."""
     import dataclasses
 
     shape = resolve_model("deepseek-v4.1-flash")

@@ -90,7 +90,7 @@ def test_combine_ballot_after_the_slot_loads(art):
     ballot that masks invalid slots — the slot loads do not wait for the indices (one round, session 44; loaded
     first, ptxas hoisted their validity test above the slot loads)."""
     ptx = art.ptx
-    loads = [i for i in range(len(ptx)) if ptx.startswith("ld.global.v4.u32", i)]
+    loads = [m.start() for m in re.finditer(re.escape("ld.global.v4.u32"), ptx)]
     topk = ptx.index("@p ld.global.s32")
     vote = ptx.index("vote.sync.ballot.b32")
     assert loads[-1] < topk < ptx.index("bar.warp.sync", topk) < vote
@@ -101,7 +101,7 @@ def test_bookkeeping_counts_in_one_round(art):
     no count load comes after a branch (the arrival check) or a store (session 44: one latency round)."""
     ptx = art.ptx
     first_book = ptx.index("ld.relaxed.")  # the parity word (the tag-1 phase load is compiled out at P = 1)
-    cells = [i for i in range(len(ptx)) if ptx.startswith("ld.relaxed." , i) and ".u64" in ptx[i:i + 32]]
+    cells = [m.start() for m in re.finditer(r"ld\.relaxed\.\w+\.global\.u64", ptx)]
     p, e = art.record.variant["ranks"], art.record.variant["experts"]
     assert len(cells) == 2 * p * -(-(e // p) // 128)
     between = ptx[first_book:cells[-1]]
