@@ -6,10 +6,7 @@ shared experts), when present, is a root on the compute context and role2 waits 
 optional edge): both are persistent over every compute SM and never share one (role2 takes the SM's whole
 register file and most of its shared memory), so without the edge role4 trails role2; first, it runs while
 role1 pulls the tokens role2 needs (role4 reads the local activations in place), and role2 starts on filled
-blocks. With ``shared_on_dispatch`` (small T, ``heuristics.shared_on_dispatch``) role4 instead runs on the dispatch
-context after role1 (grid = the dispatch SMs; role4 claims its tasks from a ticket, so any grid makes progress), and
-role2 is a root again: role1's SMs idle once the dispatch is done, while role2 streams for far longer than role4
-takes there. role3 (compute context) depends on every other node. Each node is a kernel node whose ``kern`` is the library ``CUkernel`` and
+blocks. role3 (compute context) depends on every other node. Each node is a kernel node whose ``kern`` is the library ``CUkernel`` and
 whose ``ctx`` is ``cuCtxFromGreenCtx`` of its partition; block, cluster dimensions and dynamic
 shared memory come from the artifact's launch facts; the grid from the partition
 (``dispatch_sms`` / ``compute_sms`` / ``compute_sms*<n>`` / ``finalize_sms`` / ``fixed:<n>``; a ``*<n>`` rule
@@ -68,13 +65,11 @@ def ctas_per_sm(rule: str) -> int:
     return int(n)
 
 
-def resolve_grid(rule: str, partition: Any, tokens: int | None = None, on_dispatch: bool = False) -> int:
-    """The grid of a launch facts' rule on ``partition``; ``on_dispatch``: a compute-SM rule placed on the dispatch
-    partition (role4 after role1) resolves over the dispatch SMs."""
+def resolve_grid(rule: str, partition: Any, tokens: int | None = None) -> int:
     if rule == "dispatch_sms":
         return partition.dispatch_sms
     if rule == "compute_sms" or rule.startswith("compute_sms*"):
-        return (partition.dispatch_sms if on_dispatch else partition.compute_sms) * ctas_per_sm(rule)
+        return partition.compute_sms * ctas_per_sm(rule)
     if rule == "finalize_sms":
         return finalize_sms(partition.compute_sms, tokens)
     if rule.startswith("fixed:"):
@@ -95,21 +90,16 @@ def _check_co_resident(drv: Any, lk: LoadedKernel, need: int, role: str) -> None
                          f"driver fits {got} ({lf.block[0]} threads, {lf.dynamic_smem} B dynamic shared memory)")
 
 
-def _edges(roles: Mapping[str, RoleNode], serialize_roots: bool, shared_on_dispatch: bool = False
-           ) -> dict[str, list[str]]:
+def _edges(roles: Mapping[str, RoleNode], serialize_roots: bool) -> dict[str, list[str]]:
     if "role1" not in roles or "role2" not in roles:
         raise GraphError(f"a layer graph needs role1 and role2; got {sorted(roles)}")
     unknown = set(roles) - set(ROLE_PARTITION)
     if unknown:
         raise GraphError(f"unknown roles {sorted(unknown)}; known: {sorted(ROLE_PARTITION)}")
     deps: dict[str, list[str]] = {"role1": [], "role2": ["role1"] if serialize_roots else []}
-    if shared_on_dispatch and ("role4" not in roles or serialize_roots):
-        raise GraphError("shared_on_dispatch needs role4 in the graph and the overlapped (not serialized) roots")
     if "role4" in roles:
         if serialize_roots:  # one stream's order: role1, role2, role4
             deps["role4"] = ["role2"]
-        elif shared_on_dispatch:  # on role1's SMs once role1 is done, beside role2 (module docstring)
-            deps["role4"] = ["role1"]
         else:  # role4 first on the compute SMs, overlapping role1 (module docstring)
             deps["role4"], deps["role2"] = [], ["role4"]
     if "role3" in roles:
@@ -132,11 +122,10 @@ class LayerGraph:
     """A built child graph and its executable instance."""
 
     def __init__(self, roles: Mapping[str, RoleNode], partition: Any, *, tokens: int | None = None,
-                 serialize_roots: bool = False, shared_on_dispatch: bool = False, drv: Any = None):
+                 serialize_roots: bool = False, drv: Any = None):
         self.drv = drv or driver.REAL
         self.partition = partition
-        self.deps = _edges(roles, serialize_roots, shared_on_dispatch)
-        self.placement = dict(ROLE_PARTITION, role4="dispatch") if shared_on_dispatch else dict(ROLE_PARTITION)
+        self.deps = _edges(roles, serialize_roots)
         cu = self.drv.cu
         self.graph = self.drv.call("cuGraphCreate", 0)
         self.nodes: dict[str, Any] = {}
@@ -144,9 +133,8 @@ class LayerGraph:
             rn = roles[role]
             lf = rn.kernel.record.launch
             configure_kernel(self.drv, rn.kernel, partition.device)
-            on_dispatch = self.placement[role] == "dispatch"
-            ctx = partition.dispatch_ctx if on_dispatch else partition.compute_ctx
-            grid = rn.grid if rn.grid is not None else resolve_grid(lf.grid, partition, tokens, on_dispatch)
+            ctx = partition.dispatch_ctx if ROLE_PARTITION[role] == "dispatch" else partition.compute_ctx
+            grid = rn.grid if rn.grid is not None else resolve_grid(lf.grid, partition, tokens)
             if rn.grid is None and ctas_per_sm(lf.grid) > 1:
                 _check_co_resident(self.drv, rn.kernel, ctas_per_sm(lf.grid), role)
             p = cu.CUgraphNodeParams()
@@ -219,15 +207,14 @@ def _stream(drv: Any, stream: Any) -> Any:
     return stream
 
 
-def cache_key(roles: Mapping[str, RoleNode], partition: Any, tokens: int | None, serialize_roots: bool,
-              shared_on_dispatch: bool = False) -> tuple:
-    """(cubin hash, entry, parameter bytes) per role + the partition identity and the graph's shape."""
+def cache_key(roles: Mapping[str, RoleNode], partition: Any, tokens: int | None, serialize_roots: bool) -> tuple:
+    """(cubin hash, entry, parameter bytes) per role + the partition identity."""
     parts = []
     for role in sorted(roles):
         rn = roles[role]
         parts.append((role, rn.kernel.record.cubin_sha256, rn.kernel.name,
                       hashlib.sha256(rn.args.packed).hexdigest(), rn.grid))
-    return (tuple(parts), partition.key(), tokens, serialize_roots, shared_on_dispatch)
+    return (tuple(parts), partition.key(), tokens, serialize_roots)
 
 
 _cache: dict[tuple, LayerGraph] = {}
@@ -235,14 +222,13 @@ _cache_lock = threading.Lock()
 
 
 def get_layer_graph(roles: Mapping[str, RoleNode], partition: Any, *, tokens: int | None = None,
-                    serialize_roots: bool = False, shared_on_dispatch: bool = False, drv: Any = None) -> LayerGraph:
-    """The cached graph for these kernels, arguments, partition and shape (built on first use)."""
-    key = cache_key(roles, partition, tokens, serialize_roots, shared_on_dispatch)
+                    serialize_roots: bool = False, drv: Any = None) -> LayerGraph:
+    """The cached graph for these kernels, arguments and partition (built on first use)."""
+    key = cache_key(roles, partition, tokens, serialize_roots)
     with _cache_lock:
         g = _cache.get(key)
         if g is None:
-            g = _cache[key] = LayerGraph(roles, partition, tokens=tokens, serialize_roots=serialize_roots,
-                                         shared_on_dispatch=shared_on_dispatch, drv=drv)
+            g = _cache[key] = LayerGraph(roles, partition, tokens=tokens, serialize_roots=serialize_roots, drv=drv)
         return g
 
 

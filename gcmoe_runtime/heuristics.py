@@ -522,31 +522,6 @@ def choose_shared_bm(tokens: int, candidates: Sequence[int] = SM90_SHARED_BM_CAN
     return _pick_bm(float(max(tokens, 1)), cands)[0]
 
 
-#: SM90 role4 placement (session 45). On the compute SMs role4 runs before role2 (graph edge: both are persistent
-#: over every compute SM), so it adds its whole duration to the layer (~18-22 µs at T = 1-16). At small T role1's
-#: dispatch ends within ~10-20 µs and its SMs then idle while role2 streams for 50-500 µs: from ..._MIN_TOKENS to
-#: ..._MAX_TOKENS tokens per rank role4 runs on the dispatch partition after role1, beside role2 (0 / 0: never).
-#: Separate bounds for P = 1 and P > 1 (role2's window after role1 is ~8x shorter for one rank's share of P = 8).
-SM90_SHARED_ON_DISPATCH_MIN_TOKENS_P1 = 0
-SM90_SHARED_ON_DISPATCH_MAX_TOKENS_P1 = 0
-SM90_SHARED_ON_DISPATCH_MIN_TOKENS = 0
-SM90_SHARED_ON_DISPATCH_MAX_TOKENS = 0
-
-
-def shared_on_dispatch(tokens: int, ranks: int) -> bool:
-    """Whether role4 (SM90 shared experts) of a call with ``tokens`` tokens on this rank of ``ranks`` runs on the
-    dispatch partition after role1 instead of on the compute SMs before role2 (the bounds above; read at call
-    time, so ``ci/run_with_heuristics.py`` can override them)."""
-    for name, v in (("tokens", tokens), ("ranks", ranks)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "tokens" else 1):
-            raise ValueError(f"shared placement: {name} = {v!r} must be an integer >= {0 if name == 'tokens' else 1}")
-    if ranks == 1:
-        lo, hi = SM90_SHARED_ON_DISPATCH_MIN_TOKENS_P1, SM90_SHARED_ON_DISPATCH_MAX_TOKENS_P1
-    else:
-        lo, hi = SM90_SHARED_ON_DISPATCH_MIN_TOKENS, SM90_SHARED_ON_DISPATCH_MAX_TOKENS
-    return 1 <= lo <= tokens <= hi
-
-
 #: SM90 role4 split-K: W1 / W2 tasks per token block the split aims for (about the compute SMs of an H200 partition;
 #: without a split a block has only 2I/256 W1 and H/256 W2 tasks, 16-24 for the production shapes).
 SHARED_SPLIT_TASKS = 128

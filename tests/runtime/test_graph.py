@@ -63,43 +63,6 @@ def test_role4_is_a_compute_root_role2_and_role3_wait_for_it(env):
     lg.destroy()
 
 
-def test_role4_on_dispatch_runs_after_role1_beside_role2(tmp_path):
-    """Small T (heuristics.shared_on_dispatch): role4's compute-SM grid rule resolves over role1's SMs, on role1's
-    context, after role1; role2 is a root again; role3 still waits for all three."""
-    arts = [record("role1", launch=LaunchFacts(block=(256, 1, 1), grid="dispatch_sms")),
-            record("role2", launch=LaunchFacts(block=(256, 1, 1), grid="compute_sms*2")),
-            record("role3", launch=LaunchFacts(block=(384, 1, 1), grid="finalize_sms")),
-            record("role4", launch=LaunchFacts(block=(256, 1, 1), grid="compute_sms"))]
-    d = FakeDriver(param_info={r.kernel_name: [(p.offset, p.size) for p in PARAMS] for r, _ in arts})
-    ld = KernelLoader.open(str(make_bundle(tmp_path, arts)), drv=d)
-    gp = green.create_partition(0, 4, drv=d)
-    try:
-        roles = {r: G.RoleNode(ld.kernel(r, bm=16), ld.kernel(r, bm=16).args(VALS)) for r in ("role1", "role2", "role3",
-                                                                                          "role4")}
-        default = nodes_by_kernel(d, G.LayerGraph(roles, gp, tokens=4, drv=d))
-        assert default["role4"][1]["ctx"] == int(gp.compute_ctx) and default["role4"][1]["grid"] == (128, 1, 1)
-        assert default["role2"][2] == [default["role4"][0]]
-        n = nodes_by_kernel(d, G.LayerGraph(roles, gp, tokens=4, shared_on_dispatch=True, drv=d))
-        assert n["role4"][2] == [n["role1"][0]] and n["role2"][2] == []
-        assert n["role4"][1]["ctx"] == n["role1"][1]["ctx"] == int(gp.dispatch_ctx)
-        assert n["role4"][1]["grid"] == (gp.dispatch_sms, 1, 1) == (4, 1, 1)
-        assert n["role2"][1]["ctx"] == n["role3"][1]["ctx"] == int(gp.compute_ctx)
-        assert n["role2"][1]["grid"] == (256, 1, 1)
-        assert sorted(n["role3"][2]) == sorted([n["role1"][0], n["role2"][0], n["role4"][0]])
-        # the placement is part of the cached graph's identity
-        a = G.get_layer_graph(roles, gp, tokens=4, drv=d)
-        assert G.get_layer_graph(roles, gp, tokens=4, shared_on_dispatch=True, drv=d) is not a
-        assert G.get_layer_graph(roles, gp, tokens=4, drv=d) is a
-        three = {k: roles[k] for k in ("role1", "role2", "role3")}
-        with pytest.raises(G.GraphError, match="shared_on_dispatch needs role4"):
-            G.LayerGraph(three, gp, shared_on_dispatch=True, drv=d)
-        with pytest.raises(G.GraphError, match="shared_on_dispatch needs role4"):
-            G.LayerGraph(roles, gp, serialize_roots=True, shared_on_dispatch=True, drv=d)
-    finally:
-        G.clear_cache()
-        gp.destroy()
-
-
 def test_serialized_ablation_chains_the_roots(env):
     d, gp, roles = env
     lg = G.LayerGraph({k: roles[k] for k in ("role1", "role2", "role3")}, gp, serialize_roots=True, drv=d)

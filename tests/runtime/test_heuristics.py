@@ -396,15 +396,3 @@ def test_sm90_block_max_bm_splits_coverage_into_smaller_blocks(monkeypatch):
     t = h.choose_sm90_tile(256, **glm)
     assert (t.bm, t.blocks_per_expert, t.ctas_per_sm) == (16, 2, 2)
     assert h.choose_sm90_tile(128, **glm).bm == 16  # already within the cap
-
-
-def test_shared_on_dispatch_bounds_per_rank_count(monkeypatch):
-    monkeypatch.setattr(h, "SM90_SHARED_ON_DISPATCH_MIN_TOKENS_P1", 2)
-    monkeypatch.setattr(h, "SM90_SHARED_ON_DISPATCH_MAX_TOKENS_P1", 16)
-    monkeypatch.setattr(h, "SM90_SHARED_ON_DISPATCH_MIN_TOKENS", 0)
-    monkeypatch.setattr(h, "SM90_SHARED_ON_DISPATCH_MAX_TOKENS", 64)
-    assert [t for t in range(0, 40) if h.shared_on_dispatch(t, 1)] == list(range(2, 17))
-    assert not any(h.shared_on_dispatch(t, 8) for t in range(0, 300))  # a 0 lower bound switches it off
-    for bad in ((-1, 1), (4, 0), (True, 1), (4, 1.0)):
-        with pytest.raises(ValueError, match="shared placement"):
-            h.shared_on_dispatch(*bad)

@@ -3,14 +3,11 @@ and whether every output equals the first (session 30 found a race with it; docs
 faults").
 
 ``GCMOE_OPERATOR_BUNDLE=B [MODE=gcov|gc|ov|serial] [REPEATS=n] [STACK=bytes] [TILE=BM:THREADS[:CTAS[:SPLIT]]]
-[ROUTE_EXPERTS=n] [PRINT_ADDRS=1] [SHARED=1 [PLACEMENT=alternate]] python3 gpu_repeat_probe.py PRESET CASE`` (PRESET
-as for gpu_accuracy.py, e.g. glm-5.2@E32; CASE an accuracy-suite case name, e.g. default_T32). Prints ``RESULT PASS``
-when every call ran, every output is within ``REL_L2_MAX`` of the FP32 reference and bit-identical to the first.
+[ROUTE_EXPERTS=n] [PRINT_ADDRS=1] [SHARED=1] python3 gpu_repeat_probe.py PRESET CASE`` (PRESET as for
+gpu_accuracy.py, e.g. glm-5.2@E32; CASE an accuracy-suite case name, e.g. default_T32). Prints ``RESULT PASS`` when
+every call ran, every output is within ``REL_L2_MAX`` of the FP32 reference and bit-identical to the first.
 
-SHARED=1 adds the preset's shared expert (role4; the reference adds it too). PLACEMENT=alternate (with SHARED=1, MODE
-gcov) runs the odd calls with role4 on the dispatch partition after role1 and the even ones on the compute SMs before
-role2 (``heuristics.shared_on_dispatch`` forced either way): role4 sums its split-K partials in split order whichever
-CTA is last, so both placements must give the same bits.
+SHARED=1 adds the preset's shared expert (role4; the reference adds it too).
 
 MODE: gcov = green contexts + the overlapped graph (the operator's own mode, ring of the live model); gc = green
 contexts, roles serialised (whole-pool ring); ov = the primary context, overlapped (live-model ring); serial = the
@@ -28,7 +25,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from gcmoe_runtime import heuristics, moe  # noqa: E402
+from gcmoe_runtime import moe  # noqa: E402
 from gcmoe_runtime.accuracy.cases import build_rank_inputs, suite_cases  # noqa: E402
 from gcmoe_runtime.accuracy.config import make_layer_weights, resolve_preset  # noqa: E402
 from gcmoe_runtime.numerics.reference import reference_moe_forward  # noqa: E402
@@ -57,14 +54,11 @@ def main(preset: str, case: str) -> None:
     if os.environ.get("STACK"):
         set_stack(int(os.environ["STACK"]))
     shared = os.environ.get("SHARED") == "1"
-    alternate = os.environ.get("PLACEMENT") == "alternate"
-    if alternate and not (shared and mode == "gcov"):
-        raise SystemExit("PLACEMENT=alternate needs SHARED=1 and MODE=gcov (role4 placed beside an overlapped role2)")
     cfg = dataclasses.replace(resolve_preset(preset), world=1, shared_experts=int(shared))
     tile = tuple(int(v) for v in os.environ["TILE"].split(":")) if os.environ.get("TILE") else None
     buf = moe.get_symm_buffer_for_gc_moe(None, cfg.num_experts, 256, cfg.topk, cfg.hidden, cfg.intermediate,
-                                         bundle=os.environ["GCMOE_OPERATOR_BUNDLE"], timeout_ns=int(5e9), shared_experts=shared,
-                                         green_contexts=green, overlap=overlap, tile=tile)
+                                         bundle=os.environ["GCMOE_OPERATOR_BUNDLE"], timeout_ns=int(5e9),
+                                         shared_experts=shared, green_contexts=green, overlap=overlap, tile=tile)
     print(f"mode={mode} green={green} overlap={overlap} ring_blocks={buf.ws.layout.ring_blocks} "
           f"bm_max={buf.ws.layout.bm_max} partition={buf.partition.dispatch_sms}/{buf.partition.compute_sms}",
           flush=True)
@@ -92,12 +86,6 @@ def main(preset: str, case: str) -> None:
     yref = (out[0] if isinstance(out, tuple) else out).float().cpu()
     first, bad = None, 0
     for rep in range(repeats):
-        if alternate:  # the bounds read at call time; 1..capacity forces the dispatch placement, 0..0 switches it off
-            on = rep % 2 == 1
-            for sfx in ("_P1", ""):
-                setattr(heuristics, f"SM90_SHARED_ON_DISPATCH_MIN_TOKENS{sfx}", 1 if on else 0)
-                setattr(heuristics, f"SM90_SHARED_ON_DISPATCH_MAX_TOKENS{sfx}", 1 << 30 if on else 0)
-            assert heuristics.shared_on_dispatch(T, 1) == on
         try:
             y = impl(inp).float().cpu()  # poisons nothing itself: impl allocates y; the kernels must write every row
         except Exception as e:  # noqa: BLE001 - report, then re-raise
@@ -113,9 +101,8 @@ def main(preset: str, case: str) -> None:
         first = y if first is None else first
         ok = err <= REL_L2_MAX and not torch.isnan(y).any() and not same.startswith("DIFFERS")
         bad += not ok
-        where = f" role4 on {'dispatch' if rep % 2 else 'compute'}" if alternate else ""
-        print(f"{'OK' if ok else 'BAD'} call {rep} {case}{where}: rel_l2 {err:.5f} nan {int(torch.isnan(y).sum())} "
-              f"{same}", flush=True)
+        print(f"{'OK' if ok else 'BAD'} call {rep} {case}: rel_l2 {err:.5f} nan {int(torch.isnan(y).sum())} {same}",
+              flush=True)
     print("RESULT", "PASS" if bad == 0 else f"FAIL ({bad} of {repeats} calls)", flush=True)
 
 
