@@ -23,6 +23,7 @@ dependencies, and the stream continues after it (capture-dependency semantics).
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -36,6 +37,34 @@ ROLE_PARTITION = {"role1": "dispatch", "role2": "compute", "role3": "compute", "
 
 class GraphError(RuntimeError):
     pass
+
+
+#: How role2 follows role4 (session 45's experiment; ``full`` unless the environment says otherwise): ``full`` =
+#: after role4 has completed; ``launch_order`` = once every role4 CTA has begun (the kernel node's launch-order
+#: port; role2 reads nothing role4 writes, so its CTAs may take SMs as role4's retire); ``launch_order_prog`` = the
+#: same port on a programmatic-type edge; ``programmatic`` = role4's programmatic port (role4 never triggers, so it
+#: fires as its last CTA exits: the full edge without the completion's memory flush).
+ROLE4_EDGE_ENV = "GCMOE_ROLE4_EDGE"
+ROLE4_EDGES = ("full", "launch_order", "launch_order_prog", "programmatic")
+
+
+def role4_edge_default() -> str:
+    kind = os.environ.get(ROLE4_EDGE_ENV, "full")
+    if kind not in ROLE4_EDGES:
+        raise GraphError(f"{ROLE4_EDGE_ENV}={kind!r}: one of {', '.join(ROLE4_EDGES)}")
+    return kind
+
+
+def _edge_data(cu: Any, kind: str) -> Any:
+    """The graph edge data of a role4 -> role2 edge of ``kind`` (ROLE4_EDGES)."""
+    e = cu.CUgraphEdgeData()
+    if kind in ("launch_order_prog", "programmatic"):
+        e.type = cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+    if kind.startswith("launch_order"):
+        e.from_port = cu.CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER
+    elif kind == "programmatic":
+        e.from_port = cu.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
+    return e
 
 
 @dataclass(frozen=True)
@@ -122,10 +151,13 @@ class LayerGraph:
     """A built child graph and its executable instance."""
 
     def __init__(self, roles: Mapping[str, RoleNode], partition: Any, *, tokens: int | None = None,
-                 serialize_roots: bool = False, drv: Any = None):
+                 serialize_roots: bool = False, role4_edge: str | None = None, drv: Any = None):
         self.drv = drv or driver.REAL
         self.partition = partition
         self.deps = _edges(roles, serialize_roots)
+        self.role4_edge = role4_edge_default() if role4_edge is None else role4_edge
+        if self.role4_edge not in ROLE4_EDGES:
+            raise GraphError(f"role4_edge={self.role4_edge!r}: one of {', '.join(ROLE4_EDGES)}")
         cu = self.drv.cu
         self.graph = self.drv.call("cuGraphCreate", 0)
         self.nodes: dict[str, Any] = {}
@@ -149,7 +181,10 @@ class LayerGraph:
             k.sharedMemBytes = int(lf.dynamic_smem)
             k.kernelParams = rn.args.kernel_params
             deps = [self.nodes[d] for d in self.deps[role]]
-            node = self.drv.call("cuGraphAddNode", self.graph, deps or None, None, len(deps), p)
+            edata = None
+            if role == "role2" and self.deps[role] == ["role4"] and self.role4_edge != "full":
+                edata = [_edge_data(cu, self.role4_edge)]
+            node = self.drv.call("cuGraphAddNode", self.graph, deps or None, edata, len(deps), p)
             if tuple(lf.cluster) != (1, 1, 1):
                 v = cu.CUkernelNodeAttrValue()
                 v.clusterDim.x, v.clusterDim.y, v.clusterDim.z = lf.cluster
@@ -207,14 +242,15 @@ def _stream(drv: Any, stream: Any) -> Any:
     return stream
 
 
-def cache_key(roles: Mapping[str, RoleNode], partition: Any, tokens: int | None, serialize_roots: bool) -> tuple:
-    """(cubin hash, entry, parameter bytes) per role + the partition identity."""
+def cache_key(roles: Mapping[str, RoleNode], partition: Any, tokens: int | None, serialize_roots: bool,
+              role4_edge: str = "full") -> tuple:
+    """(cubin hash, entry, parameter bytes) per role + the partition identity and the role4 -> role2 edge."""
     parts = []
     for role in sorted(roles):
         rn = roles[role]
         parts.append((role, rn.kernel.record.cubin_sha256, rn.kernel.name,
                       hashlib.sha256(rn.args.packed).hexdigest(), rn.grid))
-    return (tuple(parts), partition.key(), tokens, serialize_roots)
+    return (tuple(parts), partition.key(), tokens, serialize_roots, role4_edge)
 
 
 _cache: dict[tuple, LayerGraph] = {}
@@ -224,11 +260,13 @@ _cache_lock = threading.Lock()
 def get_layer_graph(roles: Mapping[str, RoleNode], partition: Any, *, tokens: int | None = None,
                     serialize_roots: bool = False, drv: Any = None) -> LayerGraph:
     """The cached graph for these kernels, arguments and partition (built on first use)."""
-    key = cache_key(roles, partition, tokens, serialize_roots)
+    edge = role4_edge_default()
+    key = cache_key(roles, partition, tokens, serialize_roots, edge)
     with _cache_lock:
         g = _cache.get(key)
         if g is None:
-            g = _cache[key] = LayerGraph(roles, partition, tokens=tokens, serialize_roots=serialize_roots, drv=drv)
+            g = _cache[key] = LayerGraph(roles, partition, tokens=tokens, serialize_roots=serialize_roots,
+                                         role4_edge=edge, drv=drv)
         return g
 
 

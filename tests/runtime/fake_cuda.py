@@ -24,6 +24,7 @@ class FakeDriver:
         self._ids = itertools.count(0x1000)
         self.graph_nodes = {}  # graph int -> list of (node int, params, deps)
         self.node_attrs = {}
+        self.edge_data = {}  # node int -> [(edge type, from port)] per dependency, when edge data was given
         self.libraries = {}
         self.fail = {}  # call name -> CUresult to raise
 
@@ -174,6 +175,8 @@ class FakeDriver:
         rec = dict(kern=int(k.kern), ctx=int(k.ctx), grid=(k.gridDimX, k.gridDimY, k.gridDimZ),
                    block=(k.blockDimX, k.blockDimY, k.blockDimZ), smem=k.sharedMemBytes, params=k.kernelParams)
         self.graph_nodes[int(g)].append((int(node), rec, [int(d) for d in (deps or [])][:n]))
+        if edata is not None:  # per dependency: (edge type, from port)
+            self.edge_data[int(node)] = [(int(e.type), int(e.from_port)) for e in edata][:n]
         return node
 
     def cuGraphKernelNodeSetAttribute(self, node, attr, v):

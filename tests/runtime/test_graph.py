@@ -63,6 +63,38 @@ def test_role4_is_a_compute_root_role2_and_role3_wait_for_it(env):
     lg.destroy()
 
 
+def test_role4_to_role2_edge_kinds(env, monkeypatch):
+    """Session 45's experiment: the role4 -> role2 edge full (no edge data), from role4's launch-order port (default or
+    programmatic type) or from its programmatic port; every other edge stays full; the environment picks the kind
+    for cached graphs and is part of their identity."""
+    from cuda.bindings import driver as cu
+
+    d, gp, roles = env
+    prog = int(cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC)
+    want = {"launch_order": (0, int(cu.CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER)),
+            "launch_order_prog": (prog, int(cu.CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER)),
+            "programmatic": (prog, int(cu.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC))}
+    for kind, edge in want.items():
+        lg = G.LayerGraph(roles, gp, tokens=4, role4_edge=kind, drv=d)
+        n = nodes_by_kernel(d, lg)
+        assert n["role2"][2] == [n["role4"][0]] and d.edge_data[n["role2"][0]] == [edge]
+        assert all(n[r][0] not in d.edge_data for r in ("role1", "role3", "role4"))
+        lg.destroy()
+    full = nodes_by_kernel(d, G.LayerGraph(roles, gp, tokens=4, role4_edge="full", drv=d))
+    assert full["role2"][0] not in d.edge_data
+    with pytest.raises(G.GraphError, match="role4_edge='sideways'"):
+        G.LayerGraph(roles, gp, role4_edge="sideways", drv=d)
+    monkeypatch.delenv(G.ROLE4_EDGE_ENV, raising=False)
+    a = G.get_layer_graph(roles, gp, tokens=4, drv=d)
+    assert a.role4_edge == "full"
+    monkeypatch.setenv(G.ROLE4_EDGE_ENV, "launch_order")
+    b = G.get_layer_graph(roles, gp, tokens=4, drv=d)
+    assert b is not a and b.role4_edge == "launch_order"
+    monkeypatch.setenv(G.ROLE4_EDGE_ENV, "everything")
+    with pytest.raises(G.GraphError, match="GCMOE_ROLE4_EDGE='everything'"):
+        G.get_layer_graph(roles, gp, tokens=4, drv=d)
+
+
 def test_serialized_ablation_chains_the_roots(env):
     d, gp, roles = env
     lg = G.LayerGraph({k: roles[k] for k in ("role1", "role2", "role3")}, gp, serialize_roots=True, drv=d)
