@@ -36,3 +36,32 @@ text = ("# session 45 call A: role4 on the dispatch SMs after role1 (D) against 
         + "\n".join(lines) + "\n")
 (here / "call-a" / "arms.md").write_text(text)
 print(text)
+
+# call B (`../steps/s45-b.steps`): the role4 -> role2 edge kind (GCMOE_ROLE4_EDGE), F full (shipped), L launch_order,
+# M launch_order_prog, P programmatic; order F L M P P M L F
+RUNS_B = {"F": (1, 8), "L": (2, 7), "M": (3, 6), "P": (4, 5)}
+CASES_B = CASES[:3]
+lines = ["| case | T | F span µs (runs) | F role2 start µs | L role2 start µs | F role4 µs | L role4 µs | L span | M span | "
+         "P span |", "|---|---|---|---|---|---|---|---|---|---|"]
+tl = here / "call-b" / "tl"
+
+
+def role_start(run_dir, role: str) -> dict[int, float]:
+    pts = load_json(Path(run_dir) / "timeline.json")["models"][0]["points"]
+    return {p["tokens"]: p["summary"]["roles"][role]["start_us"] for p in pts}
+
+
+for label, pre in CASES_B:
+    got = {(a, w): [role_us(tl / f"{pre}-{a}-{i}", w) for i in RUNS_B[a]] for a in RUNS_B for w in ("role4", "span")}
+    start = {a: [role_start(tl / f"{pre}-{a}-{i}", "role2") for i in RUNS_B[a]] for a in ("F", "L")}
+    for t in sorted(got["F", "span"][0]):
+        runs = " / ".join(f"{r[t]:.1f}" for r in got["F", "span"])
+        lines.append(f"| {label} | {t} | {runs} | {mean([r[t] for r in start['F']]):.1f} | "
+                     f"{mean([r[t] for r in start['L']]):.1f} | {mean([r[t] for r in got['F', 'role4']]):.1f} | "
+                     f"{mean([r[t] for r in got['L', 'role4']]):.1f} | "
+                     + " | ".join(f"{change_pct(got['F', 'span'], got[a, 'span'], t):+.1f} %" for a in "LMP") + " |")
+text = ("# session 45 call B: the role4 -> role2 edge from role4's launch-order port (L: default type, M: programmatic "
+        "type) or its programmatic port (P) against the full edge (F)\n\nMean of two runs per arm (F L M P P M L F); "
+        "role2's start and role4's duration (F, L); the span's change against F.\n\n" + "\n".join(lines) + "\n")
+(here / "call-b" / "arms.md").write_text(text)
+print(text)
