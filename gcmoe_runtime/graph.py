@@ -6,7 +6,10 @@ shared experts), when present, is a root on the compute context and role2 waits 
 optional edge): both are persistent over every compute SM and never share one (role2 takes the SM's whole
 register file and most of its shared memory), so without the edge role4 trails role2; first, it runs while
 role1 pulls the tokens role2 needs (role4 reads the local activations in place), and role2 starts on filled
-blocks. role3 (compute context) depends on every other node. Each node is a kernel node whose ``kern`` is the library ``CUkernel`` and
+blocks. role2 reads nothing role4 writes (role4: combine lane k and its own regions), so where
+``heuristics.sm90_role4_edge`` says so the edge leaves role4's launch-order port instead (``role4_edge =
+"launch_order"``: role2 is launched once every role4 CTA has begun, and its CTAs take SMs as role4's retire;
+role4's CTAs never wait for role2's, so role2 is fully resident by role4's end at the latest; session 45). role3 (compute context) depends on every other node. Each node is a kernel node whose ``kern`` is the library ``CUkernel`` and
 whose ``ctx`` is ``cuCtxFromGreenCtx`` of its partition; block, cluster dimensions and dynamic
 shared memory come from the artifact's launch facts; the grid from the partition
 (``dispatch_sms`` / ``compute_sms`` / ``compute_sms*<n>`` / ``finalize_sms`` / ``fixed:<n>``; a ``*<n>`` rule
@@ -23,7 +26,6 @@ dependencies, and the stream continues after it (capture-dependency semantics).
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -39,31 +41,15 @@ class GraphError(RuntimeError):
     pass
 
 
-#: How role2 follows role4 (session 45's experiment; ``full`` unless the environment says otherwise): ``full`` =
-#: after role4 has completed; ``launch_order`` = once every role4 CTA has begun (the kernel node's launch-order
-#: port; role2 reads nothing role4 writes, so its CTAs may take SMs as role4's retire); ``launch_order_prog`` = the
-#: same port on a programmatic-type edge; ``programmatic`` = role4's programmatic port (role4 never triggers, so it
-#: fires as its last CTA exits: the full edge without the completion's memory flush).
-ROLE4_EDGE_ENV = "GCMOE_ROLE4_EDGE"
-ROLE4_EDGES = ("full", "launch_order", "launch_order_prog", "programmatic")
+#: How role2 follows role4 (``heuristics.sm90_role4_edge`` picks per call): ``full`` = after role4 has completed;
+#: ``launch_order`` = from role4's launch-order port, once every role4 CTA has begun (module docstring).
+ROLE4_EDGES = ("full", "launch_order")
 
 
-def role4_edge_default() -> str:
-    kind = os.environ.get(ROLE4_EDGE_ENV, "full")
-    if kind not in ROLE4_EDGES:
-        raise GraphError(f"{ROLE4_EDGE_ENV}={kind!r}: one of {', '.join(ROLE4_EDGES)}")
-    return kind
-
-
-def _edge_data(cu: Any, kind: str) -> Any:
-    """The graph edge data of a role4 -> role2 edge of ``kind`` (ROLE4_EDGES)."""
+def _launch_order_edge(cu: Any) -> Any:
+    """Edge data from a kernel node's launch-order port (fires once every CTA of the upstream kernel has begun)."""
     e = cu.CUgraphEdgeData()
-    if kind in ("launch_order_prog", "programmatic"):
-        e.type = cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
-    if kind.startswith("launch_order"):
-        e.from_port = cu.CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER
-    elif kind == "programmatic":
-        e.from_port = cu.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
+    e.from_port = cu.CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER
     return e
 
 
@@ -151,11 +137,11 @@ class LayerGraph:
     """A built child graph and its executable instance."""
 
     def __init__(self, roles: Mapping[str, RoleNode], partition: Any, *, tokens: int | None = None,
-                 serialize_roots: bool = False, role4_edge: str | None = None, drv: Any = None):
+                 serialize_roots: bool = False, role4_edge: str = "full", drv: Any = None):
         self.drv = drv or driver.REAL
         self.partition = partition
         self.deps = _edges(roles, serialize_roots)
-        self.role4_edge = role4_edge_default() if role4_edge is None else role4_edge
+        self.role4_edge = role4_edge
         if self.role4_edge not in ROLE4_EDGES:
             raise GraphError(f"role4_edge={self.role4_edge!r}: one of {', '.join(ROLE4_EDGES)}")
         cu = self.drv.cu
@@ -182,8 +168,8 @@ class LayerGraph:
             k.kernelParams = rn.args.kernel_params
             deps = [self.nodes[d] for d in self.deps[role]]
             edata = None
-            if role == "role2" and self.deps[role] == ["role4"] and self.role4_edge != "full":
-                edata = [_edge_data(cu, self.role4_edge)]
+            if role == "role2" and self.deps[role] == ["role4"] and self.role4_edge == "launch_order":
+                edata = [_launch_order_edge(cu)]
             node = self.drv.call("cuGraphAddNode", self.graph, deps or None, edata, len(deps), p)
             if tuple(lf.cluster) != (1, 1, 1):
                 v = cu.CUkernelNodeAttrValue()
@@ -258,15 +244,14 @@ _cache_lock = threading.Lock()
 
 
 def get_layer_graph(roles: Mapping[str, RoleNode], partition: Any, *, tokens: int | None = None,
-                    serialize_roots: bool = False, drv: Any = None) -> LayerGraph:
-    """The cached graph for these kernels, arguments and partition (built on first use)."""
-    edge = role4_edge_default()
-    key = cache_key(roles, partition, tokens, serialize_roots, edge)
+                    serialize_roots: bool = False, role4_edge: str = "full", drv: Any = None) -> LayerGraph:
+    """The cached graph for these kernels, arguments, partition and role4 -> role2 edge (built on first use)."""
+    key = cache_key(roles, partition, tokens, serialize_roots, role4_edge)
     with _cache_lock:
         g = _cache.get(key)
         if g is None:
             g = _cache[key] = LayerGraph(roles, partition, tokens=tokens, serialize_roots=serialize_roots,
-                                         role4_edge=edge, drv=drv)
+                                         role4_edge=role4_edge, drv=drv)
         return g
 
 

@@ -522,6 +522,27 @@ def choose_shared_bm(tokens: int, candidates: Sequence[int] = SM90_SHARED_BM_CAN
     return _pick_bm(float(max(tokens, 1)), cands)[0]
 
 
+#: SM90 role4 -> role2 graph edge (session 45, `docs/PERFORMANCE.md`): from role4's launch-order port, so role2's CTAs
+#: start on the SMs role4's CTAs leave (8-10 µs before role4's end at small T), except from ..._MIN_TOKENS to
+#: ..._MAX_TOKENS tokens per rank, where role2 runs its static split with fewer than ~3 tasks per CTA: that split is laid
+#: out for the launch's own pairing of CTAs on SMs, and CTAs that start as SMs free up pair differently (the task
+#: trace: two W1 / two last-round W2 tasks on one SM instead of one), +1..+8 % there. Measured at T = 1, 2, 3, 4, 6,
+#: 8, 12, 16, 32, 64 in P = 1 GLM-5.2 / DSV-4.1-Flash and both P = 8 shares (+ shared): the launch-order edge
+#: -0.7..-8.7 % at T = 1 and T >= 6, mixed at T = 2-4 (-7.2..+7.8 %); T = 5 is not measured and keeps the full edge.
+SM90_ROLE4_FULL_EDGE_MIN_TOKENS = 2
+SM90_ROLE4_FULL_EDGE_MAX_TOKENS = 5
+
+
+def sm90_role4_edge(tokens: int) -> str:
+    """The role4 -> role2 edge of a call with ``tokens`` tokens on this rank (``graph.ROLE4_EDGES``): ``"full"`` from
+    SM90_ROLE4_FULL_EDGE_MIN_TOKENS to ..._MAX_TOKENS, ``"launch_order"`` elsewhere (read at call time, so
+    ``ci/run_with_heuristics.py`` can move the bounds)."""
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise ValueError(f"role4 edge: tokens = {tokens!r} must be an integer >= 0")
+    lo, hi = SM90_ROLE4_FULL_EDGE_MIN_TOKENS, SM90_ROLE4_FULL_EDGE_MAX_TOKENS
+    return "full" if lo <= tokens <= hi else "launch_order"
+
+
 #: SM90 role4 split-K: W1 / W2 tasks per token block the split aims for (about the compute SMs of an H200 partition;
 #: without a split a block has only 2I/256 W1 and H/256 W2 tasks, 16-24 for the production shapes).
 SHARED_SPLIT_TASKS = 128

@@ -419,7 +419,7 @@ def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: 
     written in place (and returned). ``shared_weights``: the transformed shared expert (third result of
     ``transform_weights_for_gc_moe(..., shared_weights=...)``) when the buffer fuses shared experts. Collective: every rank of the group calls it."""
     from gcmoe_runtime.graph import RoleNode, get_layer_graph
-    from gcmoe_runtime.heuristics import choose_shared_bm
+    from gcmoe_runtime.heuristics import choose_shared_bm, sm90_role4_edge
 
     if hasattr(shared_weights, "args"):  # transform_weights_for_gc_moe's SharedSM90Weights
         shared_weights = shared_weights.args()
@@ -438,7 +438,8 @@ def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: 
         names = ("shared_w1", "shared_w1_scale", "shared_w2", "shared_w2_scale")  # _check_call checked them
         vals.update({n: t.data_ptr() for n, t in zip(names, shared_weights)})
     roles = {r: RoleNode(k, kernel_args(k, vals)) for r, k in kernels.items()}
-    graph = get_layer_graph(roles, gp, tokens=T, serialize_roots=not buffer.overlap)
+    edge = sm90_role4_edge(T) if "role4" in roles and buffer.overlap else "full"
+    graph = get_layer_graph(roles, gp, tokens=T, serialize_roots=not buffer.overlap, role4_edge=edge)
     stream = torch.cuda.current_stream(buffer.device)
     capturing = _capturing()
     with buffer.ws.call(int(stream.cuda_stream), capturing=capturing):

@@ -63,36 +63,29 @@ def test_role4_is_a_compute_root_role2_and_role3_wait_for_it(env):
     lg.destroy()
 
 
-def test_role4_to_role2_edge_kinds(env, monkeypatch):
-    """Session 45's experiment: the role4 -> role2 edge full (no edge data), from role4's launch-order port (default or
-    programmatic type) or from its programmatic port; every other edge stays full; the environment picks the kind
-    for cached graphs and is part of their identity."""
+def test_role4_to_role2_edge_from_the_launch_order_port(env):
+    """role2 after role4's launch-order port (heuristics.sm90_role4_edge): only that edge carries edge data (default
+    type, port CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER); every other edge stays full; the kind is part of a cached
+    graph's identity; the serialized ablation (role4 after role2) has no such edge."""
     from cuda.bindings import driver as cu
 
     d, gp, roles = env
-    prog = int(cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC)
-    want = {"launch_order": (0, int(cu.CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER)),
-            "launch_order_prog": (prog, int(cu.CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER)),
-            "programmatic": (prog, int(cu.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC))}
-    for kind, edge in want.items():
-        lg = G.LayerGraph(roles, gp, tokens=4, role4_edge=kind, drv=d)
-        n = nodes_by_kernel(d, lg)
-        assert n["role2"][2] == [n["role4"][0]] and d.edge_data[n["role2"][0]] == [edge]
-        assert all(n[r][0] not in d.edge_data for r in ("role1", "role3", "role4"))
-        lg.destroy()
-    full = nodes_by_kernel(d, G.LayerGraph(roles, gp, tokens=4, role4_edge="full", drv=d))
-    assert full["role2"][0] not in d.edge_data
+    lg = G.LayerGraph(roles, gp, tokens=1, role4_edge="launch_order", drv=d)
+    n = nodes_by_kernel(d, lg)
+    assert n["role2"][2] == [n["role4"][0]]
+    assert d.edge_data[n["role2"][0]] == [(0, int(cu.CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER))]
+    assert all(n[r][0] not in d.edge_data for r in ("role1", "role3", "role4"))
+    full = nodes_by_kernel(d, G.LayerGraph(roles, gp, tokens=1, drv=d))
+    assert full["role2"][2] == [full["role4"][0]] and full["role2"][0] not in d.edge_data
+    serial = nodes_by_kernel(d, G.LayerGraph(roles, gp, tokens=1, serialize_roots=True, role4_edge="launch_order",
+                                             drv=d))
+    assert serial["role4"][2] == [serial["role2"][0]] and not any(serial[r][0] in d.edge_data for r in serial)
     with pytest.raises(G.GraphError, match="role4_edge='sideways'"):
         G.LayerGraph(roles, gp, role4_edge="sideways", drv=d)
-    monkeypatch.delenv(G.ROLE4_EDGE_ENV, raising=False)
-    a = G.get_layer_graph(roles, gp, tokens=4, drv=d)
-    assert a.role4_edge == "full"
-    monkeypatch.setenv(G.ROLE4_EDGE_ENV, "launch_order")
-    b = G.get_layer_graph(roles, gp, tokens=4, drv=d)
-    assert b is not a and b.role4_edge == "launch_order"
-    monkeypatch.setenv(G.ROLE4_EDGE_ENV, "everything")
-    with pytest.raises(G.GraphError, match="GCMOE_ROLE4_EDGE='everything'"):
-        G.get_layer_graph(roles, gp, tokens=4, drv=d)
+    a = G.get_layer_graph(roles, gp, tokens=1, drv=d)
+    b = G.get_layer_graph(roles, gp, tokens=1, role4_edge="launch_order", drv=d)
+    assert b is not a and a.role4_edge == "full" and b.role4_edge == "launch_order"
+    assert G.get_layer_graph(roles, gp, tokens=1, role4_edge="launch_order", drv=d) is b
 
 
 def test_serialized_ablation_chains_the_roots(env):

@@ -65,3 +65,18 @@ text = ("# session 45 call B: the role4 -> role2 edge from role4's launch-order 
         "role2's start and role4's duration (F, L); the span's change against F.\n\n" + "\n".join(lines) + "\n")
 (here / "call-b" / "arms.md").write_text(text)
 print(text)
+
+
+# call C (`../steps/s45-c.steps`): F full against L launch_order at more loads and the DSV-4.1-Flash share; order F L L F
+RUNS_C = {"F": (1, 4), "L": (2, 3)}
+lines = ["| case | T | F span µs (runs) | L span µs (runs) | L vs F |", "|---|---|---|---|---|"]
+tl = here / "call-c" / "tl"
+for label, pre in CASES:
+    got = {a: [role_us(tl / f"{pre}-{a}-{i}", "span") for i in RUNS_C[a]] for a in RUNS_C}
+    for t in sorted(got["F"][0]):
+        lines.append(f"| {label} | {t} | " + " | ".join(" / ".join(f"{r[t]:.1f}" for r in got[a]) for a in "FL")
+                     + f" | {change_pct(got['F'], got['L'], t):+.1f} % |")
+text = ("# session 45 call C: the launch-order role4 -> role2 edge (L) against the full edge (F), + shared\n\nTwo runs "
+        "per arm (F L L F), the span.\n\n" + "\n".join(lines) + "\n")
+(here / "call-c" / "arms.md").write_text(text)
+print(text)
