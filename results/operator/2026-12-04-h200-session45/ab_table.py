@@ -80,3 +80,19 @@ text = ("# session 45 call C: the launch-order role4 -> role2 edge (L) against t
         "per arm (F L L F), the span.\n\n" + "\n".join(lines) + "\n")
 (here / "call-c" / "arms.md").write_text(text)
 print(text)
+
+
+# call D (`../steps/s45-d.steps`): the shipped rule S (heuristics.sm90_role4_edge) against the full edge everywhere F
+# (ci/run_with_heuristics.py), order S F F S
+RUNS_D = {"F": (2, 3), "S": (1, 4)}
+lines = ["| case | T | F span µs (runs) | S span µs (runs) | S vs F |", "|---|---|---|---|---|"]
+tl = here / "call-d" / "tl"
+for label, pre in CASES:
+    got = {a: [role_us(tl / f"{pre}-{a}-{i}", "span") for i in RUNS_D[a]] for a in RUNS_D}
+    for t in sorted(got["F"][0]):
+        lines.append(f"| {label} | {t} | " + " | ".join(" / ".join(f"{r[t]:.1f}" for r in got[a]) for a in "FS")
+                     + f" | {change_pct(got['F'], got['S'], t):+.1f} % |")
+text = ("# session 45 call D: the shipped rule (S: role2 after role4's launch-order port except at T = 2-5) against the "
+        "full edge everywhere (F), + shared\n\nTwo runs per arm (S F F S), the span.\n\n" + "\n".join(lines) + "\n")
+(here / "call-d" / "arms.md").write_text(text)
+print(text)
