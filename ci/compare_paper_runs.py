@@ -24,6 +24,11 @@ def points(folder: Path, impl: str = "gc-moe") -> dict[int, float]:
     return out
 
 
+def _label(cfg: str) -> str:
+    """A configuration folder's name without the ``paper-`` prefix the protocol's folders carry."""
+    return cfg.removeprefix("paper-")
+
+
 def compare(here: Path, prev: dict[str, str], old_label: str, new_label: str, title: str) -> str:
     """``prev``: configuration folder (under ``here``) -> the older run's folder (relative to ``here``)."""
     lines = [f"| configuration | T | {old_label} gc-moe µs | {new_label} gc-moe µs | change | {new_label} (a) / gc-moe |",
@@ -34,8 +39,9 @@ def compare(here: Path, prev: dict[str, str], old_label: str, new_label: str, ti
         series[cfg] = (old, new)
         for t in sorted(new):
             if t in old:
-                lines.append(f"| {cfg[6:]} | {t} | {old[t]:.1f} | {new[t]:.1f} | {(new[t] / old[t] - 1) * 100:+.1f} % | "
-                             f"{serial[t] / new[t]:.3f} |")
+                ratio = f"{serial[t] / new[t]:.3f}" if t in serial else "-"  # (a) not in the new run
+                lines.append(f"| {_label(cfg)} | {t} | {old[t]:.1f} | {new[t]:.1f} | {(new[t] / old[t] - 1) * 100:+.1f} % | "
+                             f"{ratio} |")
     table = "\n".join(lines) + "\n"
     (here / "compare.md").write_text(table)
     try:
@@ -53,7 +59,7 @@ def compare(here: Path, prev: dict[str, str], old_label: str, new_label: str, ti
         ax.plot(ts, [old[t] for t in ts], "o--", label=old_label)
         ax.plot(ts, [new[t] for t in ts], "o-", label=new_label)
         ax.set_xscale("log", base=2)
-        ax.set_title(cfg[6:])
+        ax.set_title(_label(cfg))
         ax.set_xlabel("tokens per rank")
         ax.set_ylabel("µs (slowest-rank median)")
         ax.legend()
