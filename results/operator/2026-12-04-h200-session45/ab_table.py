@@ -7,7 +7,7 @@ from pathlib import Path
 
 here = Path(__file__).parent
 sys.path.insert(0, str(here.parents[2] / "ci"))
-from timeline_ab import change_pct, load_json, mean, role_us  # noqa: E402
+from timeline_ab import change_pct, load_json, mean, plot_changes, role_us  # noqa: E402
 
 RUNS = {"C": (1, 4), "D": (2, 3)}
 CASES = (("P = 1 GLM-5.2 + shared", "glm"), ("P = 1 DSV-4.1-Flash + shared", "dsv"), ("GLM-5.2 share + shared", "sglm"),
@@ -96,3 +96,9 @@ text = ("# session 45 call D: the shipped rule (S: role2 after role4's launch-or
         "full edge everywhere (F), + shared\n\nTwo runs per arm (S F F S), the span.\n\n" + "\n".join(lines) + "\n")
 (here / "call-d" / "arms.md").write_text(text)
 print(text)
+bars = []
+for label, pre in CASES:
+    got = {a: [role_us(tl / f"{pre}-{a}-{i}", "span") for i in RUNS_D[a]] for a in RUNS_D}
+    bars += [(f"{label.replace(' + shared', '')} T={t}", change_pct(got["F"], got["S"], t)) for t in sorted(got["F"][0])]
+plot_changes(bars, here / "call-d" / "ab_span.png", "session 45 call D, + shared: role2 after role4's launch-order port\n"
+             "outside T = 2-5 (S) vs the full edge (F)", "the layer's span, S vs F (%)")
