@@ -9,15 +9,18 @@ role1 pulls the tokens role2 needs (role4 reads the local activations in place),
 blocks. role2 reads nothing role4 writes (role4: combine lane k and its own regions), so where
 ``heuristics.sm90_role4_edge`` says so the edge leaves role4's launch-order port instead (``role4_edge =
 "launch_order"``: role2 is launched once every role4 CTA has begun, and its CTAs take SMs as role4's retire;
-role4's CTAs never wait for role2's, so role2 is fully resident by role4's end at the latest; session 45). role3 (compute context) depends on every other node. Each node is a kernel node whose ``kern`` is the library ``CUkernel`` and
-whose ``ctx`` is ``cuCtxFromGreenCtx`` of its partition; block, cluster dimensions and dynamic
+role4's CTAs never wait for role2's, so role2 is fully resident by role4's end at the latest; session 45).
+role3 (compute context) depends on every other node.
+
+Each node is a kernel node whose ``kern`` is the library ``CUkernel`` and whose ``ctx`` is ``cuCtxFromGreenCtx`` of
+its partition; block, cluster dimensions and dynamic
 shared memory come from the artifact's launch facts; the grid from the partition
 (``dispatch_sms`` / ``compute_sms`` / ``compute_sms*<n>`` / ``finalize_sms`` / ``fixed:<n>``; a ``*<n>`` rule
 is checked against the driver's occupancy first: its CTAs must all be resident). Parameters are copied by
 value into the nodes, so replays need no host work and no host reset: all state the kernels keep
 is device-persistent.
 
-Use :func:`get_layer_graph` (cached by cubin hash, parameter bytes and partition), then
+Use :func:`get_layer_graph` (cached by cubin hash, parameter bytes, partition and role4 edge), then
 ``launch(stream)`` outside capture or ``attach(stream)`` inside a caller's capture (e.g.
 ``torch.cuda.graph``): the child graph is added to the capturing graph after the stream's current
 dependencies, and the stream continues after it (capture-dependency semantics).
