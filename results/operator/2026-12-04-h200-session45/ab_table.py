@@ -67,38 +67,30 @@ text = ("# session 45 call B: the role4 -> role2 edge from role4's launch-order 
 print(text)
 
 
+def span_table(call: str, runs: dict[str, tuple[int, ...]], old: str, new: str, title: str):
+    """Per case and T, the span of each run of arm ``old`` and arm ``new`` and the change of their means; writes
+    ``call-<call>/arms.md``; returns the (label, change %) bars."""
+    lines = [f"| case | T | {old} span µs (runs) | {new} span µs (runs) | {new} vs {old} |", "|---|---|---|---|---|"]
+    bars = []
+    for label, pre in CASES:
+        got = {a: [role_us(here / f"call-{call}" / "tl" / f"{pre}-{a}-{i}", "span") for i in runs[a]] for a in runs}
+        for t in sorted(got[old][0]):
+            change = change_pct(got[old], got[new], t)
+            lines.append(f"| {label} | {t} | " + " | ".join(" / ".join(f"{r[t]:.1f}" for r in got[a]) for a in (old, new))
+                         + f" | {change:+.1f} % |")
+            bars.append((f"{label.replace(' + shared', '')} T={t}", change))
+    text = f"# {title}\n\nTwo runs per arm, the span.\n\n" + "\n".join(lines) + "\n"
+    (here / f"call-{call}" / "arms.md").write_text(text)
+    print(text)
+    return bars
+
+
 # call C (`../steps/s45-c.steps`): F full against L launch_order at more loads and the DSV-4.1-Flash share; order F L L F
-RUNS_C = {"F": (1, 4), "L": (2, 3)}
-lines = ["| case | T | F span µs (runs) | L span µs (runs) | L vs F |", "|---|---|---|---|---|"]
-tl = here / "call-c" / "tl"
-for label, pre in CASES:
-    got = {a: [role_us(tl / f"{pre}-{a}-{i}", "span") for i in RUNS_C[a]] for a in RUNS_C}
-    for t in sorted(got["F"][0]):
-        lines.append(f"| {label} | {t} | " + " | ".join(" / ".join(f"{r[t]:.1f}" for r in got[a]) for a in "FL")
-                     + f" | {change_pct(got['F'], got['L'], t):+.1f} % |")
-text = ("# session 45 call C: the launch-order role4 -> role2 edge (L) against the full edge (F), + shared\n\nTwo runs "
-        "per arm (F L L F), the span.\n\n" + "\n".join(lines) + "\n")
-(here / "call-c" / "arms.md").write_text(text)
-print(text)
-
-
+span_table("c", {"F": (1, 4), "L": (2, 3)}, "F", "L", "session 45 call C: the launch-order role4 -> role2 edge (L) "
+           "against the full edge (F), + shared (F L L F)")
 # call D (`../steps/s45-d.steps`): the shipped rule S (heuristics.sm90_role4_edge) against the full edge everywhere F
 # (ci/run_with_heuristics.py), order S F F S
-RUNS_D = {"F": (2, 3), "S": (1, 4)}
-lines = ["| case | T | F span µs (runs) | S span µs (runs) | S vs F |", "|---|---|---|---|---|"]
-tl = here / "call-d" / "tl"
-for label, pre in CASES:
-    got = {a: [role_us(tl / f"{pre}-{a}-{i}", "span") for i in RUNS_D[a]] for a in RUNS_D}
-    for t in sorted(got["F"][0]):
-        lines.append(f"| {label} | {t} | " + " | ".join(" / ".join(f"{r[t]:.1f}" for r in got[a]) for a in "FS")
-                     + f" | {change_pct(got['F'], got['S'], t):+.1f} % |")
-text = ("# session 45 call D: the shipped rule (S: role2 after role4's launch-order port except at T = 2-5) against the "
-        "full edge everywhere (F), + shared\n\nTwo runs per arm (S F F S), the span.\n\n" + "\n".join(lines) + "\n")
-(here / "call-d" / "arms.md").write_text(text)
-print(text)
-bars = []
-for label, pre in CASES:
-    got = {a: [role_us(tl / f"{pre}-{a}-{i}", "span") for i in RUNS_D[a]] for a in RUNS_D}
-    bars += [(f"{label.replace(' + shared', '')} T={t}", change_pct(got["F"], got["S"], t)) for t in sorted(got["F"][0])]
+bars = span_table("d", {"F": (2, 3), "S": (1, 4)}, "F", "S", "session 45 call D: the shipped rule (S: role2 after "
+                  "role4's launch-order port except at T = 2-5) against the full edge everywhere (F), + shared (S F F S)")
 plot_changes(bars, here / "call-d" / "ab_span.png", "session 45 call D, + shared: role2 after role4's launch-order port\n"
              "outside T = 2-5 (S) vs the full edge (F)", "the layer's span, S vs F (%)")
