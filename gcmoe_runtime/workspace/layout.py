@@ -70,6 +70,11 @@ role2's task ticket (appended last, layout version 10, session 39; Hopper)
                 its first two from it (one relaxed ``atom.add`` each: task 2G + old value); the claim that returns
                 ``ntasks - G - 1`` (a launch makes exactly ``ntasks - G``) zeroes it for the next launch
                 (role2_ring, "Dynamic tasks", ``STATIC_ROUNDS``)
+role2's placement counters (appended last, layout version 11, session 46; Hopper)
+  role2_place   [ROLE2_PLACE_WORDS] u32  the two-CTA ring builds' CTAs take their logical index from where they run
+                (role2_ring, "Placement"): word ``PLACE_CLASS + c`` counts class ``c``'s CTAs (0: first on its SM,
+                1: the rest), ``PLACE_STARTED`` the CTAs started, ``PLACE_SM + smid % ROLE2_PLACE_SMS`` the CTAs
+                per SM; the launch's last CTA to start zeroes every word for the next launch
 
 Ring capacity (paper §4.3): max routed assignments A = capacity * P * min(k, E_local); the pool of
 logical blocks is ceil(A / BM) + E_local; the live ring holds min(pool, live_model) blocks where
@@ -96,8 +101,8 @@ from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 #: 7: role2's task trace appended on Hopper (no offset moves); 8: act_maps holds BM 48's two maps too (slots 8-9,
 #: appended: the other BMs' slots keep their places; every region after act_maps moves by 256 bytes); 9: act_maps
 #: holds BM 80's two maps too (slots 10-11, appended the same way); 10: role2's task ticket appended on Hopper (no
-#: offset moves)
-LAYOUT_VERSION = 10
+#: offset moves); 11: role2's placement counters appended on Hopper (no offset moves)
+LAYOUT_VERSION = 11
 #: act_maps: one 128-byte tensor map per (BM in 8 / 16 / 32 / 64 / 48 / 80, ring_x or l2_x): :func:`act_map_slot`
 ACT_MAP_BYTES = 128
 ACT_MAP_BMS = (8, 16, 32, 64, 48, 80)
@@ -132,6 +137,12 @@ SELFTEST_PAYLOAD_WORDS = 32
 # role2's task trace (dev builds with ``role2_ring.TRACE``): one row of u64 words per task, by static task index
 ROLE2_TRACE_TASKS = 32768  # GLM-5.2 P = 1 T = 256: ~14 000 tasks
 ROLE2_TRACE_WORDS = 10
+#: role2_place (role2_ring, "Placement"; host mirror ``role2_ring.placed_cta``): word indices
+PLACE_CLASS = 0  # two words: CTAs of class 0 (the first on their SM) and class 1 (the rest) started so far
+PLACE_STARTED = 2  # CTAs started so far (the one that reads grid - 1 zeroes the region)
+PLACE_SM = 4  # ROLE2_PLACE_SMS words: CTAs started on each SM (indexed by %smid modulo ROLE2_PLACE_SMS)
+ROLE2_PLACE_SMS = 256  # >= the SM count of any Hopper / Blackwell part; an alias would only merge two SMs' classes
+ROLE2_PLACE_WORDS = PLACE_SM + ROLE2_PLACE_SMS
 TRACE_CLAIM = 0  # the producer thread begins the task's acquires (l1_full, header)
 TRACE_READY = 1  # ... has them all (a W2 task: every W1 mask bit of its block) and publishes the record
 TRACE_START = 2  # consumer thread 0 has the record (the task's top)
@@ -375,6 +386,9 @@ class WorkspaceLayout:
                 # appended (session 39, role2's dynamic task claims): last, nothing above moves
                 ("role2_ticket", "u32", (1,), True,
                  "role2 task ticket: each CTA's producer claims its next task; the launch's last claim zeroes it"),
+                # appended (session 46, role2's placement classes): last, nothing above moves
+                ("role2_place", "u32", (ROLE2_PLACE_WORDS,), True,
+                 "role2 placement counters: class / start / per-SM counts; the launch's last starter zeroes them"),
             ]
         regions: dict[str, Region] = {}
         off = 0

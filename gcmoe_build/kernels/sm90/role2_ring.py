@@ -82,6 +82,20 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   ``l2_empty_count`` and releases ``l1_empty_count[rb] += 1`` (exactly +1 per consumed generation,
   what role1 waits for; W2 is the last reader of ``ring_meta``).
 
+* **Placement (two-CTA builds, session 46; host mirror :func:`placed_cta`).** The static split pairs tasks on SMs by
+  the CTAs' indices: ``c`` and ``c + G/2`` share an SM when the launch places them so, and the split puts a round's
+  first ``G/2`` tasks (W1 first) one per SM. CTAs that start as another kernel's retire (role4 under the
+  launch-order edge, ``gcmoe_runtime.graph``) pair as they come ((0, 1), (2, 3), ... in session 45's trace), which
+  put two W1 tasks on one SM where the split meant one. So a two-CTA build's CTA takes its index from where it runs:
+  one thread counts the CTA in on its SM (``role2_place``, word ``PLACE_SM + %smid``); the SM's first is class 0,
+  any later one class 1; the CTA's rank ``n`` in its class (a second relaxed ``atom.add``) gives the logical index
+  ``n`` (class 0) or ``G - 1 - n`` (class 1), which replaces ``blockIdx`` in the task order. That is a permutation
+  of ``0 .. G-1`` whatever the placement (the classes fill from both ends), so correctness never depends on it;
+  with two CTAs on every SM each SM holds one CTA of each class. Then it counts itself in at ``PLACE_STARTED``
+  (``atom.acq_rel``: after its class counts); the CTA that reads ``G - 1`` there, the launch's last to start,
+  zeroes the region for the next launch (every CTA has counted by then). Runs beside warp 0's wait for the
+  receive counts; the one-CTA builds keep ``blockIdx``.
+
 * **Signal warp (384-thread builds, session 13; ``Role2GemmConfig.signal_warp``).** Every release above runs on
   warp 1 of the producer warpgroup (idle otherwise), not on consumer thread 0, whose ``MEMBAR.GPU`` (the release
   operation's, ~0.3 µs) the other consumer warps waited for at their next barrier (session 13's ``membar_probe``: a
@@ -211,7 +225,7 @@ TRACE = False
 #: by-value u64 region offsets, in parameter order (names = layout regions with an ``o_`` prefix)
 OFFSET_PARAMS = ("ring_x", "ring_sf", "ring_meta", "ring_block", "l2_x", "l2_sf", "l1_full_count",
                  "l1_empty_count", "l2_full_mask", "l2_empty_count", "recv_count", "recv_parity", "combine",
-                 "act_maps", "w1_split_count", "w1_partials", "role2_trace", "role2_ticket")
+                 "act_maps", "w1_split_count", "w1_partials", "role2_trace", "role2_ticket", "role2_place")
 #: transformed routed weights (``gcmoe_runtime.moe.GcMoeWeights``: tiles, scales, expert factor)
 WEIGHT_PARAMS = ("w1_tiles", "w1_scales", "w1_factor", "w2_tiles", "w2_scales", "w2_factor")
 SCALAR_PARAMS_U64 = ("err", "timeout_ns")
@@ -243,6 +257,13 @@ def claimed_task(old, ncta, ntasks):
     claim: no task left)."""
     t = STATIC_ROUNDS * ncta + old
     return t if t < ntasks else -1
+
+
+def placed_cta(first_on_sm, rank_in_class, ncta):
+    """Host mirror of a two-CTA build's logical CTA index (module docstring, "Placement"): class 0 (the first CTA
+    counted in on its SM) takes index ``rank_in_class`` from the bottom, class 1 ``ncta - 1 - rank_in_class`` from the
+    top."""
+    return rank_in_class if first_on_sm else ncta - 1 - rank_in_class
 
 
 def claims_run(srun, ntasks, ncta):
@@ -445,7 +466,7 @@ class Role2RingConfig:
         misc = o.pop("misc")
         if not self.pipelined:
             o.update(stage=misc, bar=misc, stages=0, total=misc)
-            return o
+            return self._with_place_word(o)
         stage = _align(misc, 1024)
         limit = self.w1.smem_limit
         min_nk = min(self.hidden, self.inter) // 128
@@ -458,9 +479,17 @@ class Role2RingConfig:
         if self.w1.signal_warp:  # its two task coordinates records (module docstring, "Signal warp")
             o["sigrec"] = _align(o["total"], 16)
             o["total"] = o["sigrec"] + 2 * 16
+        o = self._with_place_word(o)
         if o["total"] > limit:
             raise ValueError(f"role2: BM={bm} H={self.hidden} I={self.inter} needs {o['total']} B of shared "
                              f"memory > {limit} ({self.ctas_per_sm} CTA(s) per SM)")
+        return o
+
+    def _with_place_word(self, o):
+        """The two-CTA builds' logical CTA index (module docstring, "Placement"), appended: nothing else moves."""
+        if self.ctas_per_sm == 2:
+            o["place"] = _align(o["total"], 16)
+            o["total"] = o["place"] + 16
         return o
 
     @property
@@ -514,9 +543,10 @@ def _trace_parts(cfg):
 
     from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, fence_tensormap_acquire, globaltimer,
                           launch_coords, ld_global_cg_f32, ld_global_f32, ld_global_v4, ld_shared_v4, mbar_init,
-                          red_release_add_u32, red_release_or_b64, setmaxnreg, smid, st_global_f32, st_shared_v4)
-    from .ring_sync import (atom_add_acqrel_gpu_u32, atom_add_relaxed_gpu_u32_if, atom_add_release_gpu_u32,
-                            ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt, redux_min_u32, shfl_bfly_s32,
+                          red_release_add_u32, red_release_or_b64, setmaxnreg, smid, st_global_f32, st_global_v4,
+                          st_shared_v4)
+    from .ring_sync import (atom_add_acqrel_gpu_u32, atom_add_relaxed_gpu_u32, atom_add_relaxed_gpu_u32_if,
+                            atom_add_release_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt, redux_min_u32, shfl_bfly_s32,
                             st_relaxed_gpu_u32, st_relaxed_gpu_u64, st_shared_b32, trap_if_ne, wait_arrived_count,
                             wait_geq_u32_rt, wait_mask_u64_rt)
     from .role2_gemm import (CONSUMER_REGS_TURNS, CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_REGS_TURNS,
@@ -559,6 +589,9 @@ def _trace_parts(cfg):
     FLIP1S = act_tma_phase_flips(cfg.w1, NKC1 // SPLIT) if TMA else 0  # a split W1 task's chunk buffers
     SKIP = 2  # signal record ``is1`` of a split W1 task that is not its tile's last: no release
     NOTASK = 3  # signal record kind of a CTA without a task: no release (+ 4 in a record: the CTA's last task)
+    PLACED = cfg.ctas_per_sm == 2  # the CTA's index from where it runs (module docstring, "Placement")
+    PLACE_OFF = so.get("place", 0)  # its logical index, for every thread after the first barrier
+    PLACE_TID = 32  # warp 1 lane 0: idle while warp 0 waits for the receive counts (producer warpgroup or consumer)
     NEXT_OFF = INFO_OFF + 8  # the producer thread's next task (module docstring, "Dynamic tasks")
     CLAIMS_OFF = INFO_OFF + 12  # whether this replay's producer claims (claims_run)
     SPLIT_SLOT = 256 * W1_SPLIT_BM  # floats of one split's partial (layout.w1_partial_slot)
@@ -653,6 +686,19 @@ def _trace_parts(cfg):
         """Rank ``r``'s workspace base (a fresh trace-time view each use)."""
         pd_ = PeerDesc(peer)
         return pd_.base() + pd_.offset(r)
+
+    @cute.jit
+    def place_cta(sslot: Int32, place: Int64, ncta: Int32):
+        """One thread: this CTA's logical index (module docstring, "Placement"; host mirror :func:`placed_cta`) to
+        shared memory at ``sslot``; the launch's last CTA to start zeroes ``role2_place`` for the next launch."""
+        sm = smid() & Int32(wsl.ROLE2_PLACE_SMS - 1)
+        cls = Int32(atom_add_relaxed_gpu_u32(place + Int64(wsl.PLACE_SM + sm) * 4, Int32(1)) != 0)
+        n = atom_add_relaxed_gpu_u32(place + Int64(wsl.PLACE_CLASS + cls) * 4, Int32(1))
+        st_shared_b32(sslot, n + cls * (ncta - 1 - 2 * n))
+        # release: this CTA's class counts before its start count; acquire: the last starter zeroes after every count
+        if atom_add_acqrel_gpu_u32(place + Int64(wsl.PLACE_STARTED) * 4, Int32(1)) == ncta - 1:
+            for i in cutlass.range(wsl.ROLE2_PLACE_WORDS // 4, unroll=1):
+                st_global_v4(place + Int64(i) * 16, Int32(0), Int32(0), Int32(0), Int32(0))
 
     @cute.jit
     def next_task_of(task: Int32, li: Int32, ticket: Int64, ntasks: Int32, ncta: Int32, dyn: Int32) -> Int32:
@@ -853,7 +899,7 @@ def _trace_parts(cfg):
                o_l2_x: Int64, o_l2_sf: Int64, o_l1_full_count: Int64, o_l1_empty_count: Int64,
                o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_recv_count: Int64, o_recv_parity: Int64,
                o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64,
-               o_role2_trace: Int64, o_role2_ticket: Int64, w1_tiles: Int64,
+               o_role2_trace: Int64, o_role2_ticket: Int64, o_role2_place: Int64, w1_tiles: Int64,
                w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64,
                timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32):
         tid, cta, ncta = launch_coords()
@@ -883,8 +929,13 @@ def _trace_parts(cfg):
                 nb = nb + shfl_bfly_s32(nb, 1 << d)
             if tid == 0:
                 st_shared_b32(smem + INFO_OFF, nb)
+        if const_expr(PLACED):
+            if tid == PLACE_TID:
+                place_cta(smem + PLACE_OFF, ws + o_role2_place, ncta)
         bar_sync(0, THREADS)
         nq = ld_shared_b32(smem + INFO_OFF)
+        if const_expr(PLACED):
+            cta = ld_shared_b32(smem + PLACE_OFF)
         srun = Int32(1)  # W1 tasks per W1 tile this replay (role2_ring.w1_split_runs, line for line)
         if const_expr(SPLIT > 1):
             srun = 1 + (SPLIT - 1) * (Int32(nq * NT1 * SPLIT <= ncta) * Int32(nq <= ring_blocks)
@@ -1128,13 +1179,14 @@ def _trace_parts(cfg):
              o_l2_x: Int64, o_l2_sf: Int64, o_l1_full_count: Int64, o_l1_empty_count: Int64,
              o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_recv_count: Int64, o_recv_parity: Int64,
              o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64,
-             o_role2_trace: Int64, o_role2_ticket: Int64, w1_tiles: Int64,
+             o_role2_trace: Int64, o_role2_ticket: Int64, o_role2_place: Int64, w1_tiles: Int64,
              w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64,
              timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32):
         kernel(peer, o_ring_x, o_ring_sf, o_ring_meta, o_ring_block, o_l2_x, o_l2_sf, o_l1_full_count,
                o_l1_empty_count, o_l2_full_mask, o_l2_empty_count, o_recv_count, o_recv_parity, o_combine,
-               o_act_maps, o_w1_split_count, o_w1_partials, o_role2_trace, o_role2_ticket, w1_tiles, w1_scales,
-               w1_factor, w2_tiles, w2_scales, w2_factor, err, timeout_ns, ring_blocks, bm_stride, sf_stride).launch(
+               o_act_maps, o_w1_split_count, o_w1_partials, o_role2_trace, o_role2_ticket, o_role2_place, w1_tiles,
+               w1_scales, w1_factor, w2_tiles, w2_scales, w2_factor, err, timeout_ns, ring_blocks, bm_stride,
+               sf_stride).launch(
                    grid=(1, 1, 1), block=(THREADS, 1, 1), smem=cfg.smem_bytes, **cfg.w1.occupancy_launch)
 
     fake = (fake_peer_desc(),) + tuple(Int64(0) for _ in OFFSET_PARAMS + WEIGHT_PARAMS + SCALAR_PARAMS_U64) + tuple(

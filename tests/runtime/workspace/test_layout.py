@@ -6,6 +6,7 @@ from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 from gcmoe_runtime.workspace.layout import (
     LAYOUT_VERSION,
     ROLE2_TRACE_TASKS,
+    ROLE2_PLACE_WORDS,
     ROLE2_TRACE_WORDS,
     REGION_ALIGN,
     LayoutError,
@@ -139,9 +140,12 @@ def test_offsets_are_pinned():
     assert lay.offset("role2_trace") == lay.region("w1_partials").end
     assert lay.region("role2_trace").shape == (ROLE2_TRACE_TASKS, ROLE2_TRACE_WORDS)
     # version 10 appended role2's task ticket (dynamic task claims) after the trace: nothing of version 9 moved
-    assert LAYOUT_VERSION == 10 and lay.offset("role2_ticket") >= lay.region("role2_trace").end
-    assert list(lay.regions)[-4:] == ["w1_split_count", "w1_partials", "role2_trace", "role2_ticket"]
+    assert lay.offset("role2_ticket") >= lay.region("role2_trace").end
     assert lay.region("role2_ticket").shape == (1,) and lay.region("role2_ticket").persistent
+    # version 11 appended role2's placement counters after the ticket: nothing of version 10 moved
+    assert LAYOUT_VERSION == 11 and lay.offset("role2_place") >= lay.region("role2_ticket").end
+    assert list(lay.regions)[-5:] == ["w1_split_count", "w1_partials", "role2_trace", "role2_ticket", "role2_place"]
+    assert lay.region("role2_place").shape == (ROLE2_PLACE_WORDS,) and lay.region("role2_place").persistent
 
 
 def test_shared_expert_regions_are_appended_only_with_shared_experts():
@@ -150,13 +154,13 @@ def test_shared_expert_regions_are_appended_only_with_shared_experts():
     plain = WorkspaceLayout.build(spec())
     shared = WorkspaceLayout.build(spec(shared_experts=True))
     assert not any(n.startswith("shared_") for n in plain.regions)
-    w1_split = ["w1_split_count", "w1_partials", "role2_trace", "role2_ticket"]  # role2's (versions 6, 7, 10): last
+    w1_split = ["w1_split_count", "w1_partials", "role2_trace", "role2_ticket", "role2_place"]  # role2's (6, 7, 10, 11)
     before = [n for n in shared.regions if not n.startswith("shared_") and n not in w1_split]
     assert before == [n for n in plain.regions if n not in w1_split]
     assert all(shared.offset(n) == plain.offset(n) for n in before)
-    assert list(shared.regions)[-9:] == ["shared_l2_x", "shared_l2_sf", "shared_sync", "shared_split_count",
+    assert list(shared.regions)[-10:] == ["shared_l2_x", "shared_l2_sf", "shared_sync", "shared_split_count",
                                          "shared_partials"] + w1_split
-    assert list(plain.regions)[-4:] == w1_split
+    assert list(plain.regions)[-5:] == w1_split
     assert shared.region("shared_l2_x").offset >= plain.region("dispatch_grid").end
     assert shared.region("shared_l2_x").shape == (64, 512) and shared.region("shared_l2_x").dtype == "u8"
     assert shared.region("shared_l2_sf").shape == (64, 512 // 128)

@@ -199,7 +199,10 @@ def _hand_back(ptx, start):
     assert "fence.acq_rel.gpu;" in ptx[start:clear]
     rel = [m.start() for m in re.finditer(r"red\.release\.gpu\.global\.add\.u32", ptx)]
     assert len(rel) == 2 and all(r > clear for r in rel)  # l2_empty completion, then l1_empty (+1 per generation)
-    assert ptx.count("atom.release.gpu.global.add.u32") == 1 and "atom.acq_rel.gpu" not in ptx
+    assert ptx.count("atom.release.gpu.global.add.u32") == 1
+    # the one acq_rel add is a two-CTA build's placement start count, before the first barrier (role2_ring "Placement")
+    acq_rel = [m.start() for m in re.finditer(r"atom\.acq_rel\.gpu", ptx)]
+    assert len(acq_rel) <= 1 and all(a < _first(ptx, "bar.sync 0,") for a in acq_rel)
 
 
 def _signal_warp_releases(ptx, start, end):
@@ -214,6 +217,21 @@ def _signal_warp_releases(ptx, start, end):
     assert _first(ptx, "red.release.gpu.global.add.u32", w2_rel) < end
 
 
+@pytest.mark.parametrize("bm,threads,placed", [(16, 256, True), (64, 384, False)])
+def test_two_cta_builds_take_their_index_from_where_they_run(role2_arts, bm, threads, placed):
+    """role2_ring "Placement": a two-CTA build reads %smid, counts the CTA in on its SM and in its class (relaxed adds)
+    and then as started (acq_rel), all before the first barrier; a one-CTA build keeps blockIdx and has none of it."""
+    ptx = _ptx(role2_arts, bm, threads)
+    bar0 = _first(ptx, f"bar.sync 0, {threads};")
+    if not placed:
+        assert "%smid" not in ptx[:bar0] and "atom.acq_rel.gpu" not in ptx
+        return
+    sm = _first(ptx, "%smid")
+    adds = [m.start() for m in re.finditer(r"atom\.relaxed\.gpu\.global\.add\.u32", ptx[:bar0])]
+    started = _first(ptx, "atom.acq_rel.gpu.global.add.u32", sm)
+    assert len(adds) == 2 and sm < adds[0] < adds[1] < started < bar0
+
+
 @pytest.mark.parametrize("bm,threads", [(8, 256), (64, 384)])
 def test_w1_and_w2_outputs_leave_in_16_byte_stores(role2_arts, bm, threads):
     """W1: E4M3 bytes staged in shared memory, then 8 st.global.v4 per token over the 256 consumer threads; the only
@@ -224,7 +242,8 @@ def test_w1_and_w2_outputs_leave_in_16_byte_stores(role2_arts, bm, threads):
     shared memory (st/ld.shared.u64); no 2-byte global stores remain."""
     ptx = _ptx(role2_arts, bm, threads)
     w2_mma = _first(ptx, "wgmma.mma_async", _first(ptx, "st.global.u8"))  # the first MMA after W1's scale store
-    w1, w2 = ptx[:w2_mma], ptx[w2_mma:]
+    # (from the first barrier: before it a two-CTA build's last starter zeroes role2_place, role2_ring "Placement")
+    w1, w2 = ptx[_first(ptx, f"bar.sync 0, {threads};"):w2_mma], ptx[w2_mma:]
     w1_stores = [m.start() for m in re.finditer(r"st\.global\.v4\.u32", w1)]
     assert len(w1_stores) == (bm * 8 + 255) // 256
     assert all("ld.shared.v4.u32" in w1[max(0, s - 600):s] for s in w1_stores)
