@@ -1,0 +1,48 @@
+"""Session 46 tables (`../steps/s46-*.steps`): `python3 ab_table.py` here (the repo's environment; matplotlib for the
+plot) -> call-a/arms.md, call-a/ab_span.png.
+
+Call A: role2's placement classes. O = session 45's bundles + the shipped edge rule (full edge at T = 2-5), N = the new
+bundles + the same rule, L = the new bundles + the launch-order edge at every T; `bench timeline`, median of 20
+replays per run; + shared O N L L N O, routed O N N O."""
+import sys
+from pathlib import Path
+
+here = Path(__file__).parent
+sys.path.insert(0, str(here.parents[2] / "ci"))
+from timeline_ab import change_pct, mean, plot_changes, role_us  # noqa: E402
+
+SHARED = (("P = 1 GLM-5.2 + shared", "glm"), ("P = 1 DSV-4.1-Flash + shared", "dsv"),
+          ("GLM-5.2 share + shared", "sglm"), ("DSV-4.1-Flash share + shared", "sdsv"))
+ROUTED = (("P = 1 GLM-5.2 routed", "rglm"), ("DSV-4.1-Flash share routed", "rsdsv"))
+
+
+def arms_table(tl, cases, runs):
+    """Rows of span / role2 per arm and the changes N vs O (and L vs N, L vs O where L ran)."""
+    head = "| case | T | " + " | ".join(f"{a} span µs" for a in runs) + " | " + " | ".join(
+        f"{a} role2 µs" for a in runs) + " | N vs O | " + ("L vs N | L vs O |" if "L" in runs else "")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    bars = []
+    for label, pre in cases:
+        got = {(a, w): [role_us(tl / f"{pre}-{a}-{i}", w) for i in idx] for a, idx in runs.items()
+               for w in ("span", "role2")}
+        for t in sorted(got["O", "span"][0]):
+            cells = [f"{mean([r[t] for r in got[a, 'span']]):.1f}" for a in runs]
+            cells += [f"{mean([r[t] for r in got[a, 'role2']]):.1f}" for a in runs]
+            ch = [change_pct(got["O", "span"], got["N", "span"], t)]
+            if "L" in runs:
+                ch += [change_pct(got["N", "span"], got["L", "span"], t), change_pct(got["O", "span"], got["L", "span"], t)]
+            lines.append(f"| {label} | {t} | " + " | ".join(cells) + " | " + " | ".join(f"{c:+.1f} %" for c in ch) + " |")
+            bars.append((f"{pre} T={t}", ch[-1]))
+    return lines, bars
+
+
+tl = here / "call-a" / "tl"
+sh, bars = arms_table(tl, SHARED, {"O": (1, 6), "N": (2, 5), "L": (3, 4)})
+ro, rbars = arms_table(tl, ROUTED, {"O": (1, 4), "N": (2, 3)})
+text = ("# session 46 call A: role2's placement classes\n\nMean of two runs per arm; the span and role2's duration "
+        "(median of 20 replays each run).\n\n## + shared (O N L L N O)\n\n" + "\n".join(sh)
+        + "\n\n## routed (O N N O)\n\n" + "\n".join(ro) + "\n")
+(here / "call-a" / "arms.md").write_text(text)
+plot_changes(bars + rbars, here / "call-a" / "ab_span.png", "session 46 call A: span, L (or N routed) vs O",
+             xlabel="layer span vs session 45 (%)")
+print(text)
