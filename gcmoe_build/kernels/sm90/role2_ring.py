@@ -88,10 +88,13 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   launch-order edge, ``gcmoe_runtime.graph``) pair as they come ((0, 1), (2, 3), ... in session 45's trace), which
   put two W1 tasks on one SM where the split meant one. So a two-CTA build's CTA takes its index from where it runs:
   one thread counts the CTA in on its SM (``role2_place``, word ``PLACE_SM + %smid``); the SM's first is class 0,
-  any later one class 1; the CTA's rank ``n`` in its class (a second relaxed ``atom.add``) gives the logical index
-  ``n`` (class 0) or ``G - 1 - n`` (class 1), which replaces ``blockIdx`` in the task order. That is a permutation
-  of ``0 .. G-1`` whatever the placement (the classes fill from both ends), so correctness never depends on it;
-  with two CTAs on every SM each SM holds one CTA of each class. Then it counts itself in at ``PLACE_STARTED``
+  any later one class 1; the CTA's rank ``n`` in its class (a second relaxed ``atom.add``) gives ``u = n`` (class 0)
+  or ``G - 1 - n`` (class 1), a permutation of ``0 .. G-1`` whatever the placement (the classes fill from both ends),
+  and the logical index is ``u`` with the upper half reversed (``u >= G/2 -> G - 1 + G/2 - u``, still a permutation),
+  which replaces ``blockIdx`` in the task order: correctness never depends on where CTAs run. With two CTAs on every
+  SM, each SM holds one index of each half, and the SM whose CTAs came ``k``-th in their classes holds ``k`` and
+  ``G/2 + k``, the pairing the launch itself makes (session 46 call A: without the reversal, pairs ``(k, G - 1 - k)``
+  ran the full-edge layer up to 7.5 % slower than the launch's ``(c, c + G/2)`` at T = 2-5). Then it counts itself in at ``PLACE_STARTED``
   (``atom.acq_rel``: after its class counts); the CTA that reads ``G - 1`` there, the launch's last to start,
   zeroes the region for the next launch (every CTA has counted by then). Runs beside warp 0's wait for the
   receive counts; the one-CTA builds keep ``blockIdx``.
@@ -261,9 +264,13 @@ def claimed_task(old, ncta, ntasks):
 
 def placed_cta(first_on_sm, rank_in_class, ncta):
     """Host mirror of a two-CTA build's logical CTA index (module docstring, "Placement"): class 0 (the first CTA
-    counted in on its SM) takes index ``rank_in_class`` from the bottom, class 1 ``ncta - 1 - rank_in_class`` from the
-    top."""
-    return rank_in_class if first_on_sm else ncta - 1 - rank_in_class
+    counted in on its SM) takes ``u = rank_in_class`` from the bottom, class 1 ``u = ncta - 1 - rank_in_class`` from the
+    top (a permutation whatever the class sizes), then the upper half is reversed, ``u -> ncta - 1 + ncta // 2 - u``
+    (a permutation of the upper half): with ``ncta / 2`` CTAs in each class, the SM whose two CTAs were the ``k``-th
+    of their classes holds indices ``k`` and ``ncta / 2 + k``, the launch's own pairing."""
+    u = rank_in_class if first_on_sm else ncta - 1 - rank_in_class
+    h = ncta // 2
+    return u if u < h else ncta - 1 + h - u
 
 
 def claims_run(srun, ntasks, ncta):
@@ -694,7 +701,9 @@ def _trace_parts(cfg):
         sm = smid() & Int32(wsl.ROLE2_PLACE_SMS - 1)
         cls = Int32(atom_add_relaxed_gpu_u32(place + Int64(wsl.PLACE_SM + sm) * 4, Int32(1)) != 0)
         n = atom_add_relaxed_gpu_u32(place + Int64(wsl.PLACE_CLASS + cls) * 4, Int32(1))
-        st_shared_b32(sslot, n + cls * (ncta - 1 - 2 * n))
+        u = n + cls * (ncta - 1 - 2 * n)  # class 0 from the bottom, class 1 from the top
+        h = ncta // 2
+        st_shared_b32(sslot, u + Int32(u >= h) * (ncta - 1 + h - 2 * u))  # the upper half reversed
         # release: this CTA's class counts before its start count; acquire: the last starter zeroes after every count
         if atom_add_acqrel_gpu_u32(place + Int64(wsl.PLACE_STARTED) * 4, Int32(1)) == ncta - 1:
             for i in cutlass.range(wsl.ROLE2_PLACE_WORDS // 4, unroll=1):

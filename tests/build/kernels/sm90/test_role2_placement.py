@@ -3,7 +3,8 @@ build counts itself in on its SM, then in its class, then as started, with the k
 (``gcmoe_runtime.workspace.layout``: ``PLACE_*``) and its index rule (``placed_cta``); the launch's last starter zeroes
 the region. Over consecutive launches with random start orders, CTAs that exit before others start (so an SM hosts a
 third CTA) and SM ids that alias modulo ``ROLE2_PLACE_SMS``: the logical indices are always a permutation of the grid,
-the region is zero after every launch, and where every SM hosts two CTAs each holds one index below G/2 and one above."""
+the region is zero after every launch, and where every SM hosts two CTAs each holds one index below G/2 and one above;
+CTAs that arrive in SM order pair as ``(k, G/2 + k)``, the launch's own pairing."""
 from __future__ import annotations
 
 import random
@@ -60,6 +61,25 @@ def test_indices_are_a_permutation_and_the_region_resets(sms):
         assert words == [0] * ROLE2_PLACE_WORDS, rep
 
 
+def test_the_kth_ctas_of_both_classes_pair_as_the_launch_does():
+    """Two CTAs on each SM arriving in SM order (the first of every SM, then the second: a launch's dispatch, or SMs
+    freed one by one) hold indices ``k`` and ``G/2 + k``."""
+    words = [0] * ROLE2_PLACE_WORDS
+    for order in ("launch", "freed"):
+        idx = {}
+        arrivals = [(sm, slot) for slot in range(2) for sm in range(128)] if order == "launch" else [
+            (sm, slot) for sm in range(128) for slot in range(2)]
+        for sm, slot in arrivals:
+            w = PLACE_SM + sm
+            cls = int(words[w] != 0)
+            words[w] += 1
+            n = words[PLACE_CLASS + cls]
+            words[PLACE_CLASS + cls] += 1
+            idx.setdefault(sm, []).append(placed_cta(cls == 0, n, 256))
+        words = [0] * ROLE2_PLACE_WORDS
+        assert all(v == [sm, sm + 128] for sm, v in idx.items()), order
+
+
 def test_two_ctas_per_sm_give_each_sm_one_index_of_each_half():
     rng = random.Random(7)
     words = [0] * ROLE2_PLACE_WORDS
@@ -73,8 +93,9 @@ def test_two_ctas_per_sm_give_each_sm_one_index_of_each_half():
 
 
 def test_model_catches_a_rule_that_is_not_a_permutation():
-    """The check can fail: class 1 at ``G/2 + n`` (the launch's pairing, not a permutation once fewer than G/2 SMs
-    host the launch, e.g. some held by role4 throughout while others host a third CTA) repeats or overruns an index."""
+    """The check can fail: class 1 at ``G/2 + n`` outright (the launch's pairing without the fill from both ends: not
+    a permutation once fewer than G/2 SMs host the launch, e.g. some held by role4 throughout while others host a third
+    CTA) repeats or overruns an index."""
     rng = random.Random(3)
     words = [0] * ROLE2_PLACE_WORDS
     sm_ids = list(range(64))
