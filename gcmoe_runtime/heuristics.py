@@ -523,14 +523,15 @@ def choose_shared_bm(tokens: int, candidates: Sequence[int] = SM90_SHARED_BM_CAN
 
 
 #: SM90 role4 -> role2 graph edge (session 45, `docs/PERFORMANCE.md`): from role4's launch-order port, so role2's CTAs
-#: start on the SMs role4's CTAs leave (8-10 µs before role4's end at small T), except from ..._MIN_TOKENS to
-#: ..._MAX_TOKENS tokens per rank, where role2 runs its static split with fewer than ~3 tasks per CTA: that split is laid
-#: out for the launch's own pairing of CTAs on SMs, and CTAs that start as SMs free up pair differently (the task
-#: trace: two W1 / two last-round W2 tasks on one SM instead of one), +1..+8 % there. Measured at T = 1, 2, 3, 4, 6,
-#: 8, 12, 16, 32, 64 in P = 1 GLM-5.2 / DSV-4.1-Flash and both P = 8 shares (+ shared): the launch-order edge
-#: -0.7..-8.7 % at T = 1 and T >= 6, mixed at T = 2-4 (-7.2..+7.8 %); T = 5 is not measured and keeps the full edge.
-SM90_ROLE4_FULL_EDGE_MIN_TOKENS = 2
-SM90_ROLE4_FULL_EDGE_MAX_TOKENS = 5
+#: start on the SMs role4's CTAs leave (8-10 µs before role4's end at small T), and then role2's two-CTA builds take
+#: their CTA index from where they run (``role2_ring`` "Placement", the kernel's ``place_ctas``; session 46): CTAs that
+#: start as SMs free up pair differently from the launch's own pairing, which the static split of T = 2-5 (fewer than
+#: ~3 tasks per CTA) is laid out for; session 45 kept the full edge there (+1..+8 % without the placement). With it,
+#: session 46 call B: -0.7..-9.5 % at T = 2-5 against the full edge (P = 1 GLM-5.2 / DSV-4.1-Flash, the DSV-4.1-Flash
+#: share; the GLM-5.2 share +0.3..+1.5 % at T = 2-4, -2.3 % at 5), within +-1 % at T = 1 and 6-32. The full edge from
+#: ..._MIN_TOKENS to ..._MAX_TOKENS (empty: nowhere) stays as the A/B knob (``ci/run_with_heuristics.py``).
+SM90_ROLE4_FULL_EDGE_MIN_TOKENS = 1
+SM90_ROLE4_FULL_EDGE_MAX_TOKENS = 0
 
 
 def sm90_role4_edge(tokens: int) -> str:

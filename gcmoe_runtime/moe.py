@@ -437,8 +437,10 @@ def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: 
     if shared_weights is not None:
         names = ("shared_w1", "shared_w1_scale", "shared_w2", "shared_w2_scale")  # _check_call checked them
         vals.update({n: t.data_ptr() for n, t in zip(names, shared_weights)})
+    edge = sm90_role4_edge(T) if "role4" in kernels and buffer.overlap else "full"
+    # role2's CTAs start as role4's retire after the launch-order port: they take their index from where they run
+    vals["place_ctas"] = int(edge == "launch_order")
     roles = {r: RoleNode(k, kernel_args(k, vals)) for r, k in kernels.items()}
-    edge = sm90_role4_edge(T) if "role4" in roles and buffer.overlap else "full"
     graph = get_layer_graph(roles, gp, tokens=T, serialize_roots=not buffer.overlap, role4_edge=edge)
     stream = torch.cuda.current_stream(buffer.device)
     capturing = _capturing()

@@ -398,12 +398,14 @@ def test_sm90_block_max_bm_splits_coverage_into_smaller_blocks(monkeypatch):
     assert h.choose_sm90_tile(128, **glm).bm == 16  # already within the cap
 
 
-def test_role4_edge_full_only_where_the_static_split_pairs_ctas(monkeypatch):
+def test_role4_edge_is_the_launch_order_port_with_the_full_edge_as_an_ab_knob(monkeypatch):
+    # session 46: with role2's placed CTA index the launch-order edge runs at every T (the full range is empty)
     assert [t for t in range(0, 300) if h.sm90_role4_edge(t) == "full"] == list(
-        range(h.SM90_ROLE4_FULL_EDGE_MIN_TOKENS, h.SM90_ROLE4_FULL_EDGE_MAX_TOKENS + 1))
-    assert h.sm90_role4_edge(1) == h.sm90_role4_edge(6) == h.sm90_role4_edge(256) == "launch_order"
-    monkeypatch.setattr(h, "SM90_ROLE4_FULL_EDGE_MAX_TOKENS", 1 << 30)
-    assert h.sm90_role4_edge(256) == "full" and h.sm90_role4_edge(1) == "launch_order"
+        range(h.SM90_ROLE4_FULL_EDGE_MIN_TOKENS, h.SM90_ROLE4_FULL_EDGE_MAX_TOKENS + 1)) == []
+    assert h.sm90_role4_edge(1) == h.sm90_role4_edge(3) == h.sm90_role4_edge(256) == "launch_order"
+    monkeypatch.setattr(h, "SM90_ROLE4_FULL_EDGE_MIN_TOKENS", 2)
+    monkeypatch.setattr(h, "SM90_ROLE4_FULL_EDGE_MAX_TOKENS", 5)
+    assert h.sm90_role4_edge(2) == h.sm90_role4_edge(5) == "full" and h.sm90_role4_edge(6) == "launch_order"
     for bad in (-1, True, 2.0):
         with pytest.raises(ValueError, match="role4 edge"):
             h.sm90_role4_edge(bad)

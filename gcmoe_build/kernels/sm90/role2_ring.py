@@ -97,7 +97,11 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   ran the full-edge layer up to 7.5 % slower than the launch's ``(c, c + G/2)`` at T = 2-5). Then it counts itself in at ``PLACE_STARTED``
   (``atom.acq_rel``: after its class counts); the CTA that reads ``G - 1`` there, the launch's last to start,
   zeroes the region for the next launch (every CTA has counted by then). Runs beside warp 0's wait for the
-  receive counts; the one-CTA builds keep ``blockIdx``.
+  receive counts. Only where the runtime asks (``place_ctas`` != 0: role2 after role4's launch-order port,
+  ``gcmoe_runtime.graph``); elsewhere, and in the one-CTA builds, ``blockIdx``. Session 46 (calls A-B): under the full
+  edges (the routed layer, role2 launched at once) the launch's own pairing was as good or better (the placed
+  index +2..+6 % at P = 1 GLM-5.2 T = 1-2 and the GLM-5.2 share T = 2-4), and after role4's launch-order port the
+  placed index took the + shared span -0.7..-9.5 % at T = 2-5 against the full edge there.
 
 * **Signal warp (384-thread builds, session 13; ``Role2GemmConfig.signal_warp``).** Every release above runs on
   warp 1 of the producer warpgroup (idle otherwise), not on consumer thread 0, whose ``MEMBAR.GPU`` (the release
@@ -232,7 +236,8 @@ OFFSET_PARAMS = ("ring_x", "ring_sf", "ring_meta", "ring_block", "l2_x", "l2_sf"
 #: transformed routed weights (``gcmoe_runtime.moe.GcMoeWeights``: tiles, scales, expert factor)
 WEIGHT_PARAMS = ("w1_tiles", "w1_scales", "w1_factor", "w2_tiles", "w2_scales", "w2_factor")
 SCALAR_PARAMS_U64 = ("err", "timeout_ns")
-SCALAR_PARAMS_S32 = ("ring_blocks", "bm_stride", "sf_stride")
+#: ``place_ctas`` (two-CTA builds: nonzero = take the CTA index from where it runs, module docstring "Placement")
+SCALAR_PARAMS_S32 = ("ring_blocks", "bm_stride", "sf_stride", "place_ctas")
 
 #: ``{scope}``: the receive counts' acquire at the protocol's scope (``role_common.peer_scope``)
 REQUIRED_PTX = ("wgmma.mma_async.sync.aligned", "ld.acquire.gpu.global.u32", "ld.acquire.gpu.global.u64",
@@ -910,7 +915,7 @@ def _trace_parts(cfg):
                o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64,
                o_role2_trace: Int64, o_role2_ticket: Int64, o_role2_place: Int64, w1_tiles: Int64,
                w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64,
-               timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32):
+               timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32, place_ctas: Int32):
         tid, cta, ncta = launch_coords()
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         ws = PeerDesc(peer).base()
@@ -939,12 +944,14 @@ def _trace_parts(cfg):
             if tid == 0:
                 st_shared_b32(smem + INFO_OFF, nb)
         if const_expr(PLACED):
-            if tid == PLACE_TID:
-                place_cta(smem + PLACE_OFF, ws + o_role2_place, ncta)
+            if place_ctas != 0:
+                if tid == PLACE_TID:
+                    place_cta(smem + PLACE_OFF, ws + o_role2_place, ncta)
         bar_sync(0, THREADS)
         nq = ld_shared_b32(smem + INFO_OFF)
         if const_expr(PLACED):
-            cta = ld_shared_b32(smem + PLACE_OFF)
+            if place_ctas != 0:
+                cta = ld_shared_b32(smem + PLACE_OFF)
         srun = Int32(1)  # W1 tasks per W1 tile this replay (role2_ring.w1_split_runs, line for line)
         if const_expr(SPLIT > 1):
             srun = 1 + (SPLIT - 1) * (Int32(nq * NT1 * SPLIT <= ncta) * Int32(nq <= ring_blocks)
@@ -1190,12 +1197,12 @@ def _trace_parts(cfg):
              o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64,
              o_role2_trace: Int64, o_role2_ticket: Int64, o_role2_place: Int64, w1_tiles: Int64,
              w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64,
-             timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32):
+             timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32, place_ctas: Int32):
         kernel(peer, o_ring_x, o_ring_sf, o_ring_meta, o_ring_block, o_l2_x, o_l2_sf, o_l1_full_count,
                o_l1_empty_count, o_l2_full_mask, o_l2_empty_count, o_recv_count, o_recv_parity, o_combine,
                o_act_maps, o_w1_split_count, o_w1_partials, o_role2_trace, o_role2_ticket, o_role2_place, w1_tiles,
                w1_scales, w1_factor, w2_tiles, w2_scales, w2_factor, err, timeout_ns, ring_blocks, bm_stride,
-               sf_stride).launch(
+               sf_stride, place_ctas).launch(
                    grid=(1, 1, 1), block=(THREADS, 1, 1), smem=cfg.smem_bytes, **cfg.w1.occupancy_launch)
 
     fake = (fake_peer_desc(),) + tuple(Int64(0) for _ in OFFSET_PARAMS + WEIGHT_PARAMS + SCALAR_PARAMS_U64) + tuple(

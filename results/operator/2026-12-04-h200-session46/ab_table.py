@@ -1,5 +1,5 @@
 """Session 46 tables (`../steps/s46-*.steps`): `python3 ab_table.py` here (the repo's environment; matplotlib for the
-plot) -> call-a/arms.md, call-a/ab_span.png.
+plot) -> call-{a,b}/arms.md, call-{a,b}/ab_span.png.
 
 Call A: role2's placement classes. O = session 45's bundles + the shipped edge rule (full edge at T = 2-5), N = the new
 bundles + the same rule, L = the new bundles + the launch-order edge at every T; `bench timeline`, median of 20
@@ -36,13 +36,16 @@ def arms_table(tl, cases, runs):
     return lines, bars
 
 
-tl = here / "call-a" / "tl"
-sh, bars = arms_table(tl, SHARED, {"O": (1, 6), "N": (2, 5), "L": (3, 4)})
-ro, rbars = arms_table(tl, ROUTED, {"O": (1, 4), "N": (2, 3)})
-text = ("# session 46 call A: role2's placement classes\n\nMean of two runs per arm; the span and role2's duration "
-        "(median of 20 replays each run).\n\n## + shared (O N L L N O)\n\n" + "\n".join(sh)
-        + "\n\n## routed (O N N O)\n\n" + "\n".join(ro) + "\n")
-(here / "call-a" / "arms.md").write_text(text)
-plot_changes(bars + rbars, here / "call-a" / "ab_span.png", "session 46 call A: span, L (or N routed) vs O",
-             xlabel="layer span vs session 45 (%)")
-print(text)
+TITLES = {"call-a": "role2's placement classes, class 1 filled from the top (pairs (k, G-1-k))",
+          "call-b": "role2's placement classes with the upper half reversed (pairs (k, G/2+k)); N, L = this form"}
+for call, title in TITLES.items():
+    tl = here / call / "tl"
+    sh, bars = arms_table(tl, SHARED, {"O": (1, 6), "N": (2, 5), "L": (3, 4)})
+    ro, rbars = arms_table(tl, ROUTED, {"O": (1, 4), "N": (2, 3)})
+    text = (f"# session 46 {call.replace('-', ' ')}: {title}\n\nMean of two runs per arm; the span and role2's "
+            "duration (median of 20 replays each run).\n\n## + shared (O N L L N O)\n\n" + "\n".join(sh)
+            + "\n\n## routed (O N N O)\n\n" + "\n".join(ro) + "\n")
+    (here / call / "arms.md").write_text(text)
+    plot_changes(bars + rbars, here / call / "ab_span.png", f"session 46 {call.replace('-', ' ')}: span, L (N routed) vs O",
+                 xlabel="layer span vs session 45 (%)")
+    print(text)
