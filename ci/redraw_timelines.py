@@ -7,7 +7,8 @@ pure function of the JSON (``gcmoe_runtime.bench.timeline.plot``), so it is redr
     python3 ci/redraw_timelines.py results/operator/2026-12-04-h200-session45   # every run folder below it
 
 Runs in the repo's environment (``.venv``: the bench package imports torch) with matplotlib on the path, e.g.
-``PYTHONPATH=<a venv's site-packages with matplotlib> .venv/bin/python ci/redraw_timelines.py ...``. Existing plots are left alone unless ``--force``.
+``PYTHONPATH=<a venv's site-packages with matplotlib> .venv/bin/python ci/redraw_timelines.py ...``.
+Existing plots are left alone unless ``--force``.
 """
 from __future__ import annotations
 

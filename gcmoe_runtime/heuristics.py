@@ -544,6 +544,21 @@ def sm90_role4_edge(tokens: int) -> str:
     return "full" if lo <= tokens <= hi else "launch_order"
 
 
+#: role2's two-CTA builds take their CTA index from where they run (``role2_ring`` "Placement", kernel parameter
+#: ``place_ctas``) only after role4's launch-order port and from this many tokens per rank: at T = 1 the index costs
+#: its two atomics at each CTA's start and the launch-order edge gains as much without it (session 46 calls A-C:
+#: +0.0..+2.3 % with it against session 45, which ran T = 1 without); at T = 2-5 it lets the launch-order edge run.
+SM90_PLACE_CTAS_MIN_TOKENS = 2
+
+
+def sm90_place_ctas(tokens: int, role4_edge: str) -> bool:
+    """Whether role2 takes its CTA index from where it runs in a call with ``tokens`` tokens on this rank whose role4 ->
+    role2 edge is ``role4_edge`` (``graph.ROLE4_EDGES``)."""
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise ValueError(f"role2 placement: tokens = {tokens!r} must be an integer >= 0")
+    return role4_edge == "launch_order" and tokens >= SM90_PLACE_CTAS_MIN_TOKENS
+
+
 #: SM90 role4 split-K: W1 / W2 tasks per token block the split aims for (about the compute SMs of an H200 partition;
 #: without a split a block has only 2I/256 W1 and H/256 W2 tasks, 16-24 for the production shapes).
 SHARED_SPLIT_TASKS = 128

@@ -30,7 +30,7 @@ def role_values(ws: Any, *, ntok: int, err: int, timeout_ns: int = DEFAULT_TIMEO
         "ring_blocks": int(lay.ring_blocks),
         "bm_stride": int(lay.bm_max),
         "sf_stride": int(lay.sf_rows_max),
-        "place_ctas": 0,  # role2: blockIdx; the layer call sets 1 after role4's launch-order port (role2_ring "Placement")
+        "place_ctas": 0,  # role2: blockIdx; the layer call may set 1 (role2_ring "Placement")
         "y": int(y),
         "stats": 1 if stats else 0,
     })

@@ -409,3 +409,12 @@ def test_role4_edge_is_the_launch_order_port_with_the_full_edge_as_an_ab_knob(mo
     for bad in (-1, True, 2.0):
         with pytest.raises(ValueError, match="role4 edge"):
             h.sm90_role4_edge(bad)
+
+
+def test_role2_places_its_ctas_only_after_the_launch_order_port_from_two_tokens():
+    assert [t for t in range(0, 9) if h.sm90_place_ctas(t, "launch_order")] == list(
+        range(h.SM90_PLACE_CTAS_MIN_TOKENS, 9)) == list(range(2, 9))
+    assert not any(h.sm90_place_ctas(t, "full") for t in range(0, 300))
+    for bad in (-1, True, 2.0):
+        with pytest.raises(ValueError, match="role2 placement"):
+            h.sm90_place_ctas(bad, "launch_order")

@@ -84,24 +84,25 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
 
 * **Placement (two-CTA builds, session 46; host mirror :func:`placed_cta`).** The static split pairs tasks on SMs by
   the CTAs' indices: ``c`` and ``c + G/2`` share an SM when the launch places them so, and the split puts a round's
-  first ``G/2`` tasks (W1 first) one per SM. CTAs that start as another kernel's retire (role4 under the
-  launch-order edge, ``gcmoe_runtime.graph``) pair as they come ((0, 1), (2, 3), ... in session 45's trace), which
-  put two W1 tasks on one SM where the split meant one. So a two-CTA build's CTA takes its index from where it runs:
-  one thread counts the CTA in on its SM (``role2_place``, word ``PLACE_SM + %smid``); the SM's first is class 0,
-  any later one class 1; the CTA's rank ``n`` in its class (a second relaxed ``atom.add``) gives ``u = n`` (class 0)
-  or ``G - 1 - n`` (class 1), a permutation of ``0 .. G-1`` whatever the placement (the classes fill from both ends),
-  and the logical index is ``u`` with the upper half reversed (``u >= G/2 -> G - 1 + G/2 - u``, still a permutation),
-  which replaces ``blockIdx`` in the task order: correctness never depends on where CTAs run. With two CTAs on every
-  SM, each SM holds one index of each half, and the SM whose CTAs came ``k``-th in their classes holds ``k`` and
-  ``G/2 + k``, the pairing the launch itself makes (session 46 call A: without the reversal, pairs ``(k, G - 1 - k)``
-  ran the full-edge layer up to 7.5 % slower than the launch's ``(c, c + G/2)`` at T = 2-5). Then it counts itself in at ``PLACE_STARTED``
-  (``atom.acq_rel``: after its class counts); the CTA that reads ``G - 1`` there, the launch's last to start,
-  zeroes the region for the next launch (every CTA has counted by then). Runs beside warp 0's wait for the
+  first ``G/2`` tasks (W1 first) one per SM. CTAs that start as another kernel's retire (role4 under the launch-order
+  edge, ``gcmoe_runtime.graph``) pair as they come ((0, 1), (2, 3), ... in session 45's trace), which put two W1 tasks
+  on one SM where the split meant one. So a two-CTA build's CTA takes its index from where it runs: one thread counts
+  the CTA in on its SM (``role2_place``, word ``PLACE_SM + %smid``); the SM's first is class 0, any later one class 1;
+  the CTA's rank ``n`` in its class (a second relaxed ``atom.add``) gives ``u = n`` (class 0) or ``G - 1 - n`` (class
+  1), a permutation of ``0 .. G-1`` whatever the placement (the classes fill from both ends), and the logical index is
+  ``u`` with the upper half reversed (``u >= G/2 -> G - 1 + G/2 - u``, still a permutation), which replaces
+  ``blockIdx`` in the task order: correctness never depends on where CTAs run. With two CTAs on every SM, each SM
+  holds one index of each half, and the SM whose CTAs came ``k``-th in their classes holds ``k`` and ``G/2 + k``, the
+  pairing the launch itself makes (session 46 call A: without the reversal, pairs ``(k, G - 1 - k)`` ran the full-edge
+  layer up to 7.5 % slower than the launch's ``(c, c + G/2)`` at T = 2-5). Then it counts itself in at
+  ``PLACE_STARTED`` (``atom.acq_rel``: after its class counts); the CTA that reads ``G - 1`` there, the launch's last
+  to start, zeroes the region for the next launch (every CTA has counted by then). Runs beside warp 0's wait for the
   receive counts. Only where the runtime asks (``place_ctas`` != 0: role2 after role4's launch-order port,
-  ``gcmoe_runtime.graph``); elsewhere, and in the one-CTA builds, ``blockIdx``. Session 46 (calls A-B): under the full
-  edges (the routed layer, role2 launched at once) the launch's own pairing was as good or better (the placed
-  index +2..+6 % at P = 1 GLM-5.2 T = 1-2 and the GLM-5.2 share T = 2-4), and after role4's launch-order port the
-  placed index took the + shared span -0.7..-9.5 % at T = 2-5 against the full edge there.
+  ``gcmoe_runtime.graph``, from 2 tokens, ``heuristics.sm90_place_ctas``); elsewhere, and in the one-CTA builds,
+  ``blockIdx``. Session 46 (calls A-C): under the full edges (the routed layer, role2 launched at once) the launch's
+  own pairing was as good or better (the placed index +2..+6 % at P = 1 GLM-5.2 T = 1-2 and the GLM-5.2 share T =
+  2-4); after role4's launch-order port the placed index took the + shared span -2.4..-7.8 % at T = 2-5 against
+  session 45's full edge there (the GLM-5.2 share +1.6..+2.0 % at T = 2-4).
 
 * **Signal warp (384-thread builds, session 13; ``Role2GemmConfig.signal_warp``).** Every release above runs on
   warp 1 of the producer warpgroup (idle otherwise), not on consumer thread 0, whose ``MEMBAR.GPU`` (the release
@@ -558,9 +559,9 @@ def _trace_parts(cfg):
                           red_release_add_u32, red_release_or_b64, setmaxnreg, smid, st_global_f32, st_global_v4,
                           st_shared_v4)
     from .ring_sync import (atom_add_acqrel_gpu_u32, atom_add_relaxed_gpu_u32, atom_add_relaxed_gpu_u32_if,
-                            atom_add_release_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt, redux_min_u32, shfl_bfly_s32,
-                            st_relaxed_gpu_u32, st_relaxed_gpu_u64, st_shared_b32, trap_if_ne, wait_arrived_count,
-                            wait_geq_u32_rt, wait_mask_u64_rt)
+                            atom_add_release_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt, redux_min_u32,
+                            shfl_bfly_s32, st_relaxed_gpu_u32, st_relaxed_gpu_u64, st_shared_b32, trap_if_ne,
+                            wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
     from .role2_gemm import (CONSUMER_REGS_TURNS, CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_REGS_TURNS,
                              PRODUCER_THREADS, ROWS_PER_CTA, SIGNAL_BAR,
                              SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS, K128Step, TokenScales, _consumer_lane,

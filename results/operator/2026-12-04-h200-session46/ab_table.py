@@ -17,9 +17,11 @@ ROUTED = (("P = 1 GLM-5.2 routed", "rglm"), ("DSV-4.1-Flash share routed", "rsds
 
 
 def arms_table(tl, cases, runs):
-    """Rows of span / role2 per arm and the changes N vs O (and L vs N, L vs O where L ran)."""
+    """Rows of span / role2 per arm and the changes of the second arm (N or S) against O (and L vs N, L vs O where L
+    ran)."""
+    new = list(runs)[1]
     head = "| case | T | " + " | ".join(f"{a} span µs" for a in runs) + " | " + " | ".join(
-        f"{a} role2 µs" for a in runs) + " | N vs O | " + ("L vs N | L vs O |" if "L" in runs else "")
+        f"{a} role2 µs" for a in runs) + f" | {new} vs O | " + ("L vs N | L vs O |" if "L" in runs else "")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     bars = []
     for label, pre in cases:
@@ -28,7 +30,7 @@ def arms_table(tl, cases, runs):
         for t in sorted(got["O", "span"][0]):
             cells = [f"{mean([r[t] for r in got[a, 'span']]):.1f}" for a in runs]
             cells += [f"{mean([r[t] for r in got[a, 'role2']]):.1f}" for a in runs]
-            ch = [change_pct(got["O", "span"], got["N", "span"], t)]
+            ch = [change_pct(got["O", "span"], got[new, "span"], t)]
             if "L" in runs:
                 ch += [change_pct(got["N", "span"], got["L", "span"], t), change_pct(got["O", "span"], got["L", "span"], t)]
             lines.append(f"| {label} | {t} | " + " | ".join(cells) + " | " + " | ".join(f"{c:+.1f} %" for c in ch) + " |")
@@ -49,3 +51,16 @@ for call, title in TITLES.items():
     plot_changes(bars + rbars, here / call / "ab_span.png", f"session 46 {call.replace('-', ' ')}: span, L (N routed) vs O",
                  xlabel="layer span vs session 45 (%)")
     print(text)
+
+# call C (`../steps/s46-c.steps`): S = the form shipped (placed index after role4's launch-order port, that port at
+# every T) against O (session 45's bundles and edge rule); + shared and routed O S S O
+tl = here / "call-c" / "tl"
+sh, bars = arms_table(tl, SHARED, {"O": (1, 4), "S": (2, 3)})
+ro, rbars = arms_table(tl, ROUTED, {"O": (1, 4), "S": (2, 3)})
+text = ("# session 46 call C: the shipped form (S: placed index after role4's launch-order port, that port at every "
+        "T) against session 45 (O)\n\nMean of two runs per arm (O S S O); the span and role2's duration (median of 20 "
+        "replays each run).\n\n## + shared\n\n" + "\n".join(sh) + "\n\n## routed\n\n" + "\n".join(ro) + "\n")
+(here / "call-c" / "arms.md").write_text(text)
+plot_changes(bars + rbars, here / "call-c" / "ab_span.png", "session 46 call C: span, shipped form vs session 45",
+             xlabel="layer span vs session 45 (%)")
+print(text)

@@ -313,7 +313,7 @@ def test_schema_matches_what_moe_packs(role2_arts):
     assert all(kinds[f"o_{n}"] == 8 for n in OFFSET_PARAMS) and all(kinds[n] == 4 for n in SCALAR_PARAMS_S32)
     assert vals["bm_stride"] == _Ws.layout.bm_max and vals["sf_stride"] == _Ws.layout.sf_rows_max
     # role2_ring "Placement": blockIdx unless the layer call runs role2 after role4's launch-order port
-    assert vals["place_ctas"] == 0 and 'vals["place_ctas"] = int(edge == "launch_order")' in src
+    assert vals["place_ctas"] == 0 and 'vals["place_ctas"] = int(sm90_place_ctas(T, edge))' in src
 
 
 def test_registered_and_in_the_compile_plan():
