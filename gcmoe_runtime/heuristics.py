@@ -527,9 +527,10 @@ def choose_shared_bm(tokens: int, candidates: Sequence[int] = SM90_SHARED_BM_CAN
 #: their CTA index from where they run (``role2_ring`` "Placement", the kernel's ``place_ctas``; session 46): CTAs that
 #: start as SMs free up pair differently from the launch's own pairing, which the static split of T = 2-5 (fewer than
 #: ~3 tasks per CTA) is laid out for; session 45 kept the full edge there (+1..+8 % without the placement). With it,
-#: session 46 call B: -0.7..-9.5 % at T = 2-5 against the full edge (P = 1 GLM-5.2 / DSV-4.1-Flash, the DSV-4.1-Flash
-#: share; the GLM-5.2 share +0.3..+1.5 % at T = 2-4, -2.3 % at 5), within +-1 % at T = 1 and 6-32. The full edge from
-#: ..._MIN_TOKENS to ..._MAX_TOKENS (empty: nowhere) stays as the A/B knob (``ci/run_with_heuristics.py``).
+#: session 46 call C (timeline, against the full edge there): -0.3..-7.8 % at T = 2-5 in P = 1 GLM-5.2 / DSV-4.1-Flash
+#: and the DSV-4.1-Flash share, the GLM-5.2 share +1.6..+2.0 % at T = 2-4 and -2.7 % at 5 (call D, paper protocol: the
+#: DSV-4.1-Flash share -5.5 / -1.9 % at T = 2 / 4, GLM-5.2 +1.9 / -2.6 %). The full edge from ..._MIN_TOKENS to
+#: ..._MAX_TOKENS (empty: nowhere) stays as the A/B knob (``ci/run_with_heuristics.py``).
 SM90_ROLE4_FULL_EDGE_MIN_TOKENS = 1
 SM90_ROLE4_FULL_EDGE_MAX_TOKENS = 0
 

@@ -101,7 +101,7 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   ``gcmoe_runtime.graph``, from 2 tokens, ``heuristics.sm90_place_ctas``); elsewhere, and in the one-CTA builds,
   ``blockIdx``. Session 46 (calls A-C): under the full edges (the routed layer, role2 launched at once) the launch's
   own pairing was as good or better (the placed index +2..+6 % at P = 1 GLM-5.2 T = 1-2 and the GLM-5.2 share T =
-  2-4); after role4's launch-order port the placed index took the + shared span -2.4..-7.8 % at T = 2-5 against
+  2-4); after role4's launch-order port the placed index took the + shared span -0.3..-7.8 % at T = 2-5 against
   session 45's full edge there (the GLM-5.2 share +1.6..+2.0 % at T = 2-4).
 
 * **Signal warp (384-thread builds, session 13; ``Role2GemmConfig.signal_warp``).** Every release above runs on

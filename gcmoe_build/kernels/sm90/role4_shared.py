@@ -52,8 +52,9 @@ W2 of the shared expert in one task stream, numerics exactly those of ``gcmoe_ru
 
 Not yet (say so, never fake): the weights are copied by the MMA warps themselves (each warp's ring; no producer
 warpgroup or tensor-map pipeline), with register-A wgmma at N = BM <= 64, so a token block re-reads every weight tile;
-role2 waits for role4 (graph edge), so above T = 8, where role1's dispatch no longer covers it, role4's whole duration
-is on the layer's critical path (session 17's timeline: 57-167 µs at T = 64-256).
+role2 follows role4 in the graph (since sessions 45-46 from role4's launch-order port: role2's CTAs take the SMs role4's
+CTAs leave, ``gcmoe_runtime.graph``), so above T = 8, where role1's dispatch no longer covers it, most of role4's
+duration is on the layer's critical path (session 17's timeline, then behind a full edge: 57-167 µs at T = 64-256).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
 
