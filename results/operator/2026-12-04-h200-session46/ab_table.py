@@ -9,7 +9,7 @@ from pathlib import Path
 
 here = Path(__file__).parent
 sys.path.insert(0, str(here.parents[2] / "ci"))
-from timeline_ab import change_pct, mean, plot_changes, role_us  # noqa: E402
+from timeline_ab import change_pct, load_json, mean, plot_changes, role_us  # noqa: E402
 
 SHARED = (("P = 1 GLM-5.2 + shared", "glm"), ("P = 1 DSV-4.1-Flash + shared", "dsv"),
           ("GLM-5.2 share + shared", "sglm"), ("DSV-4.1-Flash share + shared", "sdsv"))
@@ -63,4 +63,24 @@ text = ("# session 46 call C: the shipped form (S: placed index after role4's la
 (here / "call-c" / "arms.md").write_text(text)
 plot_changes(bars + rbars, here / "call-c" / "ab_span.png", "session 46 call C: span, shipped form vs session 45",
              xlabel="layer span vs session 45 (%)")
+print(text)
+
+
+def role_edges(run_dir) -> dict[int, dict]:
+    """T -> {role: summary} (median start / end µs from the replay's first kernel) of one timeline run."""
+    return {p["tokens"]: p["summary"]["roles"] for p in load_json(Path(run_dir) / "timeline.json")["models"][0]["points"]}
+
+
+# call C, where the time goes at T = 1-5: role2 starts while role4 runs (S) and role4 ends later beside it
+lines = ["| case | T | role4 end O / S µs | role2 start O / S µs | role2 end O / S µs |", "|---|---|---|---|---|"]
+for label, pre in SHARED:
+    o = [role_edges(tl / f"{pre}-O-{i}") for i in (1, 4)]
+    n = [role_edges(tl / f"{pre}-S-{i}") for i in (2, 3)]
+    for t in (1, 2, 3, 4, 5):
+        cell = lambda role, k: " / ".join(f"{mean([r[t][role][k] for r in arm]):.1f}" for arm in (o, n))
+        lines.append(f"| {label} | {t} | {cell('role4', 'end_us')} | {cell('role2', 'start_us')} | "
+                     f"{cell('role2', 'end_us')} |")
+text = ("# session 46 call C: role4's end, role2's start and end at T = 1-5 (O / S, mean of two runs each)\n\n"
+        + "\n".join(lines) + "\n")
+(here / "call-c" / "edges.md").write_text(text)
 print(text)
