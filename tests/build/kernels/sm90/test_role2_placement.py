@@ -16,6 +16,21 @@ from gcmoe_runtime.workspace.layout import (PLACE_CLASS, PLACE_SM, PLACE_STARTED
                                             ROLE2_PLACE_WORDS)
 
 
+def start_cta(words, sm, ncta, rule=placed_cta):
+    """One CTA's start on SM ``sm``, as the kernel's ``place_cta`` does it on ``words`` (the region): counted in on
+    its SM, then in its class, then as started (the launch's last starter zeroes the region); returns its index."""
+    w = PLACE_SM + sm % ROLE2_PLACE_SMS
+    cls = int(words[w] != 0)
+    words[w] += 1
+    n = words[PLACE_CLASS + cls]
+    words[PLACE_CLASS + cls] += 1
+    old = words[PLACE_STARTED]
+    words[PLACE_STARTED] += 1
+    if old == ncta - 1:
+        words[:] = [0] * ROLE2_PLACE_WORDS
+    return rule(cls == 0, n, ncta)
+
+
 def launch(words, sm_ids, ncta, rng, early_exits=0, busy=(), rule=placed_cta):
     """One launch: CTAs start in random order on SMs with two slots each (none on the SMs in ``busy``: another kernel
     holds them throughout); ``early_exits`` CTAs finish before the last ones start, freeing their slot (more when no
@@ -34,16 +49,7 @@ def launch(words, sm_ids, ncta, rng, early_exits=0, busy=(), rule=placed_cta):
         sm = rng.choice([s for s in sm_ids if free[s] > 0])
         free[sm] -= 1
         running.append(c)
-        w = PLACE_SM + sm % ROLE2_PLACE_SMS
-        cls = int(words[w] != 0)
-        words[w] += 1
-        n = words[PLACE_CLASS + cls]
-        words[PLACE_CLASS + cls] += 1
-        placed[c] = (sm, rule(cls == 0, n, ncta))
-        old = words[PLACE_STARTED]
-        words[PLACE_STARTED] += 1
-        if old == ncta - 1:  # the launch's last starter
-            words[:] = [0] * ROLE2_PLACE_WORDS
+        placed[c] = (sm, start_cta(words, sm, ncta, rule))
     return placed
 
 
@@ -70,13 +76,7 @@ def test_the_kth_ctas_of_both_classes_pair_as_the_launch_does():
         arrivals = [(sm, slot) for slot in range(2) for sm in range(128)] if order == "launch" else [
             (sm, slot) for sm in range(128) for slot in range(2)]
         for sm, slot in arrivals:
-            w = PLACE_SM + sm
-            cls = int(words[w] != 0)
-            words[w] += 1
-            n = words[PLACE_CLASS + cls]
-            words[PLACE_CLASS + cls] += 1
-            idx.setdefault(sm, []).append(placed_cta(cls == 0, n, 256))
-        words = [0] * ROLE2_PLACE_WORDS
+            idx.setdefault(sm, []).append(start_cta(words, sm, 256))
         assert all(v == [sm, sm + 128] for sm, v in idx.items()), order
 
 
