@@ -560,6 +560,35 @@ def sm90_place_ctas(tokens: int, role4_edge: str) -> bool:
     return role4_edge == "launch_order" and tokens >= SM90_PLACE_CTAS_MIN_TOKENS
 
 
+#: SM90 role2: the 384-thread builds up to this BM carry the first W1 task's weights into L2 before its ring block is
+#: filled (``role2_ring`` "First weights to L2", kernel parameter ``w1_prefetch_steps``): the BM the heuristic picks
+#: at the small loads where a CTA's first task starts several µs after the launch (role1 still filling the ring).
+SM90_W1_PREFETCH_MAX_BM = 8
+#: ... and the calls that ask for it: on one GPU (P = 1: the receive counts arrive from this GPU's role1 within ~2-3
+#: µs, so the expert is known well before its ring block is full; at P > 1 the window is role1's NVLink pull, longer,
+#: but not measured here), up to this many tokens per rank, with this many K128 steps (each 4 slabs x (4096 code +
+#: 256 scale) bytes) of the CTA's first W1 task.
+SM90_W1_PREFETCH_MAX_TOKENS = 4
+SM90_W1_PREFETCH_STEPS = 4
+#: Under which role4 -> role2 edge (``graph.ROLE4_EDGES``): always under "full" (role2 launched with role1 at the
+#: replay's start: the routed layer; role4 -> role2 never is "full" since session 46), and after role4's launch-order
+#: port (role2's CTAs start while role4 streams the shared expert) only when this is 1.
+SM90_W1_PREFETCH_AFTER_ROLE4 = 0
+
+
+def sm90_w1_prefetch_steps(tokens: int, ranks: int, role4_edge: str) -> int:
+    """K128 steps of each role2 CTA's first W1 task that it brings into L2 before the task's ring block is full (0:
+    none) in a call with ``tokens`` tokens on this rank, ``ranks`` ranks and role4 -> role2 edge ``role4_edge``. Read at
+    call time, so ``ci/run_with_heuristics.py`` can move the bounds."""
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise ValueError(f"role2 W1 prefetch: tokens = {tokens!r} must be an integer >= 0")
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+        raise ValueError(f"role2 W1 prefetch: ranks = {ranks!r} must be an integer >= 1")
+    edge_ok = role4_edge == "full" or (role4_edge == "launch_order" and SM90_W1_PREFETCH_AFTER_ROLE4 == 1)
+    on = ranks == 1 and 1 <= tokens <= SM90_W1_PREFETCH_MAX_TOKENS and edge_ok
+    return SM90_W1_PREFETCH_STEPS if on else 0
+
+
 #: SM90 role4 split-K: W1 / W2 tasks per token block the split aims for (about the compute SMs of an H200 partition;
 #: without a split a block has only 2I/256 W1 and H/256 W2 tasks, 16-24 for the production shapes).
 SHARED_SPLIT_TASKS = 128

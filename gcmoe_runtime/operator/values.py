@@ -31,6 +31,7 @@ def role_values(ws: Any, *, ntok: int, err: int, timeout_ns: int = DEFAULT_TIMEO
         "bm_stride": int(lay.bm_max),
         "sf_stride": int(lay.sf_rows_max),
         "place_ctas": 0,  # role2: blockIdx; the layer call may set 1 (role2_ring "Placement")
+        "w1_prefetch_steps": 0,  # role2: none; the layer call may ask for some (role2_ring "First weights to L2")
         "y": int(y),
         "stats": 1 if stats else 0,
     })

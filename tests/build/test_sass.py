@@ -67,6 +67,26 @@ def test_every_mma_is_register_a_qgmma_and_mainloops_do_not_spill(summaries):
             assert s.spill_ops_in_copy_loops <= (3 if key[4] == 2 else 9 if key[2] >= 48 else 0), key
 
 
+def test_first_w1_weights_to_l2_only_in_the_small_bm_pipelined_builds():
+    """role2_ring "First weights to L2": the 384-thread builds up to SM90_W1_PREFETCH_MAX_BM hold the prefetch warp's
+    eight ``cp.async.bulk.prefetch.L2`` (UBLKPF: four slabs' codes and scales), every other build none."""
+    from gcmoe_build.sass import disassemble, parse
+    from gcmoe_runtime.artifacts.bundle import open_bundle
+    from gcmoe_runtime.heuristics import SM90_W1_PREFETCH_MAX_BM
+
+    seen = set()
+    for name in ("glm-5.2", "deepseek-v4.1-flash"):
+        b = open_bundle(BUNDLES / f"{name}-sm90a.gcmoe")
+        for r in b.records:
+            if r.role != "role2" or r.variant["bm"] > 16:
+                continue
+            insns, _ = parse(disassemble(b.cubin(r.key)))
+            want = 8 if r.variant["threads"] == 384 and r.variant["bm"] <= SM90_W1_PREFETCH_MAX_BM else 0
+            assert sum(i.opcode == "UBLKPF" for i in insns) == want, (name, r.variant)
+            seen.add(want)
+    assert seen == {0, 8}
+
+
 def test_parser_on_a_handmade_listing():
     from gcmoe_build.sass import innermost_mma_loops, qgmma_register_a
 

@@ -411,6 +411,22 @@ def test_role4_edge_is_the_launch_order_port_with_the_full_edge_as_an_ab_knob(mo
             h.sm90_role4_edge(bad)
 
 
+def test_role2_prefetches_its_first_w1_weights_on_one_gpu_at_small_loads(monkeypatch):
+    steps = h.SM90_W1_PREFETCH_STEPS
+    assert steps > 0 and h.SM90_W1_PREFETCH_AFTER_ROLE4 == 0
+    assert [t for t in range(0, 9) if h.sm90_w1_prefetch_steps(t, 1, "full")] == list(
+        range(1, h.SM90_W1_PREFETCH_MAX_TOKENS + 1))
+    assert {h.sm90_w1_prefetch_steps(t, 1, "full") for t in range(1, h.SM90_W1_PREFETCH_MAX_TOKENS + 1)} == {steps}
+    assert not any(h.sm90_w1_prefetch_steps(t, p, "full") for t in range(0, 300) for p in (2, 8))  # P > 1: not measured
+    assert not any(h.sm90_w1_prefetch_steps(t, 1, "launch_order") for t in range(0, 300))
+    monkeypatch.setattr(h, "SM90_W1_PREFETCH_AFTER_ROLE4", 1)
+    monkeypatch.setattr(h, "SM90_W1_PREFETCH_STEPS", 6)
+    assert h.sm90_w1_prefetch_steps(2, 1, "launch_order") == 6 and h.sm90_w1_prefetch_steps(0, 1, "full") == 0
+    for bad_t, bad_p in ((-1, 1), (True, 1), (2.0, 1), (1, 0), (1, True)):
+        with pytest.raises(ValueError, match="role2 W1 prefetch"):
+            h.sm90_w1_prefetch_steps(bad_t, bad_p, "full")
+
+
 def test_role2_places_its_ctas_only_after_the_launch_order_port_from_two_tokens():
     assert [t for t in range(0, 9) if h.sm90_place_ctas(t, "launch_order")] == list(
         range(h.SM90_PLACE_CTAS_MIN_TOKENS, 9)) == list(range(2, 9))

@@ -229,6 +229,13 @@ def bulk_copy_g2s(sdst, gsrc, nbytes: int, mbar, policy, *, loc=None, ip=None):
 
 
 @dsl_user_op
+def bulk_prefetch_l2(gsrc, nbytes, *, loc=None, ip=None):
+    """Bring ``nbytes`` (a run-time u32, a multiple of 16; ``gsrc`` 16-byte aligned) of global memory into the L2
+    (``cp.async.bulk.prefetch.L2``): a hint, no completion to wait for and nothing written to this SM."""
+    _asm("cp.async.bulk.prefetch.L2.global [$0], $1;", "l,r", [_v(gsrc, Int64), _v(nbytes)], 0)
+
+
+@dsl_user_op
 def setmaxnreg(n: int, inc: bool, *, loc=None, ip=None):
     op = "inc" if inc else "dec"
     _asm(f"setmaxnreg.{op}.sync.aligned.u32 {int(n)};", "", [], 0)

@@ -104,6 +104,20 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   2-4); after role4's launch-order port the placed index took the + shared span -0.3..-7.8 % at T = 2-5 against
   session 45's full edge there (the GLM-5.2 share +1.6..+2.0 % at T = 2-4).
 
+* **First weights to L2 (384-thread builds up to ``heuristics.SM90_W1_PREFETCH_MAX_BM``, session 47; kernel parameter
+  ``w1_prefetch_steps``).** At small loads on one GPU a CTA's first task (a W1 task) starts several µs after the launch:
+  role1 is still filling the ring, and the producer's first stages go out only once the block is full. In that
+  window the HBM idles (session 23's trace: first claim -> first chunk landed ~9.6 µs at P = 1 GLM-5.2 T = 1, the
+  first stages ~13 MB of it). So where the runtime asks (``w1_prefetch_steps`` != 0, ``heuristics.sm90_w1_prefetch_steps``)
+  warp 2 of the producer warpgroup (idle), once warp 0 has seen the receive counts complete, finds the first task's
+  expert from those counts as role1 numbers the pool blocks (host mirror :func:`prefetch_search`) and brings its first
+  ``w1_prefetch_steps`` K128 steps (four slabs' codes and scales) into L2 with ``cp.async.bulk.prefetch.L2``, while
+  the producer thread waits for the block; the producer's stages then read those lines from L2. A hint: nothing waits
+  for it, and a wrong expert would cost bandwidth, never a result. Only a first-generation W1 task (a W2 task's
+  weights are not needed before its block's W1 tasks end: session 18 prefetched those and lost). It runs before the
+  warpgroup's ``setmaxnreg`` (the other three warps wait there for it): after it, anywhere in the producer
+  warpgroup, ptxas gave the two-CTA builds' stage loop 2 more spills and the one-CTA BM 8 build 19.
+
 * **Signal warp (384-thread builds, session 13; ``Role2GemmConfig.signal_warp``).** Every release above runs on
   warp 1 of the producer warpgroup (idle otherwise), not on consumer thread 0, whose ``MEMBAR.GPU`` (the release
   operation's, ~0.3 µs) the other consumer warps waited for at their next barrier (session 13's ``membar_probe``: a
@@ -194,7 +208,8 @@ reciprocal (else IEEE); its exponent is ``ex2.approx`` with or without it (not y
 import dataclasses
 
 from gcmoe_runtime.heuristics import (SM90_NARROW_PASS, SM90_PIPELINED_TWO_CTAS_MAX_BM, SM90_TWO_CTAS_MAX_BM,
-                                      W1_SPLIT, W1_SPLIT_BM, W1_SPLIT_MAX_BLOCKS, sm90_ctas_per_sm)
+                                      SM90_W1_PREFETCH_MAX_BM, W1_SPLIT, W1_SPLIT_BM, W1_SPLIT_MAX_BLOCKS,
+                                      sm90_ctas_per_sm)
 
 from .role_common import int_param, peer_abi_plan, peer_scope
 
@@ -237,8 +252,10 @@ OFFSET_PARAMS = ("ring_x", "ring_sf", "ring_meta", "ring_block", "l2_x", "l2_sf"
 #: transformed routed weights (``gcmoe_runtime.moe.GcMoeWeights``: tiles, scales, expert factor)
 WEIGHT_PARAMS = ("w1_tiles", "w1_scales", "w1_factor", "w2_tiles", "w2_scales", "w2_factor")
 SCALAR_PARAMS_U64 = ("err", "timeout_ns")
-#: ``place_ctas`` (two-CTA builds: nonzero = take the CTA index from where it runs, module docstring "Placement")
-SCALAR_PARAMS_S32 = ("ring_blocks", "bm_stride", "sf_stride", "place_ctas")
+#: ``place_ctas`` (two-CTA builds: nonzero = take the CTA index from where it runs, module docstring "Placement");
+#: ``w1_prefetch_steps`` (builds up to ``heuristics.SM90_W1_PREFETCH_MAX_BM``: K128 steps of the first W1 task brought
+#: into L2 before its block is full, 0 = none; module docstring "First weights to L2")
+SCALAR_PARAMS_S32 = ("ring_blocks", "bm_stride", "sf_stride", "place_ctas", "w1_prefetch_steps")
 
 #: ``{scope}``: the receive counts' acquire at the protocol's scope (``role_common.peer_scope``)
 REQUIRED_PTX = ("wgmma.mma_async.sync.aligned", "ld.acquire.gpu.global.u32", "ld.acquire.gpu.global.u64",
@@ -277,6 +294,27 @@ def placed_cta(first_on_sm, rank_in_class, ncta):
     u = rank_in_class if first_on_sm else ncta - 1 - rank_in_class
     h = ncta // 2
     return u if u < h else ncta - 1 + h - u
+
+
+def prefetch_search(tokens_per_local_expert, bm, q):
+    """Host mirror of the prefetch warp's search (module docstring, "First weights to L2"; the device function
+    ``prefetch_first_w1`` line for line): the local expert holding pool block ``q`` (``gcmoe_runtime.operator.ring.
+    pool_blocks`` numbers each expert's ``ceil(tokens / BM)`` blocks expert by expert), or -1 past the last block.
+    32 experts a round, one per lane; an inclusive scan over the lanes; the lane whose blocks hold ``q`` keeps its
+    expert."""
+    el_n = len(tokens_per_local_expert)
+    found, first = -1, 0
+    for e0 in range(0, el_n, 32):
+        nb = [(tokens_per_local_expert[e0 + lane] + bm - 1) // bm if e0 + lane < el_n else 0 for lane in range(32)]
+        incl = list(nb)
+        for d in range(5):  # shfl.up: a lane below 2**d keeps its value
+            incl = [incl[lane] + (incl[lane - (1 << d)] if lane >= (1 << d) else 0) for lane in range(32)]
+        for lane in range(32):
+            mine = first + incl[lane] - nb[lane]
+            if mine <= q < mine + nb[lane]:
+                found = e0 + lane
+        first += incl[31]
+    return found
 
 
 def claims_run(srun, ntasks, ncta):
@@ -554,7 +592,7 @@ def _trace_parts(cfg):
     from gcmoe_runtime.workspace import layout as wsl
     from gcmoe_runtime.workspace.layout import ACT_MAP_BYTES, act_map_slot, w1_partial_slot
 
-    from .ptx_mem import (bar_sync, evict_first_policy, fence_acq_rel_gpu, fence_tensormap_acquire, globaltimer,
+    from .ptx_mem import (bar_sync, bulk_prefetch_l2, evict_first_policy, fence_acq_rel_gpu, fence_tensormap_acquire, globaltimer,
                           launch_coords, ld_global_cg_f32, ld_global_f32, ld_global_v4, ld_shared_v4, mbar_init,
                           red_release_add_u32, red_release_or_b64, setmaxnreg, smid, st_global_f32, st_global_v4,
                           st_shared_v4)
@@ -568,6 +606,7 @@ def _trace_parts(cfg):
                              _init_stage_barriers, _mma_k128_steps, stage_k128_step, _load_k128, _produce_k128,
                              _w1_epilogue, ActTma, act_tma_phase_flips, all_w1_tile_bits, for_each_chunk,
                              w1_tile_bits, w2_epilogue, pingpong_open, pingpong_turns)
+    from .role1_sync import shfl_idx, shfl_up
     from .task_queue import check_slot_reuse, init_task_slots, next_task, publish_task
 
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
@@ -605,6 +644,8 @@ def _trace_parts(cfg):
     PLACED = cfg.ctas_per_sm == 2  # the CTA's index from where it runs (module docstring, "Placement")
     PLACE_OFF = so.get("place", 0)  # its logical index, for every thread after the first barrier
     PLACE_TID = 32  # warp 1 lane 0: idle while warp 0 waits for the receive counts (producer warpgroup or consumer)
+    PREFETCH = PIPE and BM <= SM90_W1_PREFETCH_MAX_BM  # the first W1 task's weights to L2 ("First weights to L2")
+    PREFETCH_WARP = 2  # of the producer warpgroup: idle (warp 0 = the producer thread, warp 1 = the signal warp)
     NEXT_OFF = INFO_OFF + 8  # the producer thread's next task (module docstring, "Dynamic tasks")
     CLAIMS_OFF = INFO_OFF + 12  # whether this replay's producer claims (claims_run)
     SPLIT_SLOT = 256 * W1_SPLIT_BM  # floats of one split's partial (layout.w1_partial_slot)
@@ -714,6 +755,39 @@ def _trace_parts(cfg):
         if atom_add_acqrel_gpu_u32(place + Int64(wsl.PLACE_STARTED) * 4, Int32(1)) == ncta - 1:
             for i in cutlass.range(wsl.ROLE2_PLACE_WORDS // 4, unroll=1):
                 st_global_v4(place + Int64(i) * 16, Int32(0), Int32(0), Int32(0), Int32(0))
+
+    @cute.jit
+    def prefetch_first_w1(ws: Int64, o_recv_count: Int64, o_recv_parity: Int64, q: Int32, tile: Int32, kb0: Int32,
+                          steps: Int32, w1_tiles: Int64, w1_scales: Int64, lane: Int32):
+        """One warp, once this replay's receive counts are complete (module docstring, "First weights to L2"): find
+        pool block ``q``'s local expert as role1 numbers the blocks (each expert's ``ceil(tokens / BM)`` blocks, expert
+        by expert; host mirror :func:`prefetch_search`), then the lane that holds it brings ``steps`` K128 steps from
+        ``kb0`` of W1 tile ``tile`` of that expert (its four 64-row slabs' codes and scales) into L2."""
+        par = ld_relaxed_gpu_u32(ws + o_recv_parity) & Int32(1)
+        tots = []  # 32 experts a round, lane order = expert order; every round's loads first, in one latency round
+        for e0 in cutlass.range_constexpr(0, EL, 32):
+            tot = Int32(0)
+            for r in cutlass.range_constexpr(P):  # the low word of the packed count: tokens from rank r
+                cell = (par * EL + cutlass.min(e0 + lane, Int32(EL - 1))) * P + r
+                tot = tot + ld_relaxed_gpu_u32(ws + o_recv_count + Int64(cell) * 8)
+            tots.append(tot)
+        first = Int32(0)  # the first pool block of this round's first expert
+        found = Int32(-1)  # the expert holding block q, in the one lane that has it
+        for i, e0 in enumerate(range(0, EL, 32)):
+            el = e0 + lane
+            nb = Int32(el < EL) * ((tots[i] + (BM - 1)) // BM)
+            incl = nb
+            for d in cutlass.range_constexpr(5):  # inclusive scan over the lanes, branch-free
+                incl = incl + Int32(lane >= (1 << d)) * shfl_up(incl, 1 << d)
+            mine = first + incl - nb
+            hit = Int32(mine <= q) * Int32(q < mine + nb)
+            found = found + hit * (el - found)
+            first = first + shfl_idx(incl, 31)
+        if found >= 0:
+            for j in cutlass.range_constexpr(4):
+                slab = Int64(found * NSLAB1 + tile * 4 + j) * NK1 + Int64(kb0)
+                bulk_prefetch_l2(w1_tiles + slab * 4096, steps * 4096)
+                bulk_prefetch_l2(w1_scales + slab * 256, steps * 256)
 
     @cute.jit
     def next_task_of(task: Int32, li: Int32, ticket: Int64, ntasks: Int32, ncta: Int32, dyn: Int32) -> Int32:
@@ -916,7 +990,8 @@ def _trace_parts(cfg):
                o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64,
                o_role2_trace: Int64, o_role2_ticket: Int64, o_role2_place: Int64, w1_tiles: Int64,
                w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64,
-               timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32, place_ctas: Int32):
+               timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32, place_ctas: Int32,
+               w1_prefetch_steps: Int32):
         tid, cta, ncta = launch_coords()
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         ws = PeerDesc(peer).base()
@@ -964,6 +1039,20 @@ def _trace_parts(cfg):
 
         if tid < P0:
             # ---------------- producer warpgroup (384-thread variant) ----------------
+            if const_expr(PREFETCH):
+                if w1_prefetch_steps != 0:
+                    if (tid >> 5) == PREFETCH_WARP:
+                        # the CTA's first task (static: the task ``cta``) when it is a W1 task of the first ring
+                        # generation (module docstring). Before the warpgroup's setmaxnreg: placed after it (before or
+                        # after the task loop, in any of its warps) the search put 2 spills into the producer's
+                        # stage loop (two CTAs per SM) or 19 into the one-CTA build's task loops
+                        q, is1, tile, gen, rb, sp = acquire_block(cta, nq, Int64(0), ring_blocks, err, timeout_ns,
+                                                                  wait=False,
+                                                                  srun=srun if const_expr(SPLIT > 1) else None)
+                        nrun = NK1 // srun  # a split W1 task's K128 steps (srun 1: the whole K)
+                        if Int32(cta < ntasks) * is1 * Int32(gen == 0) != 0:
+                            prefetch_first_w1(ws, o_recv_count, o_recv_parity, q, tile, sp * nrun,
+                                              cutlass.min(w1_prefetch_steps, nrun), w1_tiles, w1_scales, tid & 31)
             setmaxnreg(REGS[0], False)
             # one task loop for the producer thread and the signal warp, each warp running its own instance (a
             # second loop over the tasks, the signal warp's, made ptxas spill ~20 values of the producer's); the
@@ -1198,12 +1287,13 @@ def _trace_parts(cfg):
              o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64,
              o_role2_trace: Int64, o_role2_ticket: Int64, o_role2_place: Int64, w1_tiles: Int64,
              w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64,
-             timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32, place_ctas: Int32):
+             timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32, place_ctas: Int32,
+             w1_prefetch_steps: Int32):
         kernel(peer, o_ring_x, o_ring_sf, o_ring_meta, o_ring_block, o_l2_x, o_l2_sf, o_l1_full_count,
                o_l1_empty_count, o_l2_full_mask, o_l2_empty_count, o_recv_count, o_recv_parity, o_combine,
                o_act_maps, o_w1_split_count, o_w1_partials, o_role2_trace, o_role2_ticket, o_role2_place, w1_tiles,
                w1_scales, w1_factor, w2_tiles, w2_scales, w2_factor, err, timeout_ns, ring_blocks, bm_stride,
-               sf_stride, place_ctas).launch(
+               sf_stride, place_ctas, w1_prefetch_steps).launch(
                    grid=(1, 1, 1), block=(THREADS, 1, 1), smem=cfg.smem_bytes, **cfg.w1.occupancy_launch)
 
     fake = (fake_peer_desc(),) + tuple(Int64(0) for _ in OFFSET_PARAMS + WEIGHT_PARAMS + SCALAR_PARAMS_U64) + tuple(

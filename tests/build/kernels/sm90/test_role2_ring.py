@@ -314,6 +314,9 @@ def test_schema_matches_what_moe_packs(role2_arts):
     assert vals["bm_stride"] == _Ws.layout.bm_max and vals["sf_stride"] == _Ws.layout.sf_rows_max
     # role2_ring "Placement": blockIdx unless the layer call runs role2 after role4's launch-order port
     assert vals["place_ctas"] == 0 and 'vals["place_ctas"] = int(sm90_place_ctas(T, edge))' in src
+    # role2_ring "First weights to L2": none unless the layer call asks (heuristics.sm90_w1_prefetch_steps)
+    assert vals["w1_prefetch_steps"] == 0
+    assert 'vals["w1_prefetch_steps"] = sm90_w1_prefetch_steps(T, buffer.world_size, edge)' in src
 
 
 def test_registered_and_in_the_compile_plan():
