@@ -560,14 +560,14 @@ def sm90_place_ctas(tokens: int, role4_edge: str) -> bool:
     return role4_edge == "launch_order" and tokens >= SM90_PLACE_CTAS_MIN_TOKENS
 
 
-#: SM90 role2: the 384-thread builds up to this BM carry the first W1 task's weights into L2 before its ring block is
-#: filled (``role2_ring`` "First weights to L2", kernel parameter ``w1_prefetch_steps``): the BM the heuristic picks
-#: at the small loads where a CTA's first task starts several µs after the launch (role1 still filling the ring).
+#: SM90 role2: the one-GPU 384-thread builds up to this BM carry the first W1 task's weights into L2 while role1 still
+#: counts and fills the ring (``role2_ring`` "First weights to L2", kernel parameter ``w1_prefetch_steps``): the BM the
+#: heuristic picks at the small loads where a CTA's first task starts several µs after the launch.
 SM90_W1_PREFETCH_MAX_BM = 8
-#: ... and the calls that ask for it: on one GPU (P = 1: the receive counts arrive from this GPU's role1 within ~2-3
-#: µs, so the expert is known well before its ring block is full; at P > 1 the window is role1's NVLink pull, longer,
-#: but not measured here), up to this many tokens per rank, with this many K128 steps (each 4 slabs x (4096 code +
-#: 256 scale) bytes) of the CTA's first W1 task.
+#: ... and the calls that ask for it: on one GPU (P = 1: the rank's ``topk_idx`` names the local experts; at P > 1
+#: they come from every rank's routing, known only after role1's exchange), up to this many tokens per rank (the
+#: routed slots, tokens x top-k, must also fit the warp's 32 lanes), with this many K128 steps (each 4 slabs x (4096
+#: code + 256 scale) bytes) of the CTA's first W1 task.
 SM90_W1_PREFETCH_MAX_TOKENS = 4
 SM90_W1_PREFETCH_STEPS = 4
 #: Under which role4 -> role2 edge (``graph.ROLE4_EDGES``): always under "full" (role2 launched with role1 at the

@@ -67,10 +67,11 @@ def test_every_mma_is_register_a_qgmma_and_mainloops_do_not_spill(summaries):
             assert s.spill_ops_in_copy_loops <= (3 if key[4] == 2 else 9 if key[2] >= 48 else 0), key
 
 
-def test_first_w1_weights_to_l2_only_in_the_small_bm_pipelined_builds():
-    """role2_ring "First weights to L2": the 384-thread builds up to SM90_W1_PREFETCH_MAX_BM hold the prefetch warp's
-    eight ``cp.async.bulk.prefetch.L2`` (UBLKPF: four slabs' codes and scales), every other build none."""
-    from gcmoe_build.sass import disassemble, parse
+def test_first_w1_weights_to_l2_only_in_the_one_gpu_small_bm_pipelined_builds():
+    """role2_ring "First weights to L2": the P = 1 384-thread builds up to SM90_W1_PREFETCH_MAX_BM hold the prefetch
+    warp's per-line ``prefetch.global.L2`` (CCTL.E.PF2: a loop over the lines of each of four slabs' codes and scales),
+    every other build none; the checks above hold for the P = 2 builds, this one reads the P = 1 builds' loops too."""
+    from gcmoe_build.sass import disassemble, parse, summarize
     from gcmoe_runtime.artifacts.bundle import open_bundle
     from gcmoe_runtime.heuristics import SM90_W1_PREFETCH_MAX_BM
 
@@ -78,13 +79,19 @@ def test_first_w1_weights_to_l2_only_in_the_small_bm_pipelined_builds():
     for name in ("glm-5.2", "deepseek-v4.1-flash"):
         b = open_bundle(BUNDLES / f"{name}-sm90a.gcmoe")
         for r in b.records:
-            if r.role != "role2" or r.variant["bm"] > 16:
+            v = r.variant
+            if r.role != "role2" or v["bm"] > 16:
                 continue
-            insns, _ = parse(disassemble(b.cubin(r.key)))
-            want = 8 if r.variant["threads"] == 384 and r.variant["bm"] <= SM90_W1_PREFETCH_MAX_BM else 0
-            assert sum(i.opcode == "UBLKPF" for i in insns) == want, (name, r.variant)
-            seen.add(want)
-    assert seen == {0, 8}
+            cubin = b.cubin(r.key)
+            insns, _ = parse(disassemble(cubin))
+            on = v["threads"] == 384 and v["bm"] <= SM90_W1_PREFETCH_MAX_BM and v["ranks"] == 1
+            assert sum(i.opcode + i.modifiers == "CCTL.E.PF2" for i in insns) == (8 if on else 0), (name, v)
+            if on:  # its K loops stay on the uniform datapath, its stage loop as the P = 2 build's
+                s = summarize(cubin)
+                assert max(s.r2ur_in_mma_loops) <= 1 and s.spill_ops_in_mma_loops == 0, (name, v)
+                assert s.spill_ops_in_copy_loops <= (3 if v["ctas_per_sm"] == 2 else 0), (name, v)
+            seen.add(on)
+    assert seen == {False, True}
 
 
 def test_parser_on_a_handmade_listing():

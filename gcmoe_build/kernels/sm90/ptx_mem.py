@@ -147,6 +147,14 @@ def smid(*, loc=None, ip=None) -> Int32:
     return Int32(_asm("mov.u32 $0, %smid;", "=r", [], 1)[0])
 
 
+@dsl_user_op
+def block_coords(*, loc=None, ip=None):
+    """``(%ctaid.x, %nctaid.x)`` read by this call's own instructions (volatile: never merged with
+    :func:`launch_coords`' values, whose uses in a warp's branch before role2's first barrier took every K loop of its
+    two-CTA builds off the uniform datapath, session 47)."""
+    return (Int32(_asm("mov.u32 $0, %ctaid.x;", "=r", [], 1)[0]), Int32(_asm("mov.u32 $0, %nctaid.x;", "=r", [], 1)[0]))
+
+
 def _named_bar(op: str, bar_id, nthreads: int, pred=None):
     """``bar.<op>`` on named barrier ``bar_id``: an int is an immediate, an Int32 a register chosen at run time.
     ``pred`` (Int32, warp-uniform): only where it is != 0, as a predicated instruction — a branch around it would open
@@ -229,10 +237,11 @@ def bulk_copy_g2s(sdst, gsrc, nbytes: int, mbar, policy, *, loc=None, ip=None):
 
 
 @dsl_user_op
-def bulk_prefetch_l2(gsrc, nbytes, *, loc=None, ip=None):
-    """Bring ``nbytes`` (a run-time u32, a multiple of 16; ``gsrc`` 16-byte aligned) of global memory into the L2
-    (``cp.async.bulk.prefetch.L2``): a hint, no completion to wait for and nothing written to this SM."""
-    _asm("cp.async.bulk.prefetch.L2.global [$0], $1;", "l,r", [_v(gsrc, Int64), _v(nbytes)], 0)
+def prefetch_l2(gaddr, *, loc=None, ip=None):
+    """Bring the global line holding ``gaddr`` into the L2 (``prefetch.global.L2``): a hint, nothing to wait for. (The
+    bulk form, ``cp.async.bulk.prefetch.L2``, runs on the uniform datapath: in a warp's branch before role2's first
+    barrier it took every K loop of the two-CTA builds off that datapath, session 47.)"""
+    _asm("prefetch.global.L2 [$0];", "l", [_v(gaddr, Int64)], 0)
 
 
 @dsl_user_op

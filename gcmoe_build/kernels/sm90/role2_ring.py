@@ -104,19 +104,22 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   2-4); after role4's launch-order port the placed index took the + shared span -0.3..-7.8 % at T = 2-5 against
   session 45's full edge there (the GLM-5.2 share +1.6..+2.0 % at T = 2-4).
 
-* **First weights to L2 (384-thread builds up to ``heuristics.SM90_W1_PREFETCH_MAX_BM``, session 47; kernel parameter
-  ``w1_prefetch_steps``).** At small loads on one GPU a CTA's first task (a W1 task) starts several µs after the launch:
-  role1 is still filling the ring, and the producer's first stages go out only once the block is full. In that
-  window the HBM idles (session 23's trace: first claim -> first chunk landed ~9.6 µs at P = 1 GLM-5.2 T = 1, the
-  first stages ~13 MB of it). So where the runtime asks (``w1_prefetch_steps`` != 0, ``heuristics.sm90_w1_prefetch_steps``)
-  warp 2 of the producer warpgroup (idle), once warp 0 has seen the receive counts complete, finds the first task's
-  expert from those counts as role1 numbers the pool blocks (host mirror :func:`prefetch_search`) and brings its first
-  ``w1_prefetch_steps`` K128 steps (four slabs' codes and scales) into L2 with ``cp.async.bulk.prefetch.L2``, while
-  the producer thread waits for the block; the producer's stages then read those lines from L2. A hint: nothing waits
-  for it, and a wrong expert would cost bandwidth, never a result. Only a first-generation W1 task (a W2 task's
-  weights are not needed before its block's W1 tasks end: session 18 prefetched those and lost). It runs before the
-  warpgroup's ``setmaxnreg`` (the other three warps wait there for it): after it, anywhere in the producer
-  warpgroup, ptxas gave the two-CTA builds' stage loop 2 more spills and the one-CTA BM 8 build 19.
+* **First weights to L2 (one-GPU 384-thread builds up to ``heuristics.SM90_W1_PREFETCH_MAX_BM``, session 47; kernel
+  parameter ``w1_prefetch_steps``).** At small loads on one GPU a CTA's first task (a W1 task) starts several µs after
+  the launch: role1 is still counting and filling the ring, and the producer's first stages go out only once the block
+  is full. The HBM idles meanwhile (session 23's trace: first claim -> first chunk landed ~9.6 µs at P = 1 GLM-5.2
+  T = 1, the first stages ~13 MB of it). So where the runtime asks (``w1_prefetch_steps`` != 0,
+  ``heuristics.sm90_w1_prefetch_steps``), warp 2 of the producer warpgroup, beside warp 0's wait for the receive
+  counts, reads the rank's routed slots (``topk_idx``, at most 32: one per lane; at P = 1 they name the local
+  experts), numbers the pool blocks as role1 will (host mirror :func:`prefetch_search`), finds the CTA's first task
+  (the static split's task ``blockIdx``) and, when it is a W1 task of the first ring generation, has every lane
+  ``prefetch.global.L2`` its share of the task's first ``w1_prefetch_steps`` K128 steps (four slabs' codes and scales,
+  17.4 KB per step); the producer's stages then read those lines from L2. A hint: nothing waits for it, and a wrong
+  expert would cost bandwidth, never a result. Only a first-generation W1 task (a W2 task's weights are not needed
+  before its block's W1 tasks end: session 18 prefetched those and lost). The same search from the receive counts
+  after the first barrier (call B) started too late: the rows arrive ~1 µs after the counts. Two SASS traps met on
+  the way: ``cp.async.bulk.prefetch.L2`` in that branch, or the kernel's ``blockIdx`` value used there, took every K
+  loop of the two-CTA builds off the uniform datapath (hence per-line prefetches and ``ptx_mem.block_coords``).
 
 * **Signal warp (384-thread builds, session 13; ``Role2GemmConfig.signal_warp``).** Every release above runs on
   warp 1 of the producer warpgroup (idle otherwise), not on consumer thread 0, whose ``MEMBAR.GPU`` (the release
@@ -248,14 +251,15 @@ TRACE = False
 #: by-value u64 region offsets, in parameter order (names = layout regions with an ``o_`` prefix)
 OFFSET_PARAMS = ("ring_x", "ring_sf", "ring_meta", "ring_block", "l2_x", "l2_sf", "l1_full_count",
                  "l1_empty_count", "l2_full_mask", "l2_empty_count", "recv_count", "recv_parity", "combine",
-                 "act_maps", "w1_split_count", "w1_partials", "role2_trace", "role2_ticket", "role2_place")
+                 "act_maps", "w1_split_count", "w1_partials", "role2_trace", "role2_ticket", "role2_place", "topk_idx")
 #: transformed routed weights (``gcmoe_runtime.moe.GcMoeWeights``: tiles, scales, expert factor)
 WEIGHT_PARAMS = ("w1_tiles", "w1_scales", "w1_factor", "w2_tiles", "w2_scales", "w2_factor")
 SCALAR_PARAMS_U64 = ("err", "timeout_ns")
 #: ``place_ctas`` (two-CTA builds: nonzero = take the CTA index from where it runs, module docstring "Placement");
 #: ``w1_prefetch_steps`` (builds up to ``heuristics.SM90_W1_PREFETCH_MAX_BM``: K128 steps of the first W1 task brought
-#: into L2 before its block is full, 0 = none; module docstring "First weights to L2")
-SCALAR_PARAMS_S32 = ("ring_blocks", "bm_stride", "sf_stride", "place_ctas", "w1_prefetch_steps")
+#: into L2 before its block is full, 0 = none; module docstring "First weights to L2"); ``ntok``: the rank's tokens
+#: (that prefetch reads their ``topk_idx``)
+SCALAR_PARAMS_S32 = ("ring_blocks", "bm_stride", "sf_stride", "place_ctas", "w1_prefetch_steps", "ntok")
 
 #: ``{scope}``: the receive counts' acquire at the protocol's scope (``role_common.peer_scope``)
 REQUIRED_PTX = ("wgmma.mma_async.sync.aligned", "ld.acquire.gpu.global.u32", "ld.acquire.gpu.global.u64",
@@ -296,25 +300,30 @@ def placed_cta(first_on_sm, rank_in_class, ncta):
     return u if u < h else ncta - 1 + h - u
 
 
-def prefetch_search(tokens_per_local_expert, bm, q):
+def prefetch_search(topk_ids, num_experts, bm, q):
     """Host mirror of the prefetch warp's search (module docstring, "First weights to L2"; the device function
-    ``prefetch_first_w1`` line for line): the local expert holding pool block ``q`` (``gcmoe_runtime.operator.ring.
-    pool_blocks`` numbers each expert's ``ceil(tokens / BM)`` blocks expert by expert), or -1 past the last block.
-    32 experts a round, one per lane; an inclusive scan over the lanes; the lane whose blocks hold ``q`` keeps its
+    ``prefetch_first_w1`` line for line): ``(expert, blocks)`` — the expert whose pool blocks hold block ``q`` (-1 if
+    none) and the replay's pool block count — from the rank's routed slots ``topk_ids`` (at most 32; an id outside
+    ``0 .. num_experts - 1`` is a dropped slot), numbered as role1 will (``gcmoe_runtime.operator.ring.pool_blocks``:
+    each expert's ``ceil(tokens / BM)`` blocks in expert order). One slot per lane; each lane counts the lanes with its
+    expert and the lowest of them keeps the expert's blocks; a lane's first block is the blocks of every lower
     expert."""
-    el_n = len(tokens_per_local_expert)
-    found, first = -1, 0
-    for e0 in range(0, el_n, 32):
-        nb = [(tokens_per_local_expert[e0 + lane] + bm - 1) // bm if e0 + lane < el_n else 0 for lane in range(32)]
-        incl = list(nb)
-        for d in range(5):  # shfl.up: a lane below 2**d keeps its value
-            incl = [incl[lane] + (incl[lane - (1 << d)] if lane >= (1 << d) else 0) for lane in range(32)]
-        for lane in range(32):
-            mine = first + incl[lane] - nb[lane]
-            if mine <= q < mine + nb[lane]:
-                found = e0 + lane
-        first += incl[31]
-    return found
+    n = len(topk_ids)
+    if n > 32:
+        raise ValueError(f"prefetch_search: {n} routed slots, at most 32 fit the warp")
+    e = [topk_ids[lane] if lane < n and 0 <= topk_ids[lane] < num_experts else num_experts for lane in range(32)]
+    valid = [lane < n and e[lane] < num_experts for lane in range(32)]
+    nb = []
+    for lane in range(32):
+        same = sum(e[j] == e[lane] for j in range(32))
+        below = sum(e[j] == e[lane] and j < lane for j in range(32))
+        nb.append((same + bm - 1) // bm if valid[lane] and below == 0 else 0)
+    blocks = sum(nb)
+    for lane in range(32):
+        first = sum(nb[j] for j in range(32) if e[j] < e[lane])
+        if nb[lane] and first <= q < first + nb[lane]:
+            return e[lane], blocks
+    return -1, blocks
 
 
 def claims_run(srun, ntasks, ncta):
@@ -592,8 +601,9 @@ def _trace_parts(cfg):
     from gcmoe_runtime.workspace import layout as wsl
     from gcmoe_runtime.workspace.layout import ACT_MAP_BYTES, act_map_slot, w1_partial_slot
 
-    from .ptx_mem import (bar_sync, bulk_prefetch_l2, evict_first_policy, fence_acq_rel_gpu, fence_tensormap_acquire, globaltimer,
-                          launch_coords, ld_global_cg_f32, ld_global_f32, ld_global_v4, ld_shared_v4, mbar_init,
+    from .ptx_mem import (bar_sync, block_coords, evict_first_policy, fence_acq_rel_gpu, fence_tensormap_acquire,
+                          globaltimer, launch_coords, ld_global_cg_f32, ld_global_f32, ld_global_s32, ld_global_v4,
+                          ld_shared_v4, mbar_init, prefetch_l2,
                           red_release_add_u32, red_release_or_b64, setmaxnreg, smid, st_global_f32, st_global_v4,
                           st_shared_v4)
     from .ring_sync import (atom_add_acqrel_gpu_u32, atom_add_relaxed_gpu_u32, atom_add_relaxed_gpu_u32_if,
@@ -606,7 +616,7 @@ def _trace_parts(cfg):
                              _init_stage_barriers, _mma_k128_steps, stage_k128_step, _load_k128, _produce_k128,
                              _w1_epilogue, ActTma, act_tma_phase_flips, all_w1_tile_bits, for_each_chunk,
                              w1_tile_bits, w2_epilogue, pingpong_open, pingpong_turns)
-    from .role1_sync import shfl_idx, shfl_up
+    from .role1_sync import shfl_idx
     from .task_queue import check_slot_reuse, init_task_slots, next_task, publish_task
 
     H, I, BM, CAP = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity
@@ -644,8 +654,10 @@ def _trace_parts(cfg):
     PLACED = cfg.ctas_per_sm == 2  # the CTA's index from where it runs (module docstring, "Placement")
     PLACE_OFF = so.get("place", 0)  # its logical index, for every thread after the first barrier
     PLACE_TID = 32  # warp 1 lane 0: idle while warp 0 waits for the receive counts (producer warpgroup or consumer)
-    PREFETCH = PIPE and BM <= SM90_W1_PREFETCH_MAX_BM  # the first W1 task's weights to L2 ("First weights to L2")
-    PREFETCH_WARP = 2  # of the producer warpgroup: idle (warp 0 = the producer thread, warp 1 = the signal warp)
+    # the first W1 task's weights to L2 ("First weights to L2"): one GPU, where topk_idx names the local experts
+    PREFETCH = PIPE and BM <= SM90_W1_PREFETCH_MAX_BM and P == 1
+    TOPK = cfg.topk
+    PREFETCH_WARP = 2  # of the producer warpgroup: idle while warp 0 waits for the receive counts
     NEXT_OFF = INFO_OFF + 8  # the producer thread's next task (module docstring, "Dynamic tasks")
     CLAIMS_OFF = INFO_OFF + 12  # whether this replay's producer claims (claims_run)
     SPLIT_SLOT = 256 * W1_SPLIT_BM  # floats of one split's partial (layout.w1_partial_slot)
@@ -757,37 +769,60 @@ def _trace_parts(cfg):
                 st_global_v4(place + Int64(i) * 16, Int32(0), Int32(0), Int32(0), Int32(0))
 
     @cute.jit
-    def prefetch_first_w1(ws: Int64, o_recv_count: Int64, o_recv_parity: Int64, q: Int32, tile: Int32, kb0: Int32,
-                          steps: Int32, w1_tiles: Int64, w1_scales: Int64, lane: Int32):
-        """One warp, once this replay's receive counts are complete (module docstring, "First weights to L2"): find
-        pool block ``q``'s local expert as role1 numbers the blocks (each expert's ``ceil(tokens / BM)`` blocks, expert
-        by expert; host mirror :func:`prefetch_search`), then the lane that holds it brings ``steps`` K128 steps from
-        ``kb0`` of W1 tile ``tile`` of that expert (its four 64-row slabs' codes and scales) into L2."""
-        par = ld_relaxed_gpu_u32(ws + o_recv_parity) & Int32(1)
-        tots = []  # 32 experts a round, lane order = expert order; every round's loads first, in one latency round
-        for e0 in cutlass.range_constexpr(0, EL, 32):
-            tot = Int32(0)
-            for r in cutlass.range_constexpr(P):  # the low word of the packed count: tokens from rank r
-                cell = (par * EL + cutlass.min(e0 + lane, Int32(EL - 1))) * P + r
-                tot = tot + ld_relaxed_gpu_u32(ws + o_recv_count + Int64(cell) * 8)
-            tots.append(tot)
-        first = Int32(0)  # the first pool block of this round's first expert
-        found = Int32(-1)  # the expert holding block q, in the one lane that has it
-        for i, e0 in enumerate(range(0, EL, 32)):
-            el = e0 + lane
-            nb = Int32(el < EL) * ((tots[i] + (BM - 1)) // BM)
-            incl = nb
-            for d in cutlass.range_constexpr(5):  # inclusive scan over the lanes, branch-free
-                incl = incl + Int32(lane >= (1 << d)) * shfl_up(incl, 1 << d)
-            mine = first + incl - nb
-            hit = Int32(mine <= q) * Int32(q < mine + nb)
-            found = found + hit * (el - found)
-            first = first + shfl_idx(incl, 31)
-        if found >= 0:
+    def prefetch_first_w1(ws: Int64, o_topk_idx: Int64, rank_tokens: Int32, ring_blocks: Int32, steps: Int32,
+                          w1_tiles: Int64, w1_scales: Int64, lane: Int32):
+        """One warp at the CTA's start (module docstring, "First weights to L2"; P = 1, at most 32 routed slots): from
+        the rank's ``topk_idx`` count each expert's tokens and number the pool blocks as role1 will (each expert's
+        ``ceil(tokens / BM)`` blocks in expert order; host mirror :func:`prefetch_search`), find the CTA's first task
+        (the static split's task ``blockIdx``) and, when it is a W1 task of the first ring generation, bring
+        ``steps`` K128 steps of its W1 tile (four 64-row slabs' codes and scales) into L2, each lane its share of the
+        lines."""
+        # the block index read here, not the kernel's (ptx_mem.block_coords)
+        cta, ncta = block_coords()
+        n = rank_tokens * TOPK
+        valid = Int32(lane < n)
+        e = ld_global_s32(ws + o_topk_idx + Int64(cutlass.min(lane, n - 1)) * 4)
+        valid = valid * Int32(e >= 0) * Int32(e < EL)
+        e = valid * e + (1 - valid) * Int32(EL)  # a dropped slot sorts past every expert
+        same = Int32(0)  # lanes holding this lane's expert
+        below = Int32(0)  # ... of them below this lane: 0 in the expert's leader
+        for j in cutlass.range_constexpr(32):
+            ej = shfl_idx(e, Int32(j))
+            same = same + Int32(ej == e)
+            below = below + Int32(ej == e) * Int32(j < lane)
+        nb = valid * Int32(below == 0) * ((same + (BM - 1)) // BM)  # the expert's blocks, in its leader lane
+        first = Int32(0)  # the expert's first pool block: the blocks of every lower expert
+        nq = Int32(0)
+        for j in cutlass.range_constexpr(32):
+            nbj = shfl_idx(nb, Int32(j))
+            first = first + Int32(shfl_idx(e, Int32(j)) < e) * nbj
+            nq = nq + nbj
+        srun = Int32(1)  # as the kernel derives it after the receive counts (w1_split_runs)
+        if const_expr(SPLIT > 1):
+            srun = 1 + (SPLIT - 1) * (Int32(nq * NT1 * SPLIT <= ncta) * Int32(nq <= ring_blocks)
+                                      * Int32(nq <= W1_SPLIT_MAX_BLOCKS))
+            ntasks = nq * (NT1 * srun + NT2)
+        else:
+            ntasks = nq * TPB
+        q, is1, tile, gen, rb, sp = acquire_block(cta, nq, Int64(0), ring_blocks, Int64(0), Int64(0), wait=False,
+                                                  srun=srun if const_expr(SPLIT > 1) else None)
+        nrun = NK1 // srun  # a split W1 task's K128 steps (srun 1: the whole K)
+        mine = Int32(cta < ntasks) * is1 * Int32(gen == 0) * Int32(nb > 0) * Int32(first <= q) * Int32(q < first + nb)
+        # one lane at most holds the task's expert: a warp sum gives it (or 0 lanes) to every lane, which then takes
+        # its share of the lines
+        hit = mine
+        el = mine * e
+        for d in cutlass.range_constexpr(5):
+            hit = hit + shfl_bfly_s32(hit, 1 << d)
+            el = el + shfl_bfly_s32(el, 1 << d)
+        if hit != 0:
+            nst = cutlass.min(steps, nrun)
             for j in cutlass.range_constexpr(4):
-                slab = Int64(found * NSLAB1 + tile * 4 + j) * NK1 + Int64(kb0)
-                bulk_prefetch_l2(w1_tiles + slab * 4096, steps * 4096)
-                bulk_prefetch_l2(w1_scales + slab * 256, steps * 256)
+                slab = Int64(el * NSLAB1 + tile * 4 + j) * NK1 + Int64(sp * nrun)
+                for off in cutlass.range(lane * 128, nst * 4096, 32 * 128, unroll=1):
+                    prefetch_l2(w1_tiles + slab * 4096 + Int64(off))
+                for off in cutlass.range(lane * 128, nst * 256, 32 * 128, unroll=1):
+                    prefetch_l2(w1_scales + slab * 256 + Int64(off))
 
     @cute.jit
     def next_task_of(task: Int32, li: Int32, ticket: Int64, ntasks: Int32, ncta: Int32, dyn: Int32) -> Int32:
@@ -988,10 +1023,10 @@ def _trace_parts(cfg):
                o_l2_x: Int64, o_l2_sf: Int64, o_l1_full_count: Int64, o_l1_empty_count: Int64,
                o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_recv_count: Int64, o_recv_parity: Int64,
                o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64,
-               o_role2_trace: Int64, o_role2_ticket: Int64, o_role2_place: Int64, w1_tiles: Int64,
+               o_role2_trace: Int64, o_role2_ticket: Int64, o_role2_place: Int64, o_topk_idx: Int64, w1_tiles: Int64,
                w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64,
                timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32, place_ctas: Int32,
-               w1_prefetch_steps: Int32):
+               w1_prefetch_steps: Int32, rank_tokens: Int32):
         tid, cta, ncta = launch_coords()
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         ws = PeerDesc(peer).base()
@@ -1023,6 +1058,14 @@ def _trace_parts(cfg):
             if place_ctas != 0:
                 if tid == PLACE_TID:
                     place_cta(smem + PLACE_OFF, ws + o_role2_place, ncta)
+        if const_expr(PREFETCH):
+            # the CTA's first W1 weights into L2 while role1 counts and fills (module docstring): blockIdx's task, so
+            # not where the CTAs place themselves; the routing's slots fit one warp
+            if (Int32(w1_prefetch_steps != 0) * Int32(place_ctas == 0) * Int32(rank_tokens > 0)
+                    * Int32(rank_tokens * TOPK <= 32)) != 0:
+                if (tid >> 5) == PREFETCH_WARP:
+                    prefetch_first_w1(ws, o_topk_idx, rank_tokens, ring_blocks, w1_prefetch_steps, w1_tiles,
+                                      w1_scales, tid & 31)
         bar_sync(0, THREADS)
         nq = ld_shared_b32(smem + INFO_OFF)
         if const_expr(PLACED):
@@ -1039,20 +1082,6 @@ def _trace_parts(cfg):
 
         if tid < P0:
             # ---------------- producer warpgroup (384-thread variant) ----------------
-            if const_expr(PREFETCH):
-                if w1_prefetch_steps != 0:
-                    if (tid >> 5) == PREFETCH_WARP:
-                        # the CTA's first task (static: the task ``cta``) when it is a W1 task of the first ring
-                        # generation (module docstring). Before the warpgroup's setmaxnreg: placed after it (before or
-                        # after the task loop, in any of its warps) the search put 2 spills into the producer's
-                        # stage loop (two CTAs per SM) or 19 into the one-CTA build's task loops
-                        q, is1, tile, gen, rb, sp = acquire_block(cta, nq, Int64(0), ring_blocks, err, timeout_ns,
-                                                                  wait=False,
-                                                                  srun=srun if const_expr(SPLIT > 1) else None)
-                        nrun = NK1 // srun  # a split W1 task's K128 steps (srun 1: the whole K)
-                        if Int32(cta < ntasks) * is1 * Int32(gen == 0) != 0:
-                            prefetch_first_w1(ws, o_recv_count, o_recv_parity, q, tile, sp * nrun,
-                                              cutlass.min(w1_prefetch_steps, nrun), w1_tiles, w1_scales, tid & 31)
             setmaxnreg(REGS[0], False)
             # one task loop for the producer thread and the signal warp, each warp running its own instance (a
             # second loop over the tasks, the signal warp's, made ptxas spill ~20 values of the producer's); the
@@ -1285,15 +1314,15 @@ def _trace_parts(cfg):
              o_l2_x: Int64, o_l2_sf: Int64, o_l1_full_count: Int64, o_l1_empty_count: Int64,
              o_l2_full_mask: Int64, o_l2_empty_count: Int64, o_recv_count: Int64, o_recv_parity: Int64,
              o_combine: Int64, o_act_maps: Int64, o_w1_split_count: Int64, o_w1_partials: Int64,
-             o_role2_trace: Int64, o_role2_ticket: Int64, o_role2_place: Int64, w1_tiles: Int64,
+             o_role2_trace: Int64, o_role2_ticket: Int64, o_role2_place: Int64, o_topk_idx: Int64, w1_tiles: Int64,
              w1_scales: Int64, w1_factor: Int64, w2_tiles: Int64, w2_scales: Int64, w2_factor: Int64, err: Int64,
              timeout_ns: Int64, ring_blocks: Int32, bm_stride: Int32, sf_stride: Int32, place_ctas: Int32,
-             w1_prefetch_steps: Int32):
+             w1_prefetch_steps: Int32, rank_tokens: Int32):
         kernel(peer, o_ring_x, o_ring_sf, o_ring_meta, o_ring_block, o_l2_x, o_l2_sf, o_l1_full_count,
                o_l1_empty_count, o_l2_full_mask, o_l2_empty_count, o_recv_count, o_recv_parity, o_combine,
-               o_act_maps, o_w1_split_count, o_w1_partials, o_role2_trace, o_role2_ticket, o_role2_place, w1_tiles,
-               w1_scales, w1_factor, w2_tiles, w2_scales, w2_factor, err, timeout_ns, ring_blocks, bm_stride,
-               sf_stride, place_ctas, w1_prefetch_steps).launch(
+               o_act_maps, o_w1_split_count, o_w1_partials, o_role2_trace, o_role2_ticket, o_role2_place, o_topk_idx,
+               w1_tiles, w1_scales, w1_factor, w2_tiles, w2_scales, w2_factor, err, timeout_ns, ring_blocks, bm_stride,
+               sf_stride, place_ctas, w1_prefetch_steps, rank_tokens).launch(
                    grid=(1, 1, 1), block=(THREADS, 1, 1), smem=cfg.smem_bytes, **cfg.w1.occupancy_launch)
 
     fake = (fake_peer_desc(),) + tuple(Int64(0) for _ in OFFSET_PARAMS + WEIGHT_PARAMS + SCALAR_PARAMS_U64) + tuple(
