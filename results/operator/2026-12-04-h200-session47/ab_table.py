@@ -1,9 +1,10 @@
 """Session 47 tables (`../steps/s47-*.steps`): `python3 ab_table.py` here (the repo's environment; matplotlib for the
-plot) -> call-b/arms.md, call-b/ab_span.png.
+plot) -> call-{b,c}/arms.md, call-{b,c}/ab_span.png.
 
-Call B: role2's first W1 task's weights into L2 before its ring block is full. O = session 46's bundles, N0 = the new
-bundles with the prefetch off, N4 / N8 / N16 = the new bundles with that many K128 steps; routed P = 1 `bench
-timeline` (median of 20 replays per run), O N0 N4 N8 N16 N16 N8 N4 N0 O per model."""
+Calls B and C: role2's first W1 task's weights into L2 before its ring block is full (B: searched from the receive
+counts after the first barrier; C: from the routing at the CTA's start). O = session 46's bundles, N0 = the new bundles
+with the prefetch off, N4 / N8 / N16 = the new bundles with that many K128 steps; routed P = 1 `bench timeline`
+(median of 20 replays per run), O N0 N4 N8 N16 N16 N8 N4 N0 O per model."""
 import sys
 from pathlib import Path
 
@@ -31,13 +32,19 @@ def arms_table(tl, cases, runs, base="O"):
 
 
 ROUTED = (("P = 1 GLM-5.2 routed", "rglm"), ("P = 1 DSV-4.1-Flash routed", "rdsv"))
-tl = here / "call-b" / "tl"
-rows, bars = arms_table(tl, ROUTED, {"O": (1, 10), "N0": (2, 9), "N4": (3, 8), "N8": (4, 7), "N16": (5, 6)})
-text = ("# session 47 call B: the first W1 task's weights into L2 (routed P = 1)\n\nO = session 46's bundles, N0 = the "
-        "new bundles with the prefetch off, N4 / N8 / N16 = K128 steps prefetched (T <= 4; T = 6-8 run no prefetch in "
-        "any arm). Mean of two runs per arm (O N0 N4 N8 N16 N16 N8 N4 N0 O); the span, median of 20 replays each "
-        "run.\n\n" + "\n".join(rows) + "\n")
-(here / "call-b" / "arms.md").write_text(text)
-plot_changes([b for b in bars if int(b[0].split("T=")[1].split()[0]) <= 4], here / "call-b" / "ab_span.png",
-             "session 47 call B: span against session 46, routed P = 1", xlabel="layer span vs session 46 (%)")
-print(text)
+FORMS = {"call-b": "searched from the receive counts after the first barrier",
+         "call-c": "searched from the routing (topk_idx) at the CTA's start"}
+for call, form in FORMS.items():
+    tl = here / call / "tl"
+    if not tl.is_dir():
+        continue
+    rows, bars = arms_table(tl, ROUTED, {"O": (1, 10), "N0": (2, 9), "N4": (3, 8), "N8": (4, 7), "N16": (5, 6)})
+    text = (f"# session 47 {call.replace('-', ' ')}: the first W1 task's weights into L2, {form} (routed P = 1)\n\n"
+            "O = session 46's bundles, N0 = the new bundles with the prefetch off, N4 / N8 / N16 = K128 steps "
+            "prefetched (T <= 4; T = 6-8 run no prefetch in any arm). Mean of two runs per arm (O N0 N4 N8 N16 N16 N8 "
+            "N4 N0 O); the span, median of 20 replays each run.\n\n" + "\n".join(rows) + "\n")
+    (here / call / "arms.md").write_text(text)
+    plot_changes([b for b in bars if int(b[0].split("T=")[1].split()[0]) <= 4], here / call / "ab_span.png",
+                 f"session 47 {call.replace('-', ' ')}: span against session 46, routed P = 1",
+                 xlabel="layer span vs session 46 (%)")
+    print(text)
