@@ -567,8 +567,11 @@ SM90_W1_PREFETCH_MAX_BM = 8
 #: ... and the calls that ask for it: on one GPU (P = 1: the rank's ``topk_idx`` names the local experts; at P > 1
 #: they come from every rank's routing, known only after role1's exchange), up to this many tokens per rank (the
 #: routed slots, tokens x top-k, must also fit the warp's 32 lanes), with this many K128 steps (each 4 slabs x (4096
-#: code + 256 scale) bytes) of the CTA's first W1 task.
-SM90_W1_PREFETCH_MAX_TOKENS = 4
+#: code + 256 scale) bytes) of the CTA's first W1 task. Session 47 call C (routed P = 1, timeline against the same
+#: bundles with it off): 4 steps -1.0 / -1.0 % at GLM-5.2 T = 1 / 2, -0.8 / -0.5 % at DSV-4.1-Flash, T = 3-4 within
+#: -1.5..+0.5 %; 8 steps -0.8 / -2.0 % and -0.3 / +0.5 %, +1.7 % at DSV-4.1-Flash T = 4; 16 worse (up to +3 %). In a
+#: replay with a cold L2 (the trace) 8 steps took GLM-5.2 T = 1 / 2 -5.9 / -2.3 %, DSV-4.1-Flash -2.2 / -1.6 %.
+SM90_W1_PREFETCH_MAX_TOKENS = 2
 SM90_W1_PREFETCH_STEPS = 4
 #: Under which role4 -> role2 edge (``graph.ROLE4_EDGES``): always under "full" (role2 launched with role1 at the
 #: replay's start: the routed layer; role4 -> role2 never is "full" since session 46), and after role4's launch-order
