@@ -117,9 +117,12 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   17.4 KB per step); the producer's stages then read those lines from L2. A hint: nothing waits for it, and a wrong
   expert would cost bandwidth, never a result. Only a first-generation W1 task (a W2 task's weights are not needed
   before its block's W1 tasks end: session 18 prefetched those and lost). The same search from the receive counts
-  after the first barrier (call B) started too late: the rows arrive ~1 µs after the counts. Two SASS traps met on
-  the way: ``cp.async.bulk.prefetch.L2`` in that branch, or the kernel's ``blockIdx`` value used there, took every K
-  loop of the two-CTA builds off the uniform datapath (hence per-line prefetches and ``ptx_mem.block_coords``).
+  after the first barrier (call B) started too late: the rows arrive ~1 µs after the counts. The search holds the
+  CTA's first barrier ~1-2 µs, inside the wait for role1's rows at T <= 2 (routed P = 1: -0.5..-1 % back to back,
+  -2..-6 % in a replay with a cold L2), not at larger T, where the window is a smaller part of the first task. Two
+  SASS traps met on the way: ``cp.async.bulk.prefetch.L2`` in that branch, or the kernel's ``blockIdx`` value used
+  there, took every K loop of the two-CTA builds off the uniform datapath (hence per-line prefetches and
+  ``ptx_mem.block_coords``).
 
 * **Signal warp (384-thread builds, session 13; ``Role2GemmConfig.signal_warp``).** Every release above runs on
   warp 1 of the producer warpgroup (idle otherwise), not on consumer thread 0, whose ``MEMBAR.GPU`` (the release
