@@ -102,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     tl.add_argument("--tokens", type=_tokens, default=(1, 8, 64, 256))
     tl.add_argument("--shared", action="store_true")
     tl.add_argument("--replays", type=int, default=20, help="recorded back-to-back replays per point")
+    tl.add_argument("--cold", action="store_true", help="an L2 flush before every recorded replay (the weights cold, "
+                    "as in a model's decode step) instead of back-to-back replays")
     tl.add_argument("--seed", type=int, default=0)
     tl.add_argument("--tile", default=None, help="role2 BM:THREADS[:CTAS[:SPLIT]] at every T (a build the bundle holds)")
     tl.add_argument("--out", type=Path, required=True)
@@ -124,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
 
         res = run([resolve_model(m) for m in a.model], list(a.tokens), a.shared, a.replays, a.out,
                   "python -m gcmoe_runtime.bench " + shlex.join(sys.argv[1:] if argv is None else argv), a.seed,
-                  _tile(a.tile))
+                  _tile(a.tile), a.cold)
         print(markdown(res))
         return 0
 

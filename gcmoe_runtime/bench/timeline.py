@@ -12,7 +12,11 @@ role4 hides behind role1, decide what to optimise next (results/operator/NEXT.md
 
 This is an instrument, not the protocol: the profiler adds its own overhead per kernel (compare the period with the
 sweep's latency at the same point), and back-to-back replays leave the weights of one replay in L2 for the next only as
-far as 50 MB of L2 allows (the routed weights of every production point are larger).
+far as 50 MB of L2 allows (the routed weights of every production point are larger). ``--cold`` flushes the L2 before
+every recorded replay instead (the protocol's flusher, between the replays, outside their spans; the period then holds
+the flush and is not reported): the layer as a model's decode step meets it, its weights evicted by the other layers
+since its last call (session 47: a change that prefetches the first weights gained -0.5..-1 % back to back and
+-2..-6 % in single replays after a flush).
 """
 from __future__ import annotations
 
@@ -74,11 +78,14 @@ def summarize(timelines: list[dict]) -> dict:
 
 def markdown(result: dict) -> str:
     """The per-model tables of a :func:`run` result."""
+    cold = result.get("cold", False)
     lines = [f"# Layer timeline per role — {result['gpu']}, {result['date']}", "",
              f"Command: `{result['command']}`", "",
              "Each cell: start-end (µs) relative to the replay's first kernel, median over "
-             f"{result['replays']} back-to-back replays after an L2 flush (torch.profiler / CUPTI; the profiler adds "
-             "per-kernel overhead: compare the period with the sweep's latency).", ""]
+             + (f"{result['replays']} replays, each after an L2 flush (cold; the period holds the flush: not "
+                "reported)" if cold else f"{result['replays']} back-to-back replays after an L2 flush")
+             + " (torch.profiler / CUPTI; the profiler adds per-kernel overhead: compare the period with the sweep's "
+             "latency).", ""]
     for model in result["models"]:
         lines += [f"## {model['model']}" + (" + shared" if result["shared"] else ""), "",
                   "| T | " + " | ".join(ROLES) + " | span µs | period µs |",
@@ -87,7 +94,7 @@ def markdown(result: dict) -> str:
             s = p["summary"]
             cells = [f"{s['roles'][r]['start_us']:.1f}-{s['roles'][r]['end_us']:.1f} ({s['roles'][r]['dur_us']:.1f})"
                      if r in s["roles"] else "-" for r in ROLES]
-            per = f"{s['period_us']:.1f}" if s["period_us"] is not None else "-"
+            per = f"{s['period_us']:.1f}" if s["period_us"] is not None and not cold else "-"
             lines.append(f"| {p['tokens']} | " + " | ".join(cells) + f" | {s['span_us']:.1f} | {per} |")
         lines.append("")
     return "\n".join(lines)
@@ -120,8 +127,9 @@ def plot(result: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def trace_point(replay, flush, replays: int, warm: int = 3) -> list[tuple[str, float, float]]:
-    """Kernel records of ``replays`` back-to-back ``replay()`` calls after ``warm`` unrecorded ones and an L2 flush."""
+def trace_point(replay, flush, replays: int, warm: int = 3, cold: bool = False) -> list[tuple[str, float, float]]:
+    """Kernel records of ``replays`` back-to-back ``replay()`` calls after ``warm`` unrecorded ones and an L2 flush
+    (``cold``: each after an L2 flush)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -130,7 +138,9 @@ def trace_point(replay, flush, replays: int, warm: int = 3) -> list[tuple[str, f
     flush()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(replays):
+        for i in range(replays):
+            if cold and i:
+                flush()
             replay()
         torch.cuda.synchronize()
     return [(e.name, float(e.time_range.start), float(e.time_range.end)) for e in prof.events()
@@ -175,20 +185,22 @@ def loaded_gcmoe(shape, layout, ctx, shared: bool, tile: Optional[tuple] = None)
 
 
 def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, command: str, seed: int = 0,
-        tile: Optional[tuple] = None) -> dict:
+        tile: Optional[tuple] = None, cold: bool = False) -> dict:
     """Trace every (model, T) at world 1 with the gc-moe implementation; write the JSON, markdown and plot.
-    ``tile``: role2's (BM, threads[, ctas_per_sm[, w1_split]]) at every T instead of the heuristic's."""
+    ``tile``: role2's (BM, threads[, ctas_per_sm[, w1_split]]) at every T instead of the heuristic's; ``cold``: an L2
+    flush before every recorded replay."""
     from .protocol import capture_graph
     from .routing import build_point
 
-    layout, ctx, flush, result = one_gpu_run(shared, replays, command, seed=seed, tile=list(tile) if tile else None)
+    layout, ctx, flush, result = one_gpu_run(shared, replays, command, seed=seed, tile=list(tile) if tile else None,
+                                             cold=cold)
     for shape in models:
         impl = loaded_gcmoe(shape, layout, ctx, shared, tile)
         entry: dict[str, Any] = {"model": shape.name, "loaded": impl.describe(), "points": []}
         for T in tokens:
             prep = impl.prepare(build_point(shape, T, layout, 0, seed))
             graph = None if prep.replay is not None else capture_graph(prep.step)  # as the sweep does
-            events = trace_point(prep.replay or graph.replay, flush, replays)
+            events = trace_point(prep.replay or graph.replay, flush, replays, cold=cold)
             tl = replay_timelines(events)
             entry["points"].append({"tokens": T, "summary": summarize(tl),
                                     "kernels": sorted({n for n, _, _ in events})})

@@ -57,3 +57,43 @@ def test_report_and_plot(tmp_path):
     pytest.importorskip("matplotlib")
     plot(res, tmp_path / "t.png")
     assert (tmp_path / "t.png").stat().st_size > 1000
+
+
+def test_cold_report_names_the_flush_and_drops_the_period():
+    res = {"gpu": "H200", "date": "2026-12-04", "command": "x", "replays": 3, "shared": False, "cold": True,
+           "models": [{"model": "glm-5.2", "points": [{"tokens": 1, "summary": summarize(replay_timelines(_records()))}]}]}
+    md = markdown(res)
+    assert "each after an L2 flush (cold" in md and "back-to-back" not in md
+    assert "| 1 | 0.0-30.0 (30.0) | 1.0-35.0 (34.0) | 35.0-80.0 (45.0) | 80.0-90.0 (10.0) | 90.0 | - |" in md
+
+
+def test_cold_trace_flushes_before_every_recorded_replay(monkeypatch):
+    """``trace_point(cold=True)``: the warm-up replays, one flush, then flush-replay pairs (the first recorded replay
+    after the warm-up's flush); back to back: every recorded replay after the one flush."""
+    import sys
+    import types
+
+    from gcmoe_runtime.bench import timeline
+
+    class _Profile:  # the CUDA profiler, replaced: records nothing
+        def __init__(self, **_):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *_):
+            return False
+
+        def events(self):
+            return []
+
+    calls = []
+    fake_prof = types.SimpleNamespace(ProfilerActivity=types.SimpleNamespace(CUDA="cuda"), profile=_Profile)
+    monkeypatch.setitem(sys.modules, "torch.profiler", fake_prof)
+    monkeypatch.setattr("torch.cuda.synchronize", lambda: None)
+    timeline.trace_point(lambda: calls.append("r"), lambda: calls.append("f"), 3, warm=2, cold=True)
+    assert calls == ["r", "r", "f", "r", "f", "r", "f", "r"]
+    calls.clear()
+    timeline.trace_point(lambda: calls.append("r"), lambda: calls.append("f"), 3, warm=2)
+    assert calls == ["r", "r", "f", "r", "r", "r"]
