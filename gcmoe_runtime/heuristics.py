@@ -569,8 +569,8 @@ SM90_W1_PREFETCH_MAX_BM = 8
 #: routed slots, tokens x top-k, must also fit the warp's 32 lanes), with this many K128 steps (each 4 slabs x (4096
 #: code + 256 scale) bytes) of the CTA's first W1 task. Session 47 call C (routed P = 1, timeline against the same
 #: bundles with it off): 4 steps -1.0 / -1.0 % at GLM-5.2 T = 1 / 2, -0.8 / -0.5 % at DSV-4.1-Flash, T = 3-4 within
-#: -1.5..+0.5 %; 8 steps -0.8 / -2.0 % and -0.3 / +0.5 %, +1.7 % at DSV-4.1-Flash T = 4; 16 worse (up to +3 %). In a
-#: replay with a cold L2 (the trace) 8 steps took GLM-5.2 T = 1 / 2 -5.9 / -2.3 %, DSV-4.1-Flash -2.2 / -1.6 %.
+#: -1.5..+0.5 %; 8 steps -0.8 / -2.0 % and -0.3 / +0.5 %, +1.7 % at DSV-4.1-Flash T = 4; 16 worse (up to +3 %). Paper
+#: protocol (call D): -0.5 % at T = 1 / 2 on both models; every replay cold (call E): -0.4..+0.1 %.
 SM90_W1_PREFETCH_MAX_TOKENS = 2
 SM90_W1_PREFETCH_STEPS = 4
 #: Under which role4 -> role2 edge (``graph.ROLE4_EDGES``): always under "full" (role2 launched with role1 at the

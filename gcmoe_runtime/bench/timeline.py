@@ -15,8 +15,8 @@ sweep's latency at the same point), and back-to-back replays leave the weights o
 far as 50 MB of L2 allows (the routed weights of every production point are larger). ``--cold`` flushes the L2 before
 every recorded replay instead (the protocol's flusher, between the replays, outside their spans; the period then holds
 the flush and is not reported): the layer as a model's decode step meets it, its weights evicted by the other layers
-since its last call (session 47: a change that prefetches the first weights gained -0.5..-1 % back to back and
--2..-6 % in single replays after a flush).
+since its last call (session 47: routed P = 1 spans 6-9 % longer than back to back at T = 1-8; part of it may be the
+flush's own dirty lines written back while the replay starts).
 """
 from __future__ import annotations
 

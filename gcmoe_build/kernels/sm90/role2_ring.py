@@ -119,7 +119,8 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   before its block's W1 tasks end: session 18 prefetched those and lost). The same search from the receive counts
   after the first barrier (call B) started too late: the rows arrive ~1 µs after the counts. The search holds the
   CTA's first barrier ~1-2 µs, inside the wait for role1's rows at T <= 2 (routed P = 1: -0.5..-1 % back to back,
-  -2..-6 % in a replay with a cold L2), not at larger T, where the window is a smaller part of the first task. Two
+  -0.4..+0.1 % with every replay's weights cold), not at larger T, where the window is a smaller part of the first
+  task. Two
   SASS traps met on the way: ``cp.async.bulk.prefetch.L2`` in that branch, or the kernel's ``blockIdx`` value used
   there, took every K loop of the two-CTA builds off the uniform datapath (hence per-line prefetches and
   ``ptx_mem.block_coords``).

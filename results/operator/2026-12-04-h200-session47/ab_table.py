@@ -48,3 +48,18 @@ for call, form in FORMS.items():
                  f"session 47 {call.replace('-', ' ')}: span against session 46, routed P = 1",
                  xlabel="layer span vs session 46 (%)")
     print(text)
+
+
+# call E (`../steps/s47-e.steps`): the shipped prefetch (S) against session 46 (O) with every replay cold
+# (`bench timeline --cold`), O S S O per model
+tl = here / "call-e" / "tl"
+if tl.is_dir():
+    cold = (("P = 1 GLM-5.2 routed, cold", "cglm"), ("P = 1 DSV-4.1-Flash routed, cold", "cdsv"))
+    rows, bars = arms_table(tl, cold, {"O": (1, 4), "S": (2, 3)})
+    text = ("# session 47 call e: the shipped prefetch (S) against session 46 (O), every replay after an L2 flush\n\n"
+            "`bench timeline --cold`, routed P = 1; mean of two runs per arm (O S S O); the span, median of 20 "
+            "replays each run. The prefetch runs at T <= 2.\n\n" + "\n".join(rows) + "\n")
+    (here / "call-e" / "arms.md").write_text(text)
+    plot_changes(bars, here / "call-e" / "ab_span.png", "session 47 call E: span against session 46, cold replays",
+                 xlabel="layer span vs session 46 (%)")
+    print(text)
