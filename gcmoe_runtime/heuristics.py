@@ -250,12 +250,17 @@ class TileChoice:
         return self.threads == SM90_THREADS_PIPELINED
 
 
+def _check_int(what: str, name: str, value: int, lo: int) -> None:
+    """``value`` must be an integer (not a bool) >= ``lo``: else a ValueError naming the rule and the field."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise ValueError(f"{what}: {name} = {value!r} must be an integer >= {lo}")
+
+
 def _check_shape(tokens: int, ranks: int, top_k: int, experts: int, **more: int) -> None:
     checks = [("tokens", tokens, 0), ("ranks", ranks, 1), ("top_k", top_k, 1), ("experts", experts, 1)]
     checks += [(name, v, 1) for name, v in more.items()]
     for name, v, lo in checks:
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise ValueError(f"tile heuristic: {name} = {v!r} must be an integer >= {lo}")
+        _check_int("tile heuristic", name, v, lo)
     if experts % ranks:
         raise ValueError(f"tile heuristic: experts = {experts} is not divisible by ranks = {ranks}")
     if top_k > experts:
@@ -515,8 +520,7 @@ def choose_shared_bm(tokens: int, candidates: Sequence[int] = SM90_SHARED_BM_CAN
     """SM90 role4 (shared experts) block size: a shared expert sees every local token, so there is no
     routing spread; the smallest candidate holding all T tokens, the largest one (several blocks) above it.
     Candidates outside role4's ladder (SM90_SHARED_BM_CANDIDATES: role2's BM 48) are ignored."""
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-        raise ValueError(f"shared tile heuristic: tokens = {tokens!r} must be an integer >= 0")
+    _check_int("shared tile heuristic", "tokens", tokens, 0)
     cands = _sorted_candidates([c for c in candidates if c in SM90_SHARED_BM_CANDIDATES] or candidates,
                                SM90_SHARED_BM_CANDIDATES)
     return _pick_bm(float(max(tokens, 1)), cands)[0]
@@ -539,8 +543,7 @@ def sm90_role4_edge(tokens: int) -> str:
     """The role4 -> role2 edge of a call with ``tokens`` tokens on this rank (``graph.ROLE4_EDGES``): ``"full"`` from
     SM90_ROLE4_FULL_EDGE_MIN_TOKENS to ..._MAX_TOKENS, ``"launch_order"`` elsewhere (read at call time, so
     ``ci/run_with_heuristics.py`` can move the bounds)."""
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-        raise ValueError(f"role4 edge: tokens = {tokens!r} must be an integer >= 0")
+    _check_int("role4 edge", "tokens", tokens, 0)
     lo, hi = SM90_ROLE4_FULL_EDGE_MIN_TOKENS, SM90_ROLE4_FULL_EDGE_MAX_TOKENS
     return "full" if lo <= tokens <= hi else "launch_order"
 
@@ -555,8 +558,7 @@ SM90_PLACE_CTAS_MIN_TOKENS = 2
 def sm90_place_ctas(tokens: int, role4_edge: str) -> bool:
     """Whether role2 takes its CTA index from where it runs in a call with ``tokens`` tokens on this rank whose role4 ->
     role2 edge is ``role4_edge`` (``graph.ROLE4_EDGES``)."""
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-        raise ValueError(f"role2 placement: tokens = {tokens!r} must be an integer >= 0")
+    _check_int("role2 placement", "tokens", tokens, 0)
     return role4_edge == "launch_order" and tokens >= SM90_PLACE_CTAS_MIN_TOKENS
 
 
@@ -583,10 +585,8 @@ def sm90_w1_prefetch_steps(tokens: int, ranks: int, role4_edge: str) -> int:
     """K128 steps of each role2 CTA's first W1 task that it brings into L2 before the task's ring block is full (0:
     none) in a call with ``tokens`` tokens on this rank, ``ranks`` ranks and role4 -> role2 edge ``role4_edge``. Read at
     call time, so ``ci/run_with_heuristics.py`` can move the bounds."""
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-        raise ValueError(f"role2 W1 prefetch: tokens = {tokens!r} must be an integer >= 0")
-    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
-        raise ValueError(f"role2 W1 prefetch: ranks = {ranks!r} must be an integer >= 1")
+    _check_int("role2 W1 prefetch", "tokens", tokens, 0)
+    _check_int("role2 W1 prefetch", "ranks", ranks, 1)
     edge_ok = role4_edge == "full" or (role4_edge == "launch_order" and SM90_W1_PREFETCH_AFTER_ROLE4 == 1)
     on = ranks == 1 and 1 <= tokens <= SM90_W1_PREFETCH_MAX_TOKENS and edge_ok
     return SM90_W1_PREFETCH_STEPS if on else 0

@@ -772,6 +772,16 @@ def _trace_parts(cfg):
             for i in cutlass.range(wsl.ROLE2_PLACE_WORDS // 4, unroll=1):
                 st_global_v4(place + Int64(i) * 16, Int32(0), Int32(0), Int32(0), Int32(0))
 
+    def replay_tasks(nq, ncta, ring_blocks):
+        """This replay's W1 tasks per W1 tile (:func:`w1_split_runs`, line for line; 1 outside the split builds) and
+        its task count, from its ``nq`` pool blocks."""
+        srun = Int32(1)
+        if const_expr(SPLIT > 1):
+            srun = 1 + (SPLIT - 1) * (Int32(nq * NT1 * SPLIT <= ncta) * Int32(nq <= ring_blocks)
+                                      * Int32(nq <= W1_SPLIT_MAX_BLOCKS))
+            return srun, nq * (NT1 * srun + NT2)
+        return srun, nq * TPB
+
     @cute.jit
     def prefetch_first_w1(ws: Int64, o_topk_idx: Int64, rank_tokens: Int32, ring_blocks: Int32, steps: Int32,
                           w1_tiles: Int64, w1_scales: Int64, lane: Int32):
@@ -801,13 +811,7 @@ def _trace_parts(cfg):
             nbj = shfl_idx(nb, Int32(j))
             first = first + Int32(shfl_idx(e, Int32(j)) < e) * nbj
             nq = nq + nbj
-        srun = Int32(1)  # as the kernel derives it after the receive counts (w1_split_runs)
-        if const_expr(SPLIT > 1):
-            srun = 1 + (SPLIT - 1) * (Int32(nq * NT1 * SPLIT <= ncta) * Int32(nq <= ring_blocks)
-                                      * Int32(nq <= W1_SPLIT_MAX_BLOCKS))
-            ntasks = nq * (NT1 * srun + NT2)
-        else:
-            ntasks = nq * TPB
+        srun, ntasks = replay_tasks(nq, ncta, ring_blocks)  # as the kernel derives them after the receive counts
         q, is1, tile, gen, rb, sp = acquire_block(cta, nq, Int64(0), ring_blocks, Int64(0), Int64(0), wait=False,
                                                   srun=srun if const_expr(SPLIT > 1) else None)
         nrun = NK1 // srun  # a split W1 task's K128 steps (srun 1: the whole K)
@@ -1075,13 +1079,7 @@ def _trace_parts(cfg):
         if const_expr(PLACED):
             if place_ctas != 0:
                 cta = ld_shared_b32(smem + PLACE_OFF)
-        srun = Int32(1)  # W1 tasks per W1 tile this replay (role2_ring.w1_split_runs, line for line)
-        if const_expr(SPLIT > 1):
-            srun = 1 + (SPLIT - 1) * (Int32(nq * NT1 * SPLIT <= ncta) * Int32(nq <= ring_blocks)
-                                      * Int32(nq <= W1_SPLIT_MAX_BLOCKS))
-            ntasks = nq * (NT1 * srun + NT2)
-        else:
-            ntasks = nq * TPB
+        srun, ntasks = replay_tasks(nq, ncta, ring_blocks)
         nlocal = (ntasks - cta + ncta - 1) // ncta  # the static split's tasks of this CTA (may be 0)
 
         if tid < P0:
