@@ -72,26 +72,27 @@ def arm_rows(tl_dir, label: str, old: tuple[str, ...], arms: list[tuple[str, tup
 
 
 def arms_table(tl_dir, cases: list[tuple[str, str]], runs: dict[str, tuple[int, ...]], whats: tuple[str, ...],
-               shown: tuple[str, ...] = ("span",), model: str | None = None) -> list[str]:
-    """A Markdown table of several arms against arm ``A`` over several roles at once: per case and T, A's ``shown``
-    values (each run) and every other arm's change against A of each of ``whats`` (roles or ``"span"``, the mean of
-    the arm's runs, :func:`change_pct`). ``cases``: (row label, run prefix); a run folder is ``<prefix>-<arm>-<n>``
-    under ``tl_dir`` for ``n`` in ``runs[arm]``; a case without A's runs is left out, an arm without runs there is
-    shown as ``-``; ``model`` as for :func:`role_us` (runs of several ``--model``)."""
-    arms = [a for a in runs if a != "A"]
-    lines = ["| case | T | " + " | ".join(f"A {w} µs" for w in shown) + " | "
+               shown: tuple[str, ...] = ("span",), model: str | None = None, base: str = "A") -> list[str]:
+    """A Markdown table of several arms against arm ``base`` over several roles at once: per case and T, the base's
+    ``shown`` values (each run) and every other arm's change against it of each of ``whats`` (roles or ``"span"``,
+    the mean of the arm's runs, :func:`change_pct`). ``cases``: (row label, run prefix); a run folder is
+    ``<prefix>-<arm>-<n>`` under ``tl_dir`` for ``n`` in ``runs[arm]``; a case without the base's runs is left out,
+    an arm without runs there is shown as ``-``; ``model`` as for :func:`role_us` (runs of several ``--model``)."""
+    arms = [a for a in runs if a != base]
+    lines = ["| case | T | " + " | ".join(f"{base} {w} µs" for w in shown) + " | "
              + " | ".join(f"{x} {w}" for x in arms for w in whats) + " |",
              "|---|---|" + "---|" * (len(shown) + len(arms) * len(whats))]
     tl_dir = Path(tl_dir)
     for label, pre in cases:
-        if not (tl_dir / f"{pre}-A-{runs['A'][0]}").exists():
+        if not (tl_dir / f"{pre}-{base}-{runs[base][0]}").exists():
             continue
         have = [a for a in runs if (tl_dir / f"{pre}-{a}-{runs[a][0]}").exists()]
         got = {(a, w): _runs(tl_dir, tuple(f"{pre}-{a}-{i}" for i in runs[a]), model, w)
                for a in have for w in dict.fromkeys(whats + shown)}
-        for t in sorted(got["A", whats[0]][0]):
-            cells = [f"{change_pct(got['A', w], got[x, w], t):+.1f} %" if x in have else "-" for x in arms for w in whats]
-            lines.append(f"| {label} | {t} | " + " | ".join(runs_cell(got["A", w], t) for w in shown) + " | "
+        for t in sorted(got[base, whats[0]][0]):
+            cells = [f"{change_pct(got[base, w], got[x, w], t):+.1f} %" if x in have else "-"
+                     for x in arms for w in whats]
+            lines.append(f"| {label} | {t} | " + " | ".join(runs_cell(got[base, w], t) for w in shown) + " | "
                          + " | ".join(cells) + " |")
     return lines
 

@@ -8,6 +8,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from .protocol import FLUSH_MODES
+
 
 def _tokens(s: str) -> tuple[int, ...]:
     try:
@@ -67,7 +69,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="exercise the whole harness on the CPU (gloo for P>1); timings are not performance")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser (also what tests check prepared GPU steps files against)."""
     ap = argparse.ArgumentParser(prog="python -m gcmoe_runtime.bench", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
 
@@ -104,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     tl.add_argument("--replays", type=int, default=20, help="recorded back-to-back replays per point")
     tl.add_argument("--cold", action="store_true", help="an L2 flush before every recorded replay (the weights cold, "
                     "as in a model's decode step) instead of back-to-back replays")
+    tl.add_argument("--flush", choices=FLUSH_MODES, default="write", help="how the L2 is flushed: write (the "
+                    "protocol's: leaves the flush buffer's dirty lines) or read (leaves clean lines)")
     tl.add_argument("--seed", type=int, default=0)
     tl.add_argument("--tile", default=None, help="role2 BM:THREADS[:CTAS[:SPLIT]] at every T (a build the bundle holds)")
     tl.add_argument("--out", type=Path, required=True)
@@ -118,7 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     tk.add_argument("--out", type=Path, required=True)
 
     sub.add_parser("list", help="list registered implementations")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
 
     if a.cmd == "timeline":
         from .shapes import resolve_model
@@ -126,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
 
         res = run([resolve_model(m) for m in a.model], list(a.tokens), a.shared, a.replays, a.out,
                   "python -m gcmoe_runtime.bench " + shlex.join(sys.argv[1:] if argv is None else argv), a.seed,
-                  _tile(a.tile), a.cold)
+                  _tile(a.tile), a.cold, a.flush)
         print(markdown(res))
         return 0
 

@@ -72,16 +72,31 @@ def mean_of_ratios(baseline: Sequence[float], subject: Sequence[float]) -> float
 # GPU timing path (torch imported lazily so the statistics above stay importable anywhere)
 
 
-class L2Flusher:
-    """Evicts L2 by writing a buffer larger than it."""
+#: how an :class:`L2Flusher` evicts the L2: ``write`` (the protocol's: zeroes its buffer, so the L2 is left full of
+#: the buffer's dirty lines, written back as the next kernel's reads evict them) or ``read`` (reduces the buffer: the
+#: L2 is left holding clean lines, nothing to write back)
+FLUSH_MODES = ("write", "read")
 
-    def __init__(self, nbytes: int, device):
+
+class L2Flusher:
+    """Evicts L2 by writing (or, ``mode="read"``, reading) a buffer larger than it."""
+
+    def __init__(self, nbytes: int, device, mode: str = "write"):
         import torch
 
-        self.buf = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
+        if mode not in FLUSH_MODES:
+            raise ValueError(f"L2 flush mode={mode!r} must be one of {FLUSH_MODES}")
+        self.mode = mode
+        self.buf = torch.zeros(nbytes // 4, dtype=torch.int32, device=device)
+        self.sink = torch.zeros((), dtype=torch.int64, device=device)
 
     def __call__(self) -> None:
-        self.buf.zero_()
+        import torch
+
+        if self.mode == "write":
+            self.buf.zero_()
+        else:
+            torch.sum(self.buf, dim=0, dtype=torch.int64, out=self.sink)
 
 
 def capture_graph(step: Callable[[], None], warm_steps: int = 2):

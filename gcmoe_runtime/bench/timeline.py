@@ -16,7 +16,9 @@ far as 50 MB of L2 allows (the routed weights of every production point are larg
 every recorded replay instead (the protocol's flusher, between the replays, outside their spans; the period then holds
 the flush and is not reported): the layer as a model's decode step meets it, its weights evicted by the other layers
 since its last call (session 47: routed P = 1 spans 6-9 % longer than back to back at T = 1-8; part of it may be the
-flush's own dirty lines written back while the replay starts).
+flush's own dirty lines written back while the replay starts). ``--flush read`` evicts by reading the flush buffer
+instead of writing it, leaving clean lines: the cold replay without that write-back, as after other layers' weights
+(which a decode step only reads).
 """
 from __future__ import annotations
 
@@ -79,11 +81,12 @@ def summarize(timelines: list[dict]) -> dict:
 def markdown(result: dict) -> str:
     """The per-model tables of a :func:`run` result."""
     cold = result.get("cold", False)
+    how = " by reads" if result.get("flush", "write") == "read" else ""
     lines = [f"# Layer timeline per role — {result['gpu']}, {result['date']}", "",
              f"Command: `{result['command']}`", "",
              "Each cell: start-end (µs) relative to the replay's first kernel, median over "
-             + (f"{result['replays']} replays, each after an L2 flush (cold; the period holds the flush: not "
-                "reported)" if cold else f"{result['replays']} back-to-back replays after an L2 flush")
+             + (f"{result['replays']} replays, each after an L2 flush{how} (cold; the period holds the flush: not "
+                "reported)" if cold else f"{result['replays']} back-to-back replays after an L2 flush{how}")
              + " (torch.profiler / CUPTI; the profiler adds per-kernel overhead: compare the period with the sweep's "
              "latency).", ""]
     for model in result["models"]:
@@ -149,7 +152,8 @@ def trace_point(replay, flush, replays: int, warm: int = 3, cold: bool = False) 
 
 def one_gpu_run(shared: bool, replays: int, command: str, **extra) -> tuple:
     """What the one-GPU instruments (this module, ``task_trace``) share: the device, world-1 layout and rank context,
-    an L2 flusher (the protocol's) and the result header; returns ``(layout, ctx, flush, result)``."""
+    an L2 flusher (the protocol's; ``flush=MODE`` in ``extra``: another :data:`~.protocol.FLUSH_MODES`) and the result
+    header; returns ``(layout, ctx, flush, result)``."""
     import datetime
     import torch
 
@@ -161,7 +165,7 @@ def one_gpu_run(shared: bool, replays: int, command: str, **extra) -> tuple:
     torch.cuda.set_device(0)
     layout = Layout(world=1, ep=1)
     ctx = RankContext(rank=0, world=1, device=device, seed=extra.pop("seed", 0))
-    flush = L2Flusher(PAPER.l2_flush_bytes, device)
+    flush = L2Flusher(PAPER.l2_flush_bytes, device, extra.get("flush", "write"))
     result: dict[str, Any] = {"gpu": torch.cuda.get_device_name(), "shared": shared, "replays": replays,
                               "command": command, **extra,
                               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -185,22 +189,22 @@ def loaded_gcmoe(shape, layout, ctx, shared: bool, tile: Optional[tuple] = None)
 
 
 def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, command: str, seed: int = 0,
-        tile: Optional[tuple] = None, cold: bool = False) -> dict:
+        tile: Optional[tuple] = None, cold: bool = False, flush: str = "write") -> dict:
     """Trace every (model, T) at world 1 with the gc-moe implementation; write the JSON, markdown and plot.
     ``tile``: role2's (BM, threads[, ctas_per_sm[, w1_split]]) at every T instead of the heuristic's; ``cold``: an L2
-    flush before every recorded replay."""
+    flush before every recorded replay; ``flush``: how the L2 is flushed (:data:`~.protocol.FLUSH_MODES`)."""
     from .protocol import capture_graph
     from .routing import build_point
 
-    layout, ctx, flush, result = one_gpu_run(shared, replays, command, seed=seed, tile=list(tile) if tile else None,
-                                             cold=cold)
+    layout, ctx, flusher, result = one_gpu_run(shared, replays, command, seed=seed, tile=list(tile) if tile else None,
+                                               cold=cold, flush=flush)
     for shape in models:
         impl = loaded_gcmoe(shape, layout, ctx, shared, tile)
         entry: dict[str, Any] = {"model": shape.name, "loaded": impl.describe(), "points": []}
         for T in tokens:
             prep = impl.prepare(build_point(shape, T, layout, 0, seed))
             graph = None if prep.replay is not None else capture_graph(prep.step)  # as the sweep does
-            events = trace_point(prep.replay or graph.replay, flush, replays, cold=cold)
+            events = trace_point(prep.replay or graph.replay, flusher, replays, cold=cold)
             tl = replay_timelines(events)
             entry["points"].append({"tokens": T, "summary": summarize(tl),
                                     "kernels": sorted({n for n, _, _ in events})})

@@ -85,3 +85,14 @@ def test_arms_table_changes_of_several_roles_against_a(ci_tool, tmp_path):
     assert lines[1].count("|") == lines[0].count("|")
     assert lines[2:] == ["| share | 16 | 110.0 / 110.0 | -5.0 % | +15.0 % | -3.6 % |",
                          "| P1 | 16 | 3.0 / 3.0 | - | - | - |"]
+
+
+def test_arms_table_against_another_base_arm(ci_tool, tmp_path):
+    """``base="W"``: the back-to-back arm as the reference of two cold arms (session 48's ``s48-a.steps``)."""
+    tl = ci_tool("timeline_ab")
+    for name, span in (("r-W-1", 100.0), ("r-C-2", 108.0), ("r-R-3", 103.0), ("r-R-4", 105.0), ("r-C-5", 110.0),
+                       ("r-W-6", 100.0)):
+        _layer_run(tmp_path, name, {1: (1.0, 2.0, span)})
+    lines = tl.arms_table(tmp_path, [("GLM", "r")], {"W": (1, 6), "C": (2, 5), "R": (3, 4)}, ("span",), base="W")
+    assert lines[0] == "| case | T | W span µs | C span | R span |"
+    assert lines[2:] == ["| GLM | 1 | 100.0 / 100.0 | +9.0 % | +4.0 % |"]

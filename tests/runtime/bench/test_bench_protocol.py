@@ -37,3 +37,18 @@ def test_protocol_config():
     assert not ProtocolConfig(measured_windows=10).is_paper
     with pytest.raises(ValueError, match="replays_per_window"):
         ProtocolConfig(replays_per_window=0)
+
+
+def test_l2_flusher_writes_or_reads_its_buffer_and_refuses_other_modes():
+    """``write`` zeroes the buffer (the protocol's flush: dirty lines); ``read`` only reduces it (clean lines)."""
+    from gcmoe_runtime.bench.protocol import L2Flusher
+
+    w, r = L2Flusher(4096, "cpu"), L2Flusher(4096, "cpu", "read")
+    w.buf.fill_(7)
+    r.buf.fill_(7)
+    w()
+    r()
+    assert int(w.buf.abs().sum()) == 0
+    assert int(r.buf.min()) == 7 and int(r.sink) == 7 * 1024
+    with pytest.raises(ValueError, match="flush mode='evict' must be one of"):
+        L2Flusher(4096, "cpu", "evict")

@@ -97,3 +97,31 @@ def test_cold_trace_flushes_before_every_recorded_replay(monkeypatch):
     calls.clear()
     timeline.trace_point(lambda: calls.append("r"), lambda: calls.append("f"), 3, warm=2)
     assert calls == ["r", "r", "f", "r", "r", "r"]
+
+
+def test_read_flush_is_named_in_the_report():
+    res = {"gpu": "H200", "date": "2026-12-04", "command": "x", "replays": 3, "shared": False, "cold": True,
+           "flush": "read",
+           "models": [{"model": "glm-5.2", "points": [{"tokens": 1, "summary": summarize(replay_timelines(_records()))}]}]}
+    assert "each after an L2 flush by reads (cold" in markdown(res)
+    res["flush"] = "write"
+    assert "each after an L2 flush (cold" in markdown(res)
+
+
+def test_timeline_cli_takes_the_flush_mode_and_refuses_others(monkeypatch, tmp_path, capsys):
+    from gcmoe_runtime.bench import __main__ as cli
+    from gcmoe_runtime.bench import timeline
+
+    seen = {}
+
+    def fake_run(models, tokens, shared, replays, out, command, seed, tile, cold, flush):
+        seen.update(cold=cold, flush=flush)
+        return {"gpu": "-", "date": "-", "command": command, "replays": replays, "shared": shared, "cold": cold,
+                "flush": flush, "models": []}
+
+    monkeypatch.setattr(timeline, "run", fake_run)
+    assert cli.main(["timeline", "--model", "glm-5.2", "--cold", "--flush", "read", "--out", str(tmp_path)]) == 0
+    assert seen == {"cold": True, "flush": "read"}
+    with pytest.raises(SystemExit):
+        cli.main(["timeline", "--model", "glm-5.2", "--flush", "evict", "--out", str(tmp_path)])
+    assert "invalid choice: 'evict'" in capsys.readouterr().err
