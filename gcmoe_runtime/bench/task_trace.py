@@ -6,8 +6,8 @@ with ``role2_ring.TRACE`` write (``ci/build_trace_bundles.sh``; a dev instrument
 prepares it and replayed a few times; then, ``--replays`` times, the trace region is zeroed, the L2 flushed and one
 replay recorded. Each task row holds ``%globaltimer`` stamps (``gcmoe_runtime.workspace.layout``: ``TRACE_*``): when the
 producer thread began its acquires (claim), had them (ready: a W2 task's wait for its block's W1 tiles ends here),
-issued its last weight stage; when consumer thread 0 took the task (start) and finished it (end); the SM, CTA and
-the task's coordinates. Writes ``tasks.json.gz`` (every replay's summary and the tasks of the median one),
+issued its last weight stage; when consumer thread 0 took the task (start) and finished it (end), and the parts of
+the task's top between (:data:`TOP_PARTS`, builds since session 48); the SM, CTA and the task's coordinates. Writes ``tasks.json.gz`` (every replay's summary and the tasks of the median one),
 ``tasks.md`` (per point: phases, waits, per-task stream rates, a task's parts, how busy the SMs were) and ``tasks.png``
 (a Gantt chart per point: one row per CTA, grouped by SM).
 
@@ -45,14 +45,32 @@ def decode(rows: Iterable[Sequence[int]]) -> list[dict]:
         where, what = w[wsl.TRACE_WHERE], w[wsl.TRACE_WHAT]
         out.append({"task": task, "claim": claim, "ready": ready, "start": start, "end": end,
                     "last_stage": w[wsl.TRACE_LAST_STAGE], "chunk0": w[wsl.TRACE_CHUNK0],
+                    **{name: w[word] for name, word in TOP_WORDS.items()},
                     "kloop_end": w[wsl.TRACE_KLOOP_END], "sm": where & 0xFFFFFFFF, "cta": (where >> 32) & 0xFFFFFFFF,
                     "w1": bool(what & 0xFF), "tile": (what >> 8) & 0xFF, "split": (what >> 16) & 0xFF,
                     "block": (what >> 24) & 0xFFFFFF, "gen": (what >> 48) & 0xFFFF})
     return out
 
 
+#: a task's top in parts (builds since session 48; older traces leave these words 0): decode name -> trace word
+TOP_WORDS = {"top_bar": wsl.TRACE_TOP_BAR, "issued": wsl.TRACE_CHUNK0_ISSUED, "scales": wsl.TRACE_CHUNK0_SCALES,
+             "landed": wsl.TRACE_CHUNK0_LANDED}
+#: :func:`top_parts`' parts, in the order consumer thread 0 passes them: the record in hand -> past the top's barrier
+#: (bar) -> the first chunk's copy issued (issue: a W2 task's wait for its W1 bits is here) -> its token scales stored
+#: (scales: global loads) -> the copy's wait over (land) -> every consumer past the chunk's barrier (sync)
+TOP_PARTS = ("bar", "issue", "scales", "land", "sync")
+
+
+def top_parts(tasks: list[dict]) -> dict:
+    """The median µs of each of :data:`TOP_PARTS` over ``tasks`` (decoded, every top word stamped); the parts of one
+    task add up to its top (start -> chunk0)."""
+    marks = ("start", "top_bar", "issued", "scales", "landed", "chunk0")
+    return {part: statistics.median((t[b] - t[a]) / 1e3 for t in tasks)
+            for part, a, b in zip(TOP_PARTS, marks, marks[1:])}
+
+
 TASK_FIELDS = ("task", "claim", "ready", "start", "end", "last_stage", "sm", "cta", "w1", "tile", "split", "block",
-               "gen", "chunk0", "kloop_end")
+               "gen", "chunk0", "kloop_end", "top_bar", "issued", "scales", "landed")
 
 
 def compact_point(tokens: int, recorded: list[dict]) -> dict:
@@ -61,7 +79,7 @@ def compact_point(tokens: int, recorded: list[dict]) -> dict:
     trace of every replay is ~1 MB per point: not worth keeping)."""
     rep = sorted(recorded, key=lambda r: r["summary"]["span_us"])[len(recorded) // 2]
     t0 = min(t["claim"] for t in rep["tasks"])
-    rel = {"claim", "ready", "start", "end", "last_stage", "chunk0", "kloop_end"}
+    rel = {"claim", "ready", "start", "end", "last_stage", "chunk0", "kloop_end", *TOP_WORDS}
     rows = [[(t[f] - t0 if t[f] else -1) if f in rel else int(t[f]) for f in TASK_FIELDS] for t in rep["tasks"]]
     return {"tokens": tokens, "summaries": [r["summary"] for r in recorded],
             "median": median_summary([r["summary"] for r in recorded]),
@@ -133,6 +151,8 @@ def summarize(tasks: list[dict], hidden: int, intermediate: int) -> dict:
                          if all(t["chunk0"] and t["kloop_end"] for t in ts) else None),
             "bytes_per_task": nbytes,
         }
+        if all(t.get(w, 0) > 0 for t in ts for w in TOP_WORDS):  # stamped (0 raw, -1 relative: not)
+            res[name]["top_parts_us"] = top_parts(ts)
     per_sm: dict[int, list] = {}
     for t in tasks:
         per_sm.setdefault(t["sm"], []).append((us(t["start"]), us(t["end"])))
@@ -231,6 +251,19 @@ def markdown(result: dict) -> str:
             cell = lambda w: ("{top:.1f} / {kloop:.1f} / {after:.1f}".format(**w["parts_us"])  # noqa: E731
                               if w and "parts_us" in w else "-")
             lines.append(f"| {name} | {p['tokens']} | {cell(p['median'].get('w1'))} | {cell(p['median'].get('w2'))} |")
+    tops = [(model["model"], p) for model in result["models"] for p in model["points"]
+            if any("top_parts_us" in p["median"].get(k, {}) for k in ("w1", "w2"))]
+    if tops:
+        lines += ["", "A task's top in parts (median µs, consumer thread 0): bar = record in hand -> past the top's "
+                  "barrier; issue = -> the first chunk's copy issued (W2: its W1 bits' wait); scales = -> its token "
+                  "scales stored; land = -> the copy's wait over; sync = -> every consumer past the chunk's barrier.",
+                  "", "| model | T | W1 " + " / ".join(TOP_PARTS) + " | W2 " + " / ".join(TOP_PARTS) + " |",
+                  "|---|---|---|---|"]
+        for name, p in tops:
+            tcell = lambda w: (" / ".join(f"{w['top_parts_us'][k]:.2f}" for k in TOP_PARTS)  # noqa: E731
+                               if w and "top_parts_us" in w else "-")
+            lines.append(f"| {name} | {p['tokens']} | {tcell(p['median'].get('w1'))} | "
+                         f"{tcell(p['median'].get('w2'))} |")
     quant = [(name, p) for name, p in parts
              if any("kloop_q" in p["median"].get(k, {}).get("parts_us", {}) for k in ("w1", "w2"))]
     if quant:
@@ -280,6 +313,8 @@ def median_summary(summaries: list[dict]) -> dict:
                       "gbps": med(w["gbps_per_task_median"] for w in ws),
                       "wait_median_us": med(w["wait_ready_us"]["median"] for w in ws),
                       "wait_max_us": med(w["wait_ready_us"]["max"] for w in ws)}
+            if all("top_parts_us" in w for w in ws):
+                out[k]["top_parts_us"] = {part: med(w["top_parts_us"][part] for w in ws) for part in TOP_PARTS}
             if all(w.get("parts_us") for w in ws):
                 out[k]["parts_us"] = {part: med(w["parts_us"][part] for w in ws) for part in ("top", "kloop", "after")}
                 if all("kloop_q" in w["parts_us"] for w in ws):  # traces recorded before session 37 have none

@@ -101,8 +101,9 @@ from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
 #: 7: role2's task trace appended on Hopper (no offset moves); 8: act_maps holds BM 48's two maps too (slots 8-9,
 #: appended: the other BMs' slots keep their places; every region after act_maps moves by 256 bytes); 9: act_maps
 #: holds BM 80's two maps too (slots 10-11, appended the same way); 10: role2's task ticket appended on Hopper (no
-#: offset moves); 11: role2's placement counters appended on Hopper (no offset moves)
-LAYOUT_VERSION = 11
+#: offset moves); 11: role2's placement counters appended on Hopper (no offset moves); 12: role2_trace rows of 16
+#: words (the task's top in parts) for 20 480 tasks, the region's bytes unchanged (no offset moves)
+LAYOUT_VERSION = 12
 #: act_maps: one 128-byte tensor map per (BM in 8 / 16 / 32 / 64 / 48 / 80, ring_x or l2_x): :func:`act_map_slot`
 ACT_MAP_BYTES = 128
 ACT_MAP_BMS = (8, 16, 32, 64, 48, 80)
@@ -135,8 +136,8 @@ SELFTEST_PAYLOAD = 8  # producer writes payload words [8, 8 + SELFTEST_PAYLOAD_W
 SELFTEST_PAYLOAD_WORDS = 32
 
 # role2's task trace (dev builds with ``role2_ring.TRACE``): one row of u64 words per task, by static task index
-ROLE2_TRACE_TASKS = 32768  # GLM-5.2 P = 1 T = 256: ~14 000 tasks
-ROLE2_TRACE_WORDS = 10
+ROLE2_TRACE_TASKS = 20480  # GLM-5.2 P = 1 T = 256: ~14 000 tasks (x ROLE2_TRACE_WORDS: the bytes of layout v7-11)
+ROLE2_TRACE_WORDS = 16
 #: role2_place (role2_ring, "Placement"; host mirror ``role2_ring.placed_cta``): word indices
 PLACE_CLASS = 0  # two words: CTAs of class 0 (the first on their SM) and class 1 (the rest) started so far
 PLACE_STARTED = 2  # CTAs started so far (the one that reads grid - 1 zeroes the region)
@@ -152,7 +153,12 @@ TRACE_WHAT = 5  # is1 (0 W2, 1 W1) | tile << 8 | split index << 16 | pool block 
 TRACE_LAST_STAGE = 6  # the producer has issued the task's last weight stage
 TRACE_CHUNK0 = 7  # consumer thread 0: the task's first activation chunk landed (every consumer past its barrier)
 TRACE_KLOOP_END = 8  # ... the task's K loop is done (every wgmma waited), before the epilogue (or split hand-over)
-TRACE_SPARE = 9  # unused; the sink of tasks past ROLE2_TRACE_TASKS (role2_ring's trace_addr)
+# the task's top (TRACE_START -> TRACE_CHUNK0) in parts, consumer thread 0 each (layout v12, session 48):
+TRACE_TOP_BAR = 9  # past the top's barrier (every consumer done with the previous task's buffers)
+TRACE_CHUNK0_ISSUED = 10  # has issued the first chunk's copy (a W2 task: after its W1 bits' wait)
+TRACE_CHUNK0_SCALES = 11  # has the first chunk's token scales (its global loads) stored to shared memory
+TRACE_CHUNK0_LANDED = 12  # its wait for the first chunk's copy is over (mbarrier / cp.async), before the barrier
+TRACE_SPARE = 15  # unused; the sink of tasks past ROLE2_TRACE_TASKS (role2_ring's trace_addr)
 
 
 def shared_split_blocks(spec: "LayoutSpec") -> int:

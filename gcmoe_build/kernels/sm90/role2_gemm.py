@@ -1094,8 +1094,18 @@ def _issue_act_chunk_tma(cfg: "Role2GemmConfig", smem, buf, src: ActTma, kc, b):
 
 
 @cute.jit
+def _stamp_top(stamps, part: str, ctid, kc=None):
+    """Consumer thread 0 stores ``%globaltimer`` at ``stamps[part]`` (:func:`for_each_chunk`'s task trace; nothing
+    where ``stamps`` is None or lacks the part); ``kc``: only in chunk 0."""
+    if const_expr(stamps is not None and part in stamps):
+        first = Int32(1) if const_expr(kc is None) else Int32(kc == 0)
+        if first * Int32(ctid == 0) != 0:
+            st_relaxed_gpu_u64(stamps[part], globaltimer())
+
+
+@cute.jit
 def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row_addr, scale_addr, ctid, ntok, body,
-                   wait_chunk=None, c0=None, nkc=None, stamp_first=None, w1=None):
+                   wait_chunk=None, c0=None, nkc=None, stamps=None, w1=None):
     """Consumers, one task: stage each K chunk of the block's activations and scales in shared memory and run
     ``body(kc, act_buf, asc_buf, prefetch)`` (the chunk's MMAs; every wgmma waited when it returns) on it.
     ``row_addr(tok)``: token row ``tok``'s first byte; ``scale_addr(kc, tok, kk)``: the address of its scale of group
@@ -1115,8 +1125,11 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     ``c0`` / ``nkc`` (act_buffers=2 only): run the ``nkc`` chunks from chunk ``c0`` (a split-K task's K range; default
     every chunk of K): activations and scales are read at chunk ``c0 + kc``, ``body`` and the buffers count from 0.
 
-    ``stamp_first`` (or None): a global address where consumer thread 0 stores ``%globaltimer`` once the first chunk
-    has landed and every thread passed its barrier (``role2_ring.TRACE``'s task trace).
+    ``stamps`` (or None; ``role2_ring.TRACE``'s task trace): global addresses where consumer thread 0 stores
+    ``%globaltimer`` at the parts of the task's top: ``"top"`` past the top's barrier, ``"issued"`` once it issued the
+    first chunk's copy (after ``wait_chunk``), ``"scales"`` once it stored its first-chunk scales, ``"landed"`` when its
+    wait for the first chunk's copy is over, ``"first"`` when every thread passed the first chunk's barrier. Each key
+    may be left out. act_buffers=2 only.
 
     ``cfg.act_tma`` (2 buffers): ``row_addr`` is an :class:`ActTma` and consumer thread 0 copies each chunk by tensor
     map (:func:`_issue_act_chunk_tma`: chunk 0 at the task's top, chunk ``kc + 1`` right after chunk ``kc``'s
@@ -1152,6 +1165,7 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     if const_expr(tma):  # the previous task's generic accesses of the act area (epilogue staging) before the copies
         fence_proxy_async_shared()
     bar_sync(1, CONSUMER_THREADS)  # the previous task's reads of buffer 0 (its MMAs, W2's BF16 staging) are done
+    _stamp_top(stamps, "top", ctid)
     k0 = _run_chunk(Int32(0), c0)
     if const_expr(wait_chunk is not None):
         wait_chunk(k0)
@@ -1161,8 +1175,10 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
             _issue_act_chunk_tma(cfg, smem, act_off, row_addr, k0, Int32(0))
     else:
         _copy_act_chunk_async(smem + act_off, row_addr, ctid, k0, ntok, bm, kcl)
+    _stamp_top(stamps, "issued", ctid)
     _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_addr(k0, tok, kk), w1,
                                                            ctid, ntok, bm, ngs), w1, ctid, bm, ngs, sfl)
+    _stamp_top(stamps, "scales", ctid)
     for kc in cutlass.range(nkc, unroll=1):
         if const_expr(tma):  # chunk kc's boxes landed (async proxy: wgmma reads them as they are)
             mbar_wait_or_trap(smem + row_addr.bar_off + 8 * (kc & 1), ((row_addr.phases >> (kc & 1)) ^ (kc >> 1)) & 1,
@@ -1170,10 +1186,9 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
         else:  # chunk kc's copies (this thread's) landed; fence them for wgmma's async proxy
             cp_async_wait_all()
             fence_proxy_async_shared()
+        _stamp_top(stamps, "landed", ctid, kc)
         bar_sync(1, CONSUMER_THREADS)  # every thread's; chunk kc's scales stored; chunk kc - 1's buffer free
-        if const_expr(stamp_first is not None):
-            if Int32(kc == 0) * Int32(ctid == 0) != 0:
-                st_relaxed_gpu_u64(stamp_first, globaltimer())
+        _stamp_top(stamps, "first", ctid, kc)
         cur = kc & 1
         nxt = kc + 1
         if nxt < nkc:

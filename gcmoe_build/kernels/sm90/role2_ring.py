@@ -172,7 +172,9 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   ``%globaltimer`` into ``role2_trace[task]`` (``gcmoe_runtime.workspace.layout``: ``TRACE_*`` words): the producer
   thread when it begins the task's acquires, when it has them (a W2 task: its block's W1 bits) and after its last
   weight stage; consumer thread 0 at the task's top (record in hand), when its first activation chunk has landed, when
-  its K loop is done and past its last barrier; plus the SM and the task's coordinates. ``python -m
+  its K loop is done and past its last barrier; plus the SM and the task's coordinates. Since session 48 the top in
+  parts too (``role2_gemm.for_each_chunk``'s ``stamps``): past the top's barrier, the first chunk's copy issued, its
+  token scales stored, its wait over. ``python -m
   gcmoe_runtime.bench tasks`` reads it after one replay: which SM runs what when, how long W2 tasks wait for W1, where
   the grid idles. Plain stores, a few per task (tasks take microseconds). The trace builds' producer thread has at
   least 32 registers (``REGS`` in the kernel builder: BM 48's consumers then run at 232, as the turns builds'), so a
@@ -686,6 +688,10 @@ def _trace_parts(cfg):
         """Word ``word`` of task ``task``'s trace row := ``value`` (``globaltimer()`` for a time)."""
         st_relaxed_gpu_u64(trace_addr(trace, task, word), value)
 
+    # the trace words of a task's top: ``role2_gemm.for_each_chunk``'s ``stamps`` parts
+    top_stamps = {"top": wsl.TRACE_TOP_BAR, "issued": wsl.TRACE_CHUNK0_ISSUED, "scales": wsl.TRACE_CHUNK0_SCALES,
+                  "landed": wsl.TRACE_CHUNK0_LANDED, "first": wsl.TRACE_CHUNK0}
+
     def ring_act_scale_addr(mode, base, rb, row0, sf_stride, grp, tok):
         """Address of the activation scale of token ``tok``, K group ``grp`` of ring block ``rb``
         (``role2_gemm.load_act_scale``): W1 FP32 per K128 group, MN-major ``ring_sf[rb][H/128][sf_stride]``; W2
@@ -983,8 +989,8 @@ def _trace_parts(cfg):
         rng = dict(c0=c0, nkc=nch) if const_expr(SPLIT > 1 and mode == "w1") else {}
         if const_expr(mode == "any"):
             rng.update(nkc=nkc, w1=is1)
-        if const_expr(TR):  # the task trace's first-chunk stamp (module docstring, "Task trace")
-            rng["stamp_first"] = trace_addr(ws + o_trace, task, wsl.TRACE_CHUNK0)
+        if const_expr(TR):  # the task trace's stamps of the task's top (module docstring, "Task trace")
+            rng["stamps"] = {part: trace_addr(ws + o_trace, task, word) for part, word in top_stamps.items()}
 
         if const_expr(mode == "any"):
             # ring_act_scale_addr's two layouts as base + group * gstride + token * tstride, picked once per task

@@ -142,3 +142,32 @@ def test_sibling_durations_split_tasks_by_the_sm_siblings_work():
            "tile": [8, 384, 2], "models": [{"model": "tiny", "points": [tt.compact_point(
                4, [{"summary": s, "tasks": tt.decode(rows)}] * 3)]}]}
     assert "| tiny | 4 | 10.0 (2) | - | - | 4.0 (2) | 10.0 (2) | - |" in tt.markdown(res)
+
+
+def test_top_in_parts_when_the_build_stamps_them():
+    """Builds since session 48 stamp the top's parts (layout ``TRACE_TOP_BAR`` .. ``TRACE_CHUNK0_LANDED``): their
+    medians add up to the top (start -> chunk0); older traces (words 0) have no ``top_parts_us``."""
+    rows = sample()
+    assert "top_parts_us" not in tt.summarize(tt.decode(rows), hidden=512, intermediate=256)["w1"]
+    for r in rows[:4]:  # start + 0.1 / 0.3 / 0.6 / 0.9 µs, chunk0 at start + 1 µs
+        for word, dt in ((wsl.TRACE_TOP_BAR, 100), (wsl.TRACE_CHUNK0_ISSUED, 300), (wsl.TRACE_CHUNK0_SCALES, 600),
+                         (wsl.TRACE_CHUNK0_LANDED, 900)):
+            r[word] = r[wsl.TRACE_START] + dt
+    tasks = tt.decode(rows)
+    s = tt.summarize(tasks, hidden=512, intermediate=256)
+    want = {"bar": 0.1, "issue": 0.2, "scales": 0.3, "land": 0.3, "sync": 0.1}
+    for k in ("w1", "w2"):
+        assert s[k]["top_parts_us"] == pytest.approx(want)
+        assert sum(s[k]["top_parts_us"].values()) == pytest.approx(s[k]["parts_us"]["top"])
+    point = tt.compact_point(1, [{"summary": s, "tasks": tasks}])
+    assert point["median"]["w1"]["top_parts_us"] == pytest.approx(want)
+    # the kept replay's rows hold the words relative to its first claim, and summarize again the same
+    again = tt.summarize(tt.point_tasks(point), hidden=512, intermediate=256)
+    assert again["w2"]["top_parts_us"] == pytest.approx(want)
+    md = tt.markdown({"gpu": "H200", "date": "-", "command": "x", "shared": False, "replays": 1,
+                      "models": [{"model": "glm-5.2", "points": [point]}]})
+    assert "| glm-5.2 | 1 | 0.10 / 0.20 / 0.30 / 0.30 / 0.10 | 0.10 / 0.20 / 0.30 / 0.30 / 0.10 |" in md
+    old = copy.deepcopy(point)
+    del old["median"]["w1"]["top_parts_us"], old["median"]["w2"]["top_parts_us"]
+    assert "top in parts" not in tt.markdown({"gpu": "H200", "date": "-", "command": "x", "shared": False,
+                                              "replays": 1, "models": [{"model": "glm-5.2", "points": [old]}]})
