@@ -516,11 +516,12 @@ def test_narrow_builds(inter):
 
 
 def test_trace_builds_stamp_each_task_and_shipped_builds_do_not(role2_arts, monkeypatch):
-    """role2_ring.TRACE (a dev instrument, module docstring "Task trace"): the 384-thread build stamps nine
+    """role2_ring.TRACE (a dev instrument, module docstring "Task trace"): the 384-thread build stamps ten
     ``%globaltimer`` reads (claim, ready, last stage, start, end, and the first chunk and K loop end in the W1 and the
-    W2 code paths; the W1 first-chunk stamp once more in W1's narrow copy, narrow_n_build) and the SM into
-    ``role2_trace`` per task (relaxed u64 stores); with TRACE off (every shipped build) the PTX reads no ``%smid`` and
-    no ``%globaltimer`` but the bounded waits'."""
+    W2 code paths; the W1 first-chunk stamp once more in W1's narrow copy, narrow_n_build) plus, since session 48, the
+    top's four parts at each of the three first-chunk sites, and the SM into ``role2_trace`` per task (relaxed u64
+    stores); with TRACE off (every shipped build) the PTX reads no ``%smid`` and no ``%globaltimer`` but the bounded
+    waits'."""
     from gcmoe_build.compile import compile_variant
     from gcmoe_build.kernels.sm90 import role2_ring
 
@@ -531,5 +532,6 @@ def test_trace_builds_stamp_each_task_and_shipped_builds_do_not(role2_arts, monk
     traced = compile_variant(v).ptx
     assert "%smid" not in plain and traced.count("%smid") == 1
     assert role2_ring.narrow_n_build(True, 64, 1)
-    assert traced.count("%globaltimer") == plain.count("%globaltimer") + 10
-    assert traced.count("st.relaxed.gpu.global.u64") >= plain.count("st.relaxed.gpu.global.u64") + 11
+    top_parts = 3 * 4  # role2_gemm.for_each_chunk's stamps "top" / "issued" / "scales" / "landed" at three sites
+    assert traced.count("%globaltimer") == plain.count("%globaltimer") + 10 + top_parts
+    assert traced.count("st.relaxed.gpu.global.u64") >= plain.count("st.relaxed.gpu.global.u64") + 11 + top_parts
