@@ -113,3 +113,24 @@ def test_captured_gcmoe_modes_match_reference(name, T, shared):
     d = impl.describe()
     assert d["partition"]["green_contexts"] == (name in ("gc-moe", "gc-moe-nooverlap"))
     impl.unload_model()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("flush", ["write", "read"])
+def test_cold_timeline_runs_with_either_flush(flush, tmp_path):
+    """``bench timeline --cold [--flush read]`` on the test model (P = 1, routed, T = 1): every recorded replay has the
+    role kernels, the header names the flush, and the read flusher leaves its buffer as it found it."""
+    from gcmoe_runtime.bench import timeline
+
+    if make("gc-moe").unsupported(TINY, Layout(1, 1), False):
+        pytest.skip(make("gc-moe").unsupported(TINY, Layout(1, 1), False))
+    res = timeline.run([TINY], [1], False, 3, tmp_path, "test", cold=True, flush=flush)
+    assert res["cold"] is True and res["flush"] == flush
+    s = res["models"][0]["points"][0]["summary"]
+    assert s["replays"] == 3 and {"role1", "role2", "role3"} <= set(s["roles"]) and s["span_us"] > 0
+    assert (tmp_path / "timeline.json").is_file()
+    f = L2Flusher(64 << 20, torch.device("cuda:0"), flush)
+    f.buf.fill_(3)
+    f()
+    torch.cuda.synchronize()
+    assert int(f.buf.min()) == (0 if flush == "write" else 3)
