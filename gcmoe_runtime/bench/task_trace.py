@@ -7,9 +7,10 @@ prepares it and replayed a few times; then, ``--replays`` times, the trace regio
 replay recorded. Each task row holds ``%globaltimer`` stamps (``gcmoe_runtime.workspace.layout``: ``TRACE_*``): when the
 producer thread began its acquires (claim), had them (ready: a W2 task's wait for its block's W1 tiles ends here),
 issued its last weight stage; when consumer thread 0 took the task (start) and finished it (end), and the parts of
-the task's top between (:data:`TOP_PARTS`, builds since session 48); the SM, CTA and the task's coordinates. Writes ``tasks.json.gz`` (every replay's summary and the tasks of the median one),
-``tasks.md`` (per point: phases, waits, per-task stream rates, a task's parts, how busy the SMs were) and ``tasks.png``
-(a Gantt chart per point: one row per CTA, grouped by SM).
+the task's top between (:data:`TOP_PARTS`, builds since session 48); the SM, CTA and the task's coordinates. Writes
+``tasks.json.gz`` (every replay's summary and the tasks of the median one), ``tasks.md`` (per point: phases, waits,
+per-task stream rates, a task's parts and its top's, how busy the SMs were) and ``tasks.png`` (a Gantt chart per
+point: one row per CTA, grouped by SM).
 
 Why: the layer's timeline (``bench timeline``) shows role2 as one bar; its T = 1-2 gap to the byte floor (0.45-0.61,
 results/operator/NEXT.md item 2) is in how W1 and W2 tasks share the grid, which only per-task times show.

@@ -166,7 +166,8 @@ def one_gpu_run(shared: bool, replays: int, command: str, **extra) -> tuple:
     layout = Layout(world=1, ep=1)
     ctx = RankContext(rank=0, world=1, device=device, seed=extra.pop("seed", 0))
     flush = L2Flusher(PAPER.l2_flush_bytes, device, extra.get("flush", "write"))
-    result: dict[str, Any] = {"gpu": torch.cuda.get_device_name(), "shared": shared, "replays": replays,
+    l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", None)  # what the flush must exceed
+    result: dict[str, Any] = {"gpu": torch.cuda.get_device_name(), "l2_bytes": l2, "shared": shared, "replays": replays,
                               "command": command, **extra,
                               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                               "models": []}

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gcmoe_runtime.bench.impl import RankContext, make
-from gcmoe_runtime.bench.protocol import L2Flusher, ProtocolConfig, capture_graph, measure_windows
+from gcmoe_runtime.bench.protocol import PAPER, L2Flusher, ProtocolConfig, capture_graph, measure_windows
 from gcmoe_runtime.bench.routing import Layout, build_point
 from gcmoe_runtime.bench.shapes import ModelShape
 
@@ -126,6 +126,7 @@ def test_cold_timeline_runs_with_either_flush(flush, tmp_path):
         pytest.skip(make("gc-moe").unsupported(TINY, Layout(1, 1), False))
     res = timeline.run([TINY], [1], False, 3, tmp_path, "test", cold=True, flush=flush)
     assert res["cold"] is True and res["flush"] == flush
+    assert 4 * res["l2_bytes"] <= PAPER.l2_flush_bytes, res["l2_bytes"]  # the flush buffer is >= 4x the L2
     s = res["models"][0]["points"][0]["summary"]
     assert s["replays"] == 3 and {"role1", "role2", "role3"} <= set(s["roles"]) and s["span_us"] > 0
     assert (tmp_path / "timeline.json").is_file()
