@@ -8,7 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .protocol import FLUSH_MODES
+from .timeline import TIMELINE_FLUSHES
 
 
 def _tokens(s: str) -> tuple[int, ...]:
@@ -107,8 +107,10 @@ def parser() -> argparse.ArgumentParser:
     tl.add_argument("--replays", type=int, default=20, help="recorded back-to-back replays per point")
     tl.add_argument("--cold", action="store_true", help="an L2 flush before every recorded replay (the weights cold, "
                     "as in a model's decode step) instead of back-to-back replays")
-    tl.add_argument("--flush", choices=FLUSH_MODES, default="write", help="how the L2 is flushed: write (the "
-                    "protocol's: leaves the flush buffer's dirty lines) or read (leaves clean lines)")
+    tl.add_argument("--flush", choices=TIMELINE_FLUSHES, default="write", help="how the L2 is flushed: write (the "
+                    "protocol's: leaves the flush buffer's dirty lines), read (leaves clean lines) or layers (replays "
+                    "--other-layers more layers: the same call on copies of the weights, as a model's decode step)")
+    tl.add_argument("--other-layers", type=int, default=3, help="with --flush layers: how many")
     tl.add_argument("--seed", type=int, default=0)
     tl.add_argument("--tile", default=None, help="role2 BM:THREADS[:CTAS[:SPLIT]] at every T (a build the bundle holds)")
     tl.add_argument("--out", type=Path, required=True)
@@ -135,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
 
         res = run([resolve_model(m) for m in a.model], list(a.tokens), a.shared, a.replays, a.out,
                   "python -m gcmoe_runtime.bench " + shlex.join(sys.argv[1:] if argv is None else argv), a.seed,
-                  _tile(a.tile), a.cold, a.flush)
+                  _tile(a.tile), a.cold, a.flush, a.other_layers)
         print(markdown(res))
         return 0
 

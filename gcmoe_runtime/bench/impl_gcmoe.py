@@ -33,6 +33,7 @@ recipe, so every implementation's output is comparable (cosine) at each point.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any, Optional
@@ -246,6 +247,18 @@ class GcMoeBench:
         buf.forced_tile = self._m["api"].check_forced_tile(tile, buf.bm_candidates)
         buf.kernel_cache.clear()
 
+    def clone_layers(self, n: int) -> None:
+        """``n`` more layers on the loaded buffer, ``prepare(point, layer=1..n)``: copies of the loaded weights at other
+        addresses — a model's other layers as the L2 meets them (the same bytes per call, other lines), for
+        instruments that replay them between one layer's recorded replays (``bench timeline --flush layers``)."""
+        if self._m is None:
+            raise RuntimeError(f"{self.name}: clone_layers() before load_model()")
+        if not (isinstance(n, int) and n >= 1):
+            raise ValueError(f"{self.name}: clone_layers n={n!r} must be an integer >= 1")
+        m = self._m
+        m["layers"] = [tuple(None if w is None else _clone_tensors(w) for w in (m["w1"], m["w2"], m["shared"]))
+                       for _ in range(n)]
+
     def workspace(self) -> Any:
         """The loaded model's symmetric workspace (``gcmoe_runtime.workspace.symmetric``): for instruments that read
         a region after a replay (``bench.task_trace``)."""
@@ -253,7 +266,8 @@ class GcMoeBench:
             raise RuntimeError(f"{self.name}: workspace() before load_model()")
         return self._m["buf"].ws
 
-    def prepare(self, point: PointInputs) -> Prepared:
+    def prepare(self, point: PointInputs, layer: int = 0) -> Prepared:
+        """The call on ``point``; ``layer`` k >= 1: with the k-th weights of :meth:`clone_layers` (the same buffer)."""
         from gcmoe_runtime.numerics.quant import quantize_e4m3_fp32_k128
 
         from .baselines.torch_grouped import SWIGLU_ALPHA, SWIGLU_CLAMP
@@ -261,6 +275,9 @@ class GcMoeBench:
         m = self._m
         if m is None:
             raise RuntimeError(f"{self.name}: prepare() before load_model()")
+        layers = m.get("layers", [])
+        if not (isinstance(layer, int) and 0 <= layer <= len(layers)):
+            raise ValueError(f"{self.name}: layer={layer!r}: 0 or one of the {len(layers)} clone_layers() layers")
         api, buf, dev, shape = m["api"], m["buf"], m["device"], m["shape"]
         T, lo = point.tokens_per_rank, point.own_token_lo
         if point.plan.resident_tokens != T:
@@ -271,7 +288,7 @@ class GcMoeBench:
         buf.topk_idx[:T].copy_(point.topk_ids[lo:lo + T].to(dev, torch.int32))
         buf.topk_weights[:T].copy_(point.topk_weights[lo:lo + T].to(dev, torch.float32))
         y = torch.empty(T, shape.hidden, dtype=torch.bfloat16, device=dev)
-        w1, w2, sw = m["w1"], m["w2"], m["shared"]
+        w1, w2, sw = layers[layer - 1] if layer else (m["w1"], m["w2"], m["shared"])
 
         def step() -> None:
             api.fp8_fp4_gc_moe(y, w1, w2, buf, shared_weights=sw, activation_alpha=SWIGLU_ALPHA,
@@ -324,6 +341,12 @@ class GcMoeBench:
         del q1, q2
         _weights_cache[key] = (t1, t2, sw)
         return t1, t2, sw
+
+
+def _clone_tensors(obj: Any) -> Any:
+    """A copy of a weights dataclass (``moe.GcMoeWeights``, ``SharedSM90Weights``) whose tensor fields are cloned."""
+    return dataclasses.replace(obj, **{f.name: getattr(obj, f.name).clone() for f in dataclasses.fields(obj)
+                                       if isinstance(getattr(obj, f.name), torch.Tensor)})
 
 
 for _mode in MODES:  # noqa: B023 - each lambda binds its own mode

@@ -28,6 +28,8 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from .protocol import FLUSH_MODES
+
 ROLES = ("role1", "role4", "role2", "role3")
 _ROLE_RE = re.compile(r"gcmoe_sm90_(role[1-4])_")
 
@@ -81,12 +83,14 @@ def summarize(timelines: list[dict]) -> dict:
 def markdown(result: dict) -> str:
     """The per-model tables of a :func:`run` result."""
     cold = result.get("cold", False)
-    how = " by reads" if result.get("flush", "write") == "read" else ""
+    before = {"write": "an L2 flush", "read": "an L2 flush by reads",
+              "layers": f"{result.get('other_layers')} other layers' replays (the call on copies of its weights)"}[
+        result.get("flush", "write")]
     lines = [f"# Layer timeline per role — {result['gpu']}, {result['date']}", "",
              f"Command: `{result['command']}`", "",
              "Each cell: start-end (µs) relative to the replay's first kernel, median over "
-             + (f"{result['replays']} replays, each after an L2 flush{how} (cold; the period holds the flush: not "
-                "reported)" if cold else f"{result['replays']} back-to-back replays after an L2 flush{how}")
+             + (f"{result['replays']} replays, each after {before} (cold; the period holds it: not reported)"
+                if cold else f"{result['replays']} back-to-back replays after {before}")
              + " (torch.profiler / CUPTI; the profiler adds per-kernel overhead: compare the period with the sweep's "
              "latency).", ""]
     for model in result["models"]:
@@ -150,6 +154,15 @@ def trace_point(replay, flush, replays: int, warm: int = 3, cold: bool = False) 
             if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
+def layer_timelines(runs: list, flush, replays: int, cold: bool, layers: bool) -> tuple[list, list[dict]]:
+    """Layer 0's replays (``runs[0]``) traced as :func:`trace_point` does: ``(events, timelines)``. ``layers``: the
+    other layers' replays (``runs[1:]``) take the flush's place — before the recording and, ``cold``, before every
+    recorded replay of layer 0, whose kernels then come every ``len(runs)``-th replay of the same names."""
+    between = (lambda: [r() for r in runs[1:]]) if layers else flush
+    events = trace_point(runs[0], between, replays, cold=cold)
+    return events, replay_timelines(events)[::len(runs) if layers and cold else 1]
+
+
 def one_gpu_run(shared: bool, replays: int, command: str, **extra) -> tuple:
     """What the one-GPU instruments (this module, ``task_trace``) share: the device, world-1 layout and rank context,
     an L2 flusher (the protocol's; ``flush=MODE`` in ``extra``: another :data:`~.protocol.FLUSH_MODES`) and the result
@@ -165,7 +178,8 @@ def one_gpu_run(shared: bool, replays: int, command: str, **extra) -> tuple:
     torch.cuda.set_device(0)
     layout = Layout(world=1, ep=1)
     ctx = RankContext(rank=0, world=1, device=device, seed=extra.pop("seed", 0))
-    flush = L2Flusher(PAPER.l2_flush_bytes, device, extra.get("flush", "write"))
+    mode = extra.get("flush", "write")
+    flush = L2Flusher(PAPER.l2_flush_bytes, device, mode if mode in FLUSH_MODES else "write")
     l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", None)  # what the flush must exceed
     result: dict[str, Any] = {"gpu": torch.cuda.get_device_name(), "l2_bytes": l2, "shared": shared, "replays": replays,
                               "command": command, **extra,
@@ -189,28 +203,44 @@ def loaded_gcmoe(shape, layout, ctx, shared: bool, tile: Optional[tuple] = None)
     return impl
 
 
+#: ``--flush`` choices: the protocol flusher's modes, and ``layers`` (``other_layers`` more layers replayed instead)
+TIMELINE_FLUSHES = FLUSH_MODES + ("layers",)
+
+
 def run(models: list, tokens: list[int], shared: bool, replays: int, out: Path, command: str, seed: int = 0,
-        tile: Optional[tuple] = None, cold: bool = False, flush: str = "write") -> dict:
+        tile: Optional[tuple] = None, cold: bool = False, flush: str = "write", other_layers: int = 3) -> dict:
     """Trace every (model, T) at world 1 with the gc-moe implementation; write the JSON, markdown and plot.
     ``tile``: role2's (BM, threads[, ctas_per_sm[, w1_split]]) at every T instead of the heuristic's; ``cold``: an L2
-    flush before every recorded replay; ``flush``: how the L2 is flushed (:data:`~.protocol.FLUSH_MODES`)."""
+    flush before every recorded replay; ``flush``: how (:data:`TIMELINE_FLUSHES`): ``layers`` replays
+    ``other_layers`` more layers instead — the same call on copies of the weights, the same buffer
+    (``GcMoeBench.clone_layers``) — as a model's decode step runs its other layers between two calls of one."""
     from .protocol import capture_graph
     from .routing import build_point
 
+    if flush not in TIMELINE_FLUSHES:
+        raise ValueError(f"timeline flush={flush!r} must be one of {TIMELINE_FLUSHES}")
+    layers = flush == "layers"
+    if layers and not (isinstance(other_layers, int) and other_layers >= 1):
+        raise ValueError(f"timeline other_layers={other_layers!r} must be an integer >= 1")
+    extra = {"other_layers": other_layers} if layers else {}
     layout, ctx, flusher, result = one_gpu_run(shared, replays, command, seed=seed, tile=list(tile) if tile else None,
-                                               cold=cold, flush=flush)
+                                               cold=cold, flush=flush, **extra)
     for shape in models:
         impl = loaded_gcmoe(shape, layout, ctx, shared, tile)
+        if layers:
+            impl.clone_layers(other_layers)
         entry: dict[str, Any] = {"model": shape.name, "loaded": impl.describe(), "points": []}
         for T in tokens:
-            prep = impl.prepare(build_point(shape, T, layout, 0, seed))
-            graph = None if prep.replay is not None else capture_graph(prep.step)  # as the sweep does
-            events = trace_point(prep.replay or graph.replay, flusher, replays, cold=cold)
-            tl = replay_timelines(events)
+            point = build_point(shape, T, layout, 0, seed)
+            preps = [impl.prepare(point, layer=k) for k in range(other_layers + 1 if layers else 1)]
+            graphs = [None if p.replay is not None else capture_graph(p.step) for p in preps]  # as the sweep does
+            runs = [p.replay or g.replay for p, g in zip(preps, graphs)]
+            events, tl = layer_timelines(runs, flusher, replays, cold, layers)
             entry["points"].append({"tokens": T, "summary": summarize(tl),
                                     "kernels": sorted({n for n, _, _ in events})})
-            prep.close()
-            del graph
+            for p in preps:
+                p.close()
+            del graphs
             print(f"{shape.name} T={T}: span {entry['points'][-1]['summary']['span_us']:.1f} us", flush=True)
         impl.unload_model()
         result["models"].append(entry)

@@ -164,3 +164,38 @@ def test_budget_stops_every_rank_at_the_same_point(bundles, tmp_path, world):
             it = pt["impls"][n]
             assert it["status"] == "skipped" and "time budget" in it["reason"]
             assert len(it["per_rank"]) == world
+
+
+def test_other_layers_are_copies_of_the_weights_on_the_same_buffer(bundles, monkeypatch):
+    """``clone_layers(n)`` (``bench timeline --flush layers``): layer k of ``prepare(point, layer=k)`` runs the same
+    call on the same buffer with weights equal to the loaded ones at other addresses (routed and shared)."""
+    impl = make(F + "gc_moe@8")
+    impl.load_model(TINY, Layout(1, 1), RankContext(0, 1, torch.device("cpu"), None, 3), shared=True)
+    pt = build_point(TINY, 4, Layout(1, 1), 0, 3)
+    with pytest.raises(ValueError, match="layer=1: 0 or one of the 0 clone_layers"):
+        impl.prepare(pt, layer=1)
+    with pytest.raises(ValueError, match="n=0 must be an integer >= 1"):
+        impl.clone_layers(0)
+    impl.clone_layers(2)
+    seen = []
+    api = fake_gcmoe.API
+    real = api.fp8_fp4_gc_moe
+
+    def spy(y, w1, w2, buf, **kw):
+        seen.append((w1, w2, kw["shared_weights"], buf))
+        return real(y, w1, w2, buf, **kw)
+
+    monkeypatch.setattr(api, "fp8_fp4_gc_moe", spy)
+    for k in range(3):
+        impl.prepare(pt, layer=k).step()
+    m = impl._m
+    assert seen[0][:3] == (m["w1"], m["w2"], m["shared"]) and len({id(s[3]) for s in seen}) == 1
+    ptrs = set()
+    for w1, w2, sw, _ in seen:
+        for a, b in ((w1.tiles, m["w1"].tiles), (w2.scales, m["w2"].scales), (sw.w1_tiles, m["shared"].w1_tiles)):
+            assert torch.equal(a, b)
+            ptrs.add(a.data_ptr())
+    assert len(ptrs) == 3 * 3  # three tensors x three layers, each at its own address
+    assert seen[1][0].experts == m["w1"].experts and seen[2][2].recipe == m["shared"].recipe
+    with pytest.raises(ValueError, match="layer=3"):
+        impl.prepare(pt, layer=3)

@@ -116,20 +116,24 @@ def test_captured_gcmoe_modes_match_reference(name, T, shared):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("flush", ["write", "read"])
-def test_cold_timeline_runs_with_either_flush(flush, tmp_path):
-    """``bench timeline --cold [--flush read]`` on the test model (P = 1, routed, T = 1): every recorded replay has the
-    role kernels, the header names the flush, and the read flusher leaves its buffer as it found it."""
+@pytest.mark.parametrize("flush", ["write", "read", "layers"])
+def test_cold_timeline_runs_with_each_flush(flush, tmp_path):
+    """``bench timeline --cold --flush F`` on the test model (P = 1, routed, T = 1): every recorded replay has the role
+    kernels, the header names the flush; the read flusher leaves its buffer as it found it; ``layers`` records layer
+    0's replays only (as many as asked, the other layers' kernels between them)."""
     from gcmoe_runtime.bench import timeline
 
     if make("gc-moe").unsupported(TINY, Layout(1, 1), False):
         pytest.skip(make("gc-moe").unsupported(TINY, Layout(1, 1), False))
-    res = timeline.run([TINY], [1], False, 3, tmp_path, "test", cold=True, flush=flush)
+    res = timeline.run([TINY], [1], False, 3, tmp_path, "test", cold=True, flush=flush, other_layers=2)
     assert res["cold"] is True and res["flush"] == flush
     assert 4 * res["l2_bytes"] <= PAPER.l2_flush_bytes, res["l2_bytes"]  # the flush buffer is >= 4x the L2
     s = res["models"][0]["points"][0]["summary"]
     assert s["replays"] == 3 and {"role1", "role2", "role3"} <= set(s["roles"]) and s["span_us"] > 0
     assert (tmp_path / "timeline.json").is_file()
+    if flush == "layers":
+        assert res["other_layers"] == 2
+        return
     f = L2Flusher(64 << 20, torch.device("cuda:0"), flush)
     f.buf.fill_(3)
     f()

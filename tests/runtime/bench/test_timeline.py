@@ -106,6 +106,8 @@ def test_read_flush_is_named_in_the_report():
     assert "each after an L2 flush by reads (cold" in markdown(res)
     res["flush"] = "write"
     assert "each after an L2 flush (cold" in markdown(res)
+    res.update(flush="layers", other_layers=3)
+    assert "each after 3 other layers' replays (the call on copies of its weights) (cold" in markdown(res)
 
 
 def test_timeline_cli_takes_the_flush_mode_and_refuses_others(monkeypatch, tmp_path, capsys):
@@ -114,14 +116,67 @@ def test_timeline_cli_takes_the_flush_mode_and_refuses_others(monkeypatch, tmp_p
 
     seen = {}
 
-    def fake_run(models, tokens, shared, replays, out, command, seed, tile, cold, flush):
-        seen.update(cold=cold, flush=flush)
+    def fake_run(models, tokens, shared, replays, out, command, seed, tile, cold, flush, other_layers):
+        seen.update(cold=cold, flush=flush, other_layers=other_layers)
         return {"gpu": "-", "date": "-", "command": command, "replays": replays, "shared": shared, "cold": cold,
                 "flush": flush, "models": []}
 
     monkeypatch.setattr(timeline, "run", fake_run)
     assert cli.main(["timeline", "--model", "glm-5.2", "--cold", "--flush", "read", "--out", str(tmp_path)]) == 0
-    assert seen == {"cold": True, "flush": "read"}
+    assert seen == {"cold": True, "flush": "read", "other_layers": 3}
+    assert cli.main(["timeline", "--model", "glm-5.2", "--cold", "--flush", "layers", "--other-layers", "5",
+                     "--out", str(tmp_path)]) == 0
+    assert seen == {"cold": True, "flush": "layers", "other_layers": 5}
     with pytest.raises(SystemExit):
         cli.main(["timeline", "--model", "glm-5.2", "--flush", "evict", "--out", str(tmp_path)])
     assert "invalid choice: 'evict'" in capsys.readouterr().err
+
+
+def test_layers_flush_keeps_only_layer_zeros_replays(monkeypatch):
+    """``--flush layers`` cold: each recorded replay of layer 0 follows the other layers' replays, whose kernels have
+    the same names; the timelines are layer 0's alone (here its role2 takes 10 µs, the others' 50)."""
+    import sys
+    import types
+
+    from gcmoe_runtime.bench import timeline
+
+    clock, recorded = [0.0], []
+
+    def layer(role2_us):
+        def replay():
+            t = clock[0]
+            recorded.extend([("gcmoe_sm90_role1_dispatch_x", t, t + 5), ("gcmoe_sm90_role2_ring_x", t + 5,
+                                                                          t + 5 + role2_us),
+                             ("gcmoe_sm90_role3_finalize_x", t + 5 + role2_us, t + 8 + role2_us)])
+            clock[0] = t + 100
+        return replay
+
+    class _Event:
+        def __init__(self, name, a, b):
+            self.name, self.time_range = name, types.SimpleNamespace(start=a, end=b)
+            self.device_type = "cuda"
+
+    class _Profile:  # the CUDA profiler, replaced: the kernels replayed inside the context
+        def __init__(self, **_):
+            pass
+
+        def __enter__(self):
+            self.start = len(recorded)
+            return self
+
+        def __exit__(self, *_):
+            return False
+
+        def events(self):
+            return [_Event(*e) for e in recorded[self.start:]]
+
+    fake_prof = types.SimpleNamespace(ProfilerActivity=types.SimpleNamespace(CUDA="cuda"), profile=_Profile)
+    monkeypatch.setitem(sys.modules, "torch.profiler", fake_prof)
+    monkeypatch.setattr("torch.cuda.synchronize", lambda: None)
+    monkeypatch.setattr("torch.autograd.DeviceType", types.SimpleNamespace(CUDA="cuda"), raising=False)
+    runs = [layer(10.0), layer(50.0), layer(50.0), layer(50.0)]
+    events, tl = timeline.layer_timelines(runs, None, 4, cold=True, layers=True)
+    assert len(events) == 3 * (4 + 3 * 3) and len(tl) == 4  # the first recorded replay follows the warm-up's flush
+    assert all(t["role2"] == (5.0, 15.0) for t in tl)
+    events, tl = timeline.layer_timelines(runs, None, 4, cold=False, layers=True)  # back to back: no other layers
+    assert len(events) == 3 * 4 and len(tl) == 4 and all(t["role2"] == (5.0, 15.0) for t in tl)
