@@ -17,8 +17,9 @@ every recorded replay instead (the protocol's flusher, between the replays, outs
 the flush and is not reported): the layer as a model's decode step meets it, its weights evicted by the other layers
 since its last call (session 47: routed P = 1 spans 6-9 % longer than back to back at T = 1-8; part of it may be the
 flush's own dirty lines written back while the replay starts). ``--flush read`` evicts by reading the flush buffer
-instead of writing it, leaving clean lines: the cold replay without that write-back, as after other layers' weights
-(which a decode step only reads).
+instead of writing it, leaving clean lines: the cold replay without that write-back. ``--flush layers
+--other-layers N`` replays N more layers instead (the same call on copies of the weights, on the same buffer): what a
+model's decode step runs between two calls of one layer, whose weights are read EVICT_FIRST as this one's are.
 """
 from __future__ import annotations
 
