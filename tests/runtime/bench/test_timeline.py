@@ -67,31 +67,43 @@ def test_cold_report_names_the_flush_and_drops_the_period():
     assert "| 1 | 0.0-30.0 (30.0) | 1.0-35.0 (34.0) | 35.0-80.0 (45.0) | 80.0-90.0 (10.0) | 90.0 | - |" in md
 
 
-def test_cold_trace_flushes_before_every_recorded_replay(monkeypatch):
-    """``trace_point(cold=True)``: the warm-up replays, one flush, then flush-replay pairs (the first recorded replay
-    after the warm-up's flush); back to back: every recorded replay after the one flush."""
+@pytest.fixture
+def fake_profiler(monkeypatch):
+    """The CUDA profiler replaced: its events are the kernel records ``(name, start, end)`` appended to the returned
+    list inside its context (nothing, unless the test's replays append them); no device synchronisation."""
     import sys
     import types
 
-    from gcmoe_runtime.bench import timeline
+    recorded = []
 
-    class _Profile:  # the CUDA profiler, replaced: records nothing
+    class _Profile:
         def __init__(self, **_):
             pass
 
         def __enter__(self):
+            self.start = len(recorded)
             return self
 
         def __exit__(self, *_):
             return False
 
         def events(self):
-            return []
+            return [types.SimpleNamespace(name=n, time_range=types.SimpleNamespace(start=a, end=b), device_type="cuda")
+                    for n, a, b in recorded[self.start:]]
 
-    calls = []
     fake_prof = types.SimpleNamespace(ProfilerActivity=types.SimpleNamespace(CUDA="cuda"), profile=_Profile)
     monkeypatch.setitem(sys.modules, "torch.profiler", fake_prof)
     monkeypatch.setattr("torch.cuda.synchronize", lambda: None)
+    monkeypatch.setattr("torch.autograd.DeviceType", types.SimpleNamespace(CUDA="cuda"), raising=False)
+    return recorded
+
+
+def test_cold_trace_flushes_before_every_recorded_replay(fake_profiler):
+    """``trace_point(cold=True)``: the warm-up replays, one flush, then flush-replay pairs (the first recorded replay
+    after the warm-up's flush); back to back: every recorded replay after the one flush."""
+    from gcmoe_runtime.bench import timeline
+
+    calls = []
     timeline.trace_point(lambda: calls.append("r"), lambda: calls.append("f"), 3, warm=2, cold=True)
     assert calls == ["r", "r", "f", "r", "f", "r", "f", "r"]
     calls.clear()
@@ -132,15 +144,12 @@ def test_timeline_cli_takes_the_flush_mode_and_refuses_others(monkeypatch, tmp_p
     assert "invalid choice: 'evict'" in capsys.readouterr().err
 
 
-def test_layers_flush_keeps_only_layer_zeros_replays(monkeypatch):
+def test_layers_flush_keeps_only_layer_zeros_replays(fake_profiler):
     """``--flush layers`` cold: each recorded replay of layer 0 follows the other layers' replays, whose kernels have
     the same names; the timelines are layer 0's alone (here its role2 takes 10 µs, the others' 50)."""
-    import sys
-    import types
-
     from gcmoe_runtime.bench import timeline
 
-    clock, recorded = [0.0], []
+    clock, recorded = [0.0], fake_profiler
 
     def layer(role2_us):
         def replay():
@@ -151,29 +160,6 @@ def test_layers_flush_keeps_only_layer_zeros_replays(monkeypatch):
             clock[0] = t + 100
         return replay
 
-    class _Event:
-        def __init__(self, name, a, b):
-            self.name, self.time_range = name, types.SimpleNamespace(start=a, end=b)
-            self.device_type = "cuda"
-
-    class _Profile:  # the CUDA profiler, replaced: the kernels replayed inside the context
-        def __init__(self, **_):
-            pass
-
-        def __enter__(self):
-            self.start = len(recorded)
-            return self
-
-        def __exit__(self, *_):
-            return False
-
-        def events(self):
-            return [_Event(*e) for e in recorded[self.start:]]
-
-    fake_prof = types.SimpleNamespace(ProfilerActivity=types.SimpleNamespace(CUDA="cuda"), profile=_Profile)
-    monkeypatch.setitem(sys.modules, "torch.profiler", fake_prof)
-    monkeypatch.setattr("torch.cuda.synchronize", lambda: None)
-    monkeypatch.setattr("torch.autograd.DeviceType", types.SimpleNamespace(CUDA="cuda"), raising=False)
     runs = [layer(10.0), layer(50.0), layer(50.0), layer(50.0)]
     events, tl = timeline.layer_timelines(runs, None, 4, cold=True, layers=True)
     assert len(events) == 3 * (4 + 3 * 3) and len(tl) == 4  # the first recorded replay follows the warm-up's flush
