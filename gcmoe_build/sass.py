@@ -42,12 +42,14 @@ def locate_nvdisasm() -> Path:
     return Path(str(dist.locate_file(hits[0]))).resolve()
 
 
-def disassemble(cubin: bytes) -> str:
-    """The cubin's SASS as ``nvdisasm -c`` prints it (code sections only)."""
+def disassemble(cubin: bytes, *, encodings: bool = False) -> str:
+    """The cubin's SASS as ``nvdisasm -c`` prints it (code sections only); ``encodings``: with ``-hex``, each
+    instruction's two 64-bit words as comments (what :func:`control_words` reads)."""
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        r = subprocess.run([str(locate_nvdisasm()), "-c", f.name], capture_output=True, text=True, check=False)
+        r = subprocess.run([str(locate_nvdisasm()), "-c", *(["-hex"] if encodings else []), f.name],
+                           capture_output=True, text=True, check=False)
     if r.returncode != 0:
         raise SassError(f"nvdisasm failed ({r.returncode}): {r.stderr.strip()[:500]}")
     return r.stdout
@@ -164,6 +166,47 @@ def load_rounds(sass: str, opcode: str = "LDG", modifiers: str | tuple[str, ...]
         elif pending & set(regs):  # read (or overwritten: the same scoreboard wait)
             current, pending = current + 1, set()
     return rounds
+
+
+@dataclass(frozen=True)
+class Control:
+    """The scheduling word ptxas puts in an instruction's top 23 bits (Volta and later, sm_90 included): stall cycles,
+    the scoreboard its result sets when it completes (``write``) and the one its source registers free when read
+    (``read``), 0-5 or None, and the scoreboards it waits for before it issues (``wait``)."""
+
+    addr: int
+    text: str  # the instruction as nvdisasm prints it, without the encoding comments
+    stall: int
+    write: int | None
+    read: int | None
+    wait: frozenset[int]
+
+
+_HEX_INSN = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?;)\s*/\* 0x[0-9a-f]{16} \*/")
+_HEX_HIGH = re.compile(r"^\s*/\* 0x([0-9a-f]{16}) \*/")
+
+
+def control_words(sass_hex: str) -> list[Control]:
+    """Every instruction of ``disassemble(cubin, encodings=True)`` output with its decoded scheduling word."""
+    out, lines = [], sass_hex.splitlines()
+    for n, text in enumerate(lines[:-1]):
+        m, hi = _HEX_INSN.match(text), _HEX_HIGH.match(lines[n + 1])
+        if not (m and hi):
+            continue
+        c = int(hi.group(1), 16) >> 41
+        wr, rd = (c >> 5) & 7, (c >> 8) & 7
+        out.append(Control(int(m.group(1), 16), m.group(2), c & 0xF, None if wr == 7 else wr, None if rd == 7 else rd,
+                           frozenset(b for b in range(6) if (c >> 11) >> b & 1)))
+    return out
+
+
+def first_wait(ctl: list[Control], k: int) -> int | None:
+    """Index (into ``ctl``) of the first instruction after ``ctl[k]`` in code order that waits for ``ctl[k]``'s write
+    scoreboard, i.e. where its result is first needed on the straight-line path; None if nothing waits for it."""
+    b = ctl[k].write
+    if b is None:
+        raise ValueError(f"{ctl[k].text!r} sets no write scoreboard")
+    return next((j for j in range(k + 1, len(ctl)) if b in ctl[j].wait), None)
 
 
 def qgmma_register_a(sass: str) -> tuple[int, int]:

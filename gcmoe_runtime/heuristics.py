@@ -553,13 +553,22 @@ def sm90_role4_edge(tokens: int) -> str:
 #: its two atomics at each CTA's start and the launch-order edge gains as much without it (session 46 calls A-C:
 #: +0.0..+2.3 % with it against session 45, which ran T = 1 without); at T = 2-5 it lets the launch-order edge run.
 SM90_PLACE_CTAS_MIN_TOKENS = 2
+#: The values of role2's ``place_ctas`` (one place for the kernel and the runtime): ``blockIdx``; the index from where
+#: the CTA runs, its start count's round trip before the first barrier (session 46); the same with that round trip
+#: after the barrier, where only the placing thread's warp waits for it (session 49, ``role2_ring`` "Placement").
+PLACE_CTAS_BLOCK_IDX, PLACE_CTAS_ON_SM, PLACE_CTAS_START_LATE = 0, 1, 2
+#: Whether a placed call asks for the late start count (the A/B knob of session 49's prepared call; 0 = session 46's).
+SM90_PLACE_START_LATE = 0
 
 
-def sm90_place_ctas(tokens: int, role4_edge: str) -> bool:
-    """Whether role2 takes its CTA index from where it runs in a call with ``tokens`` tokens on this rank whose role4 ->
-    role2 edge is ``role4_edge`` (``graph.ROLE4_EDGES``)."""
+def sm90_place_ctas(tokens: int, role4_edge: str) -> int:
+    """role2's ``place_ctas`` (``PLACE_CTAS_*``) in a call with ``tokens`` tokens on this rank whose role4 -> role2
+    edge is ``role4_edge`` (``graph.ROLE4_EDGES``): placed after the launch-order port from
+    SM90_PLACE_CTAS_MIN_TOKENS, late where SM90_PLACE_START_LATE says so (read at call time)."""
     _check_int("role2 placement", "tokens", tokens, 0)
-    return role4_edge == "launch_order" and tokens >= SM90_PLACE_CTAS_MIN_TOKENS
+    if role4_edge != "launch_order" or tokens < SM90_PLACE_CTAS_MIN_TOKENS:
+        return PLACE_CTAS_BLOCK_IDX
+    return PLACE_CTAS_START_LATE if SM90_PLACE_START_LATE else PLACE_CTAS_ON_SM
 
 
 #: SM90 role2: the one-GPU 384-thread builds up to this BM carry the first W1 task's weights into L2 while role1 still

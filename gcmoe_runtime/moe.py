@@ -439,7 +439,7 @@ def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: 
         vals.update({n: t.data_ptr() for n, t in zip(names, shared_weights)})
     edge = sm90_role4_edge(T) if "role4" in kernels and buffer.overlap else "full"
     # role2's CTAs start as role4's retire after the launch-order port: they take their index from where they run
-    vals["place_ctas"] = int(sm90_place_ctas(T, edge))
+    vals["place_ctas"] = sm90_place_ctas(T, edge)
     # role2's CTAs bring their first W1 task's weights into L2 while role1 still fills the ring
     vals["w1_prefetch_steps"] = sm90_w1_prefetch_steps(T, buffer.world_size, edge)
     roles = {r: RoleNode(k, kernel_args(k, vals)) for r, k in kernels.items()}

@@ -30,7 +30,7 @@ def role_values(ws: Any, *, ntok: int, err: int, timeout_ns: int = DEFAULT_TIMEO
         "ring_blocks": int(lay.ring_blocks),
         "bm_stride": int(lay.bm_max),
         "sf_stride": int(lay.sf_rows_max),
-        "place_ctas": 0,  # role2: blockIdx; the layer call may set 1 (role2_ring "Placement")
+        "place_ctas": 0,  # role2: blockIdx; the layer call may place them (heuristics.sm90_place_ctas)
         "w1_prefetch_steps": 0,  # role2: none; the layer call may ask for some (role2_ring "First weights to L2")
         "y": int(y),
         "stats": 1 if stats else 0,

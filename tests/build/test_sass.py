@@ -199,3 +199,50 @@ def test_load_rounds():
              loads[1])
     assert load_rounds(sass(*mixed), modifiers=(".E.128", ".E")) == [1, 1, 2]
     assert load_rounds(sass(*mixed)) == [1, 1]  # the 128-bit loads alone do not see the wait on R24
+
+
+def test_control_words_on_a_handmade_listing():
+    """The scheduling word's fields (gcmoe_build.sass.Control) on three lines nvdisasm -hex printed for a role2 cubin:
+    a relaxed add sets write scoreboard 2 and the compare that reads its result waits for 2."""
+    from gcmoe_build.sass import control_words, first_wait
+
+    pad = " " * 94
+    sass = f"""
+        /*08f0*/                   ATOMG.E.ADD.STRONG.GPU PT, R4, desc[UR22][R4.64], R13 ;     /* 0x0000000d040479a8 */
+        {pad}/* 0x010ea400081ee1d6 */
+        /*0900*/                   ISETP.NE.U32.AND P0, PT, R4, RZ, PT ;     /* 0x000000ff0400720c */
+        {pad}/* 0x004fc80003f05070 */
+        /*0910*/                   SEL R9, RZ, 0x4, !P0 ;     /* 0x00000004ff097807 */
+        {pad}/* 0x000fc80004000000 */
+"""
+    ctl = control_words(sass)
+    assert [c.addr for c in ctl] == [0x8F0, 0x900, 0x910]
+    assert (ctl[0].write, ctl[0].read, ctl[0].wait, ctl[0].stall) == (2, None, frozenset({4}), 2)
+    assert (ctl[1].write, ctl[1].wait, ctl[1].stall) == (None, frozenset({2}), 4)
+    assert ctl[2].wait == frozenset() and ctl[2].text == "SEL R9, RZ, 0x4, !P0 ;"
+    assert first_wait(ctl, 0) == 1
+    with pytest.raises(ValueError, match="no write scoreboard"):
+        first_wait(ctl, 1)
+
+
+def test_two_cta_builds_wait_for_the_late_start_count_only_after_the_first_barrier():
+    """role2_ring "Placement", ``place_ctas`` = 2: of the placing thread's adds before the first barrier (class
+    counts, then the start count in either mode) exactly one, the late start count, has its value first waited for
+    after the barrier; the class counts and the acq_rel start count are waited for before it. Every two-CTA role2
+    record of the production bundles (P = 1 and P = 8)."""
+    from gcmoe_build.sass import control_words, disassemble, first_wait
+    from gcmoe_runtime.artifacts.bundle import open_bundle
+
+    n = 0
+    for name in ("glm-5.2", "deepseek-v4.1-flash"):
+        b = open_bundle(BUNDLES / f"{name}-sm90a.gcmoe")
+        for r in b.records:
+            if r.role != "role2" or r.variant.get("ctas_per_sm") != 2:
+                continue
+            ctl = control_words(disassemble(b.cubin(r.key), encodings=True))
+            bar0 = next(k for k, c in enumerate(ctl) if c.text.startswith("BAR.SYNC"))
+            adds = [k for k, c in enumerate(ctl[:bar0]) if c.text.startswith("ATOMG.E.ADD")]
+            late = [k for k in adds if first_wait(ctl, k) > bar0]
+            assert len(adds) == 4 and len(late) == 1, (name, r.variant, [ctl[k].text for k in adds])
+            n += 1
+    assert n >= 4

@@ -434,3 +434,11 @@ def test_role2_places_its_ctas_only_after_the_launch_order_port_from_two_tokens(
     for bad in (-1, True, 2.0):
         with pytest.raises(ValueError, match="role2 placement"):
             h.sm90_place_ctas(bad, "launch_order")
+
+
+def test_role2_placement_mode_is_session_46s_unless_the_late_start_count_is_asked(monkeypatch):
+    assert {h.sm90_place_ctas(t, "launch_order") for t in range(2, 300)} == {h.PLACE_CTAS_ON_SM}
+    monkeypatch.setattr(h, "SM90_PLACE_START_LATE", 1)
+    assert {h.sm90_place_ctas(t, "launch_order") for t in range(2, 300)} == {h.PLACE_CTAS_START_LATE}
+    assert h.sm90_place_ctas(1, "launch_order") == h.sm90_place_ctas(8, "full") == h.PLACE_CTAS_BLOCK_IDX == 0
+    assert len({h.PLACE_CTAS_BLOCK_IDX, h.PLACE_CTAS_ON_SM, h.PLACE_CTAS_START_LATE}) == 3

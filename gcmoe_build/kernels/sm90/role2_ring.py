@@ -99,7 +99,13 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   to start, zeroes the region for the next launch (every CTA has counted by then). Runs beside warp 0's wait for the
   receive counts. Only where the runtime asks (``place_ctas`` != 0: role2 after role4's launch-order port,
   ``gcmoe_runtime.graph``, from 2 tokens, ``heuristics.sm90_place_ctas``); elsewhere, and in the one-CTA builds,
-  ``blockIdx``. Session 46 (calls A-C): under the full edges (the routed layer, role2 launched at once) the launch's
+  ``blockIdx``. The start count's value only picks the zeroing CTA, yet its round trip held the first barrier (the
+  third of three dependent L2 atomics); ``place_ctas`` = 2 (``heuristics.PLACE_CTAS_START_LATE``, session 49) makes it
+  a release add whose value warp 1 reads after the barrier, the last starter zeroing behind ``fence.acq_rel`` (the
+  release-add plus that fence is the acquire-release). In the 384-thread builds warp 1's register release then
+  waits for it, and the consumers' raise for that release, but not the producer thread, whose first stages are in
+  flight by then (``gcmoe_build.sass.first_wait`` locates the wait).
+  Session 46 (calls A-C): under the full edges (the routed layer, role2 launched at once) the launch's
   own pairing was as good or better (the placed index +2..+6 % at P = 1 GLM-5.2 T = 1-2 and the GLM-5.2 share T =
   2-4); after role4's launch-order port the placed index took the + shared span -0.3..-7.8 % at T = 2-5 against
   session 45's full edge there (the GLM-5.2 share +1.6..+2.0 % at T = 2-4).
@@ -216,8 +222,8 @@ reciprocal (else IEEE); its exponent is ``ex2.approx`` with or without it (not y
 
 import dataclasses
 
-from gcmoe_runtime.heuristics import (SM90_NARROW_PASS, SM90_PIPELINED_TWO_CTAS_MAX_BM, SM90_TWO_CTAS_MAX_BM,
-                                      SM90_W1_PREFETCH_MAX_BM, W1_SPLIT, W1_SPLIT_BM, W1_SPLIT_MAX_BLOCKS,
+from gcmoe_runtime.heuristics import (PLACE_CTAS_START_LATE, SM90_NARROW_PASS, SM90_PIPELINED_TWO_CTAS_MAX_BM,
+                                      SM90_TWO_CTAS_MAX_BM, SM90_W1_PREFETCH_MAX_BM, W1_SPLIT, W1_SPLIT_BM, W1_SPLIT_MAX_BLOCKS,
                                       sm90_ctas_per_sm)
 
 from .role_common import int_param, peer_abi_plan, peer_scope
@@ -261,7 +267,8 @@ OFFSET_PARAMS = ("ring_x", "ring_sf", "ring_meta", "ring_block", "l2_x", "l2_sf"
 #: transformed routed weights (``gcmoe_runtime.moe.GcMoeWeights``: tiles, scales, expert factor)
 WEIGHT_PARAMS = ("w1_tiles", "w1_scales", "w1_factor", "w2_tiles", "w2_scales", "w2_factor")
 SCALAR_PARAMS_U64 = ("err", "timeout_ns")
-#: ``place_ctas`` (two-CTA builds: nonzero = take the CTA index from where it runs, module docstring "Placement");
+#: ``place_ctas`` (two-CTA builds: ``heuristics.PLACE_CTAS_*``, nonzero = take the CTA index from where it runs, 2 =
+#: with the late start count; module docstring "Placement");
 #: ``w1_prefetch_steps`` (builds up to ``heuristics.SM90_W1_PREFETCH_MAX_BM``: K128 steps of the first W1 task brought
 #: into L2 before its block is full, 0 = none; module docstring "First weights to L2"); ``ntok``: the rank's tokens
 #: (that prefetch reads their ``topk_idx``)
@@ -764,19 +771,41 @@ def _trace_parts(cfg):
         return pd_.base() + pd_.offset(r)
 
     @cute.jit
-    def place_cta(sslot: Int32, place: Int64, ncta: Int32):
+    def place_cta(sslot: Int32, place: Int64, ncta: Int32, late: Int32) -> Int32:
         """One thread: this CTA's logical index (module docstring, "Placement"; host mirror :func:`placed_cta`) to
-        shared memory at ``sslot``; the launch's last CTA to start zeroes ``role2_place`` for the next launch."""
+        shared memory at ``sslot``, then its start count. ``late`` == 0: acquire-release, and the launch's last CTA to
+        start zeroes ``role2_place`` for the next launch here; else a release whose old value is returned for
+        :func:`zero_place_if_last` after the first barrier (a branch of its own: ptxas read the value at once where
+        both modes shared the add, merging the modes' conditions into one predicate)."""
         sm = smid() & Int32(wsl.ROLE2_PLACE_SMS - 1)
         cls = Int32(atom_add_relaxed_gpu_u32(place + Int64(wsl.PLACE_SM + sm) * 4, Int32(1)) != 0)
         n = atom_add_relaxed_gpu_u32(place + Int64(wsl.PLACE_CLASS + cls) * 4, Int32(1))
         u = n + cls * (ncta - 1 - 2 * n)  # class 0 from the bottom, class 1 from the top
         h = ncta // 2
         st_shared_b32(sslot, u + Int32(u >= h) * (ncta - 1 + h - 2 * u))  # the upper half reversed
-        # release: this CTA's class counts before its start count; acquire: the last starter zeroes after every count
-        if atom_add_acqrel_gpu_u32(place + Int64(wsl.PLACE_STARTED) * 4, Int32(1)) == ncta - 1:
-            for i in cutlass.range(wsl.ROLE2_PLACE_WORDS // 4, unroll=1):
-                st_global_v4(place + Int64(i) * 16, Int32(0), Int32(0), Int32(0), Int32(0))
+        started = Int32(0)
+        start_count = place + Int64(wsl.PLACE_STARTED) * 4
+        if late != 0:
+            started = atom_add_release_gpu_u32(start_count, Int32(1))
+        else:
+            # release: this CTA's class counts before its start count; acquire: the last starter zeroes after every
+            # count
+            if atom_add_acqrel_gpu_u32(start_count, Int32(1)) == ncta - 1:
+                zero_place(place)
+        return started
+
+    @cute.jit
+    def zero_place(place: Int64):
+        for i in cutlass.range(wsl.ROLE2_PLACE_WORDS // 4, unroll=1):
+            st_global_v4(place + Int64(i) * 16, Int32(0), Int32(0), Int32(0), Int32(0))
+
+    @cute.jit
+    def zero_place_if_last(started: Int32, place: Int64, ncta: Int32):
+        """The placing thread after the first barrier, with its late start count's old value: the launch's last CTA to
+        start zeroes ``role2_place`` for the next launch, after a fence that makes the release-add an acquire too."""
+        if started == ncta - 1:
+            fence_acq_rel_gpu()
+            zero_place(place)
 
     def replay_tasks(nq, ncta, ring_blocks):
         """This replay's W1 tasks per W1 tile (:func:`w1_split_runs`, line for line; 1 outside the split builds) and
@@ -1068,10 +1097,12 @@ def _trace_parts(cfg):
                 nb = nb + shfl_bfly_s32(nb, 1 << d)
             if tid == 0:
                 st_shared_b32(smem + INFO_OFF, nb)
+        started = Int32(0)  # the placing thread's start count (module docstring, "Placement")
         if const_expr(PLACED):
             if place_ctas != 0:
                 if tid == PLACE_TID:
-                    place_cta(smem + PLACE_OFF, ws + o_role2_place, ncta)
+                    started = place_cta(smem + PLACE_OFF, ws + o_role2_place, ncta,
+                                        Int32(place_ctas == PLACE_CTAS_START_LATE))
         if const_expr(PREFETCH):
             # the CTA's first W1 weights into L2 while role1 counts and fills (module docstring): blockIdx's task, so
             # not where the CTAs place themselves; the routing's slots fit one warp
@@ -1085,12 +1116,25 @@ def _trace_parts(cfg):
         if const_expr(PLACED):
             if place_ctas != 0:
                 cta = ld_shared_b32(smem + PLACE_OFF)
+            if const_expr(not PIPE):
+                # the start count's round trip after the barrier, where only the placing thread's warp waits for it
+                # (the 384-thread builds: after the producer warpgroup's register release, below)
+                if place_ctas == PLACE_CTAS_START_LATE:
+                    if tid == PLACE_TID:
+                        zero_place_if_last(started, ws + o_role2_place, ncta)
         srun, ntasks = replay_tasks(nq, ncta, ring_blocks)
         nlocal = (ntasks - cta + ncta - 1) // ncta  # the static split's tasks of this CTA (may be 0)
 
         if tid < P0:
             # ---------------- producer warpgroup (384-thread variant) ----------------
             setmaxnreg(REGS[0], False)
+            if const_expr(PLACED):
+                # the late start count's value in warp 1 (the signal warp, or idle). Its register release above
+                # already waits for it (a release waits for every pending register write), and the consumers'
+                # raise for that release, but the producer thread does not: its first stages are in flight by then
+                if place_ctas == PLACE_CTAS_START_LATE:
+                    if tid == PLACE_TID:
+                        zero_place_if_last(started, ws + o_role2_place, ncta)
             # one task loop for the producer thread and the signal warp, each warp running its own instance (a
             # second loop over the tasks, the signal warp's, made ptxas spill ~20 values of the producer's); the
             # producer runs until it has no next task, the signal warp until a record says the task was the last.

@@ -199,10 +199,11 @@ def _hand_back(ptx, start):
     assert "fence.acq_rel.gpu;" in ptx[start:clear]
     rel = [m.start() for m in re.finditer(r"red\.release\.gpu\.global\.add\.u32", ptx)]
     assert len(rel) == 2 and all(r > clear for r in rel)  # l2_empty completion, then l1_empty (+1 per generation)
-    assert ptx.count("atom.release.gpu.global.add.u32") == 1
-    # the one acq_rel add is a two-CTA build's placement start count, before the first barrier (role2_ring "Placement")
-    acq_rel = [m.start() for m in re.finditer(r"atom\.acq_rel\.gpu", ptx)]
-    assert len(acq_rel) <= 1 and all(a < _first(ptx, "bar.sync 0,") for a in acq_rel)
+    bar0 = _first(ptx, "bar.sync 0,")
+    assert ptx[bar0:].count("atom.release.gpu.global.add.u32") == 1 and "atom.acq_rel.gpu" not in ptx[bar0:]
+    # the other ordered adds are a two-CTA build's placement start count (acq_rel, or release in the late mode),
+    # before the first barrier (role2_ring "Placement")
+    assert ptx[:bar0].count("atom.acq_rel.gpu") <= 1 and ptx[:bar0].count("atom.release.gpu") <= 1
 
 
 def _signal_warp_releases(ptx, start, end):
@@ -220,16 +221,24 @@ def _signal_warp_releases(ptx, start, end):
 @pytest.mark.parametrize("bm,threads,placed", [(16, 256, True), (64, 384, False)])
 def test_two_cta_builds_take_their_index_from_where_they_run(role2_arts, bm, threads, placed):
     """role2_ring "Placement": a two-CTA build reads %smid, counts the CTA in on its SM and in its class (relaxed adds)
-    and then as started (acq_rel), all before the first barrier; a one-CTA build keeps blockIdx and has none of it."""
+    and then as started, all before the first barrier: acq_rel (``place_ctas`` 1), or release (2, the late start
+    count) whose last starter zeroes the region after the barrier behind an acquire fence; a one-CTA build keeps
+    blockIdx and has none of it."""
     ptx = _ptx(role2_arts, bm, threads)
     bar0 = _first(ptx, f"bar.sync 0, {threads};")
     if not placed:
-        assert "%smid" not in ptx[:bar0] and "atom.acq_rel.gpu" not in ptx
+        assert "%smid" not in ptx[:bar0] and "atom.acq_rel.gpu" not in ptx and "atom.release" not in ptx[:bar0]
         return
     sm = _first(ptx, "%smid")
     adds = [m.start() for m in re.finditer(r"atom\.relaxed\.gpu\.global\.add\.u32", ptx[:bar0])]
+    late = _first(ptx, "atom.release.gpu.global.add.u32", sm)
     started = _first(ptx, "atom.acq_rel.gpu.global.add.u32", sm)
-    assert len(adds) == 2 and sm < adds[0] < adds[1] < started < bar0
+    assert len(adds) == 2 and sm < adds[0] < adds[1] < min(late, started) and max(late, started) < bar0
+    # each mode zeroes the region's words (one 16-byte store per four) once: the acq_rel one before the barrier,
+    # the late one after it, behind the fence
+    fence = _first(ptx, "fence.acq_rel.gpu;", bar0)
+    zero = "st.global.v4.u32"
+    assert zero in ptx[started:bar0] and zero in ptx[fence:_first(ptx, "ld.acquire.gpu.global.u32", bar0)]
 
 
 @pytest.mark.parametrize("bm,threads", [(8, 256), (64, 384)])
@@ -242,8 +251,10 @@ def test_w1_and_w2_outputs_leave_in_16_byte_stores(role2_arts, bm, threads):
     shared memory (st/ld.shared.u64); no 2-byte global stores remain."""
     ptx = _ptx(role2_arts, bm, threads)
     w2_mma = _first(ptx, "wgmma.mma_async", _first(ptx, "st.global.u8"))  # the first MMA after W1's scale store
-    # (from the first barrier: before it a two-CTA build's last starter zeroes role2_place, role2_ring "Placement")
-    w1, w2 = ptx[_first(ptx, f"bar.sync 0, {threads};"):w2_mma], ptx[w2_mma:]
+    # (from the first task's acquire: before it a two-CTA build's last starter zeroes role2_place, role2_ring
+    # "Placement")
+    w1 = ptx[_first(ptx, "ld.acquire.gpu.global.u32", _first(ptx, f"bar.sync 0, {threads};")):w2_mma]
+    w2 = ptx[w2_mma:]
     w1_stores = [m.start() for m in re.finditer(r"st\.global\.v4\.u32", w1)]
     assert len(w1_stores) == (bm * 8 + 255) // 256
     assert all("ld.shared.v4.u32" in w1[max(0, s - 600):s] for s in w1_stores)
@@ -313,7 +324,7 @@ def test_schema_matches_what_moe_packs(role2_arts):
     assert all(kinds[f"o_{n}"] == 8 for n in OFFSET_PARAMS) and all(kinds[n] == 4 for n in SCALAR_PARAMS_S32)
     assert vals["bm_stride"] == _Ws.layout.bm_max and vals["sf_stride"] == _Ws.layout.sf_rows_max
     # role2_ring "Placement": blockIdx unless the layer call runs role2 after role4's launch-order port
-    assert vals["place_ctas"] == 0 and 'vals["place_ctas"] = int(sm90_place_ctas(T, edge))' in src
+    assert vals["place_ctas"] == 0 and 'vals["place_ctas"] = sm90_place_ctas(T, edge)' in src
     # role2_ring "First weights to L2": none unless the layer call asks (heuristics.sm90_w1_prefetch_steps)
     assert vals["w1_prefetch_steps"] == 0
     assert 'vals["w1_prefetch_steps"] = sm90_w1_prefetch_steps(T, buffer.world_size, edge)' in src
