@@ -209,6 +209,31 @@ def first_wait(ctl: list[Control], k: int) -> int | None:
     return next((j for j in range(k + 1, len(ctl)) if b in ctl[j].wait), None)
 
 
+@dataclass(frozen=True)
+class LoopSchedule:
+    """An innermost MMA loop's static schedule: its instructions and QGMMAs, the sum of their stall fields (the
+    cycles one warp needs to issue an iteration when no scoreboard wait holds it: a lower bound of its latency
+    chain, against which a measured iteration shows how long the warp waited for memory or MMAs), and how many of
+    its instructions wait for a scoreboard."""
+
+    instructions: int
+    qgmma: int
+    stall_cycles: int
+    waits: int
+
+
+def mma_loop_schedules(sass_hex: str) -> list[LoopSchedule]:
+    """:class:`LoopSchedule` of every innermost MMA loop (as :func:`innermost_mma_loops`) of
+    ``disassemble(cubin, encodings=True)`` output, in code order."""
+    lines = sass_hex.splitlines()
+    by_addr = {c.addr: c for c in control_words(sass_hex)}
+    out = []
+    for lp in _mma_loops(lines, *parse(sass_hex)):
+        ctl = [by_addr[int(_INSN.match(lines[i.line]).group(1), 16)] for i in lp.insns]
+        out.append(LoopSchedule(len(ctl), lp.count("QGMMA"), sum(c.stall for c in ctl), sum(1 for c in ctl if c.wait)))
+    return out
+
+
 def qgmma_register_a(sass: str) -> tuple[int, int]:
     """(QGMMA count, how many take A from registers): register-A form ``QGMMA... R<d>, R<a>, gdesc[...]``."""
     return _qgmma_register_a(parse(sass)[0])
@@ -263,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--role", default="role2")
     ap.add_argument("--where", default="", help="comma-separated variant filters, e.g. bm=8,threads=384,ranks=2")
     ap.add_argument("--loops", action="store_true", help="also list every loop holding spills or QGMMAs (loop_spills)")
+    ap.add_argument("--stalls", action="store_true",
+                    help="also give each MMA loop's stall cycles and scoreboard waits (mma_loop_schedules)")
     a = ap.parse_args(argv)
     where = dict(kv.split("=", 1) for kv in a.where.split(",") if kv)
     b = open_bundle(a.bundle)
@@ -278,6 +305,10 @@ def main(argv: list[str] | None = None) -> int:
         loops = ", ".join(f"{n}/{q}/{u}" for (n, q), u in zip(s.mma_loops, s.r2ur_in_mma_loops))
         print(f"| {label} | {s.qgmma} ({s.qgmma_register_a}) | {s.spill_ops} ({s.spill_ops_in_mma_loops}) "
               f"({s.spill_ops_in_copy_loops}) | {loops} |")
+        if a.stalls:
+            for ls in mma_loop_schedules(disassemble(b.cubin(r.key), encodings=True)):
+                print(f"|   MMA loop: {ls.instructions} instructions, {ls.qgmma} QGMMA | {ls.stall_cycles} stall cycles | "
+                      f"{ls.waits} scoreboard waits | |")
         if a.loops:
             for start, end, sp, q in loop_spills(disassemble(b.cubin(r.key))):
                 print(f"|   loop lines {start}-{end} | {q} QGMMA | {sp} STL+LDL | |")

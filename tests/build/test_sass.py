@@ -246,3 +246,21 @@ def test_two_cta_builds_wait_for_the_late_start_count_only_after_the_first_barri
             assert len(adds) == 4 and len(late) == 1, (name, r.variant, [ctl[k].text for k in adds])
             n += 1
     assert n >= 4
+
+
+def test_mma_loop_schedules_on_a_handmade_listing():
+    """An MMA loop's static schedule (gcmoe_build.sass.mma_loop_schedules): the stall fields of its instructions
+    summed, its instructions that wait for a scoreboard counted; code outside the loop left out."""
+    from gcmoe_build.sass import mma_loop_schedules
+
+    def line(addr, text, stall, wait=()):
+        hi = (stall | 7 << 5 | 7 << 8 | sum(1 << b for b in wait) << 11) << 41
+        return (f"        /*{addr:04x}*/                   {text} ;     /* 0x0000000000000000 */\n"
+                f"        {' ' * 94}/* 0x{hi:016x} */\n")
+
+    sass = (line(0x0, "MOV R1, R2", 3) + ".L_x_1:\n" + line(0x10, "LDS.64 R4, [R6]", 1)
+            + line(0x20, "QGMMA.64x8x32.F32.E4M3.E4M3 R8, R4, gdesc[UR4], R8, gsb0", 2, wait=(0,))
+            + line(0x30, "FFMA R9, R9, R10, R11", 4, wait=(1, 2))
+            + line(0x40, "@P0 BRA `(.L_x_1)", 5) + line(0x50, "EXIT", 5))
+    (ls,) = mma_loop_schedules(sass)
+    assert (ls.instructions, ls.qgmma, ls.stall_cycles, ls.waits) == (4, 1, 1 + 2 + 4 + 5, 2)
