@@ -211,15 +211,31 @@ def first_wait(ctl: list[Control], k: int) -> int | None:
 
 @dataclass(frozen=True)
 class LoopSchedule:
-    """An innermost MMA loop's static schedule: its instructions and QGMMAs, the sum of their stall fields (the
-    cycles one warp needs to issue an iteration when no scoreboard wait holds it: a lower bound of its latency
-    chain, against which a measured iteration shows how long the warp waited for memory or MMAs), and how many of
-    its instructions wait for a scoreboard."""
+    """An innermost MMA loop's static schedule, on the path an iteration takes when every mbarrier wait succeeds at
+    its first probe (:func:`mbar_slow_paths` left out: the retries, the timeout check and the trap record, ~30
+    instructions per wait pair that only a late stage runs): its instructions and QGMMAs, the sum of their stall
+    fields (the cycles one warp needs to issue an iteration when no scoreboard wait holds it: a lower bound of its
+    latency chain, against which a measured iteration shows how long the warp waited for memory or MMAs), how many of
+    them wait for a scoreboard, and the slow-path instructions left out."""
 
     instructions: int
     qgmma: int
     stall_cycles: int
     waits: int
+    slow_path: int = 0
+
+
+def mbar_slow_paths(insns: list[Insn], lines: list[str], labels: dict[str, int]) -> set[int]:
+    """Lines of the mbarrier waits' slow paths: after a ``SYNCS.PHASECHK`` probe whose next instruction branches
+    forward on success (``@P BRA L``), everything up to label ``L`` (``ring_sync.mbar_wait_rt``'s retries, timeout
+    check and trap record)."""
+    cold = set()
+    for k in range(len(insns) - 1):
+        a, b = insns[k], insns[k + 1]
+        m = _BRANCH.search(lines[b.line]) if a.opcode == "SYNCS" and "PHASECHK" in a.modifiers else None
+        if m and b.opcode == "BRA" and "@" in lines[b.line] and labels.get(m.group(1), -1) > b.line:
+            cold.update(range(b.line + 1, labels[m.group(1)]))
+    return cold
 
 
 def mma_loop_schedules(sass_hex: str) -> list[LoopSchedule]:
@@ -227,10 +243,14 @@ def mma_loop_schedules(sass_hex: str) -> list[LoopSchedule]:
     ``disassemble(cubin, encodings=True)`` output, in code order."""
     lines = sass_hex.splitlines()
     by_addr = {c.addr: c for c in control_words(sass_hex)}
+    insns, labels = parse(sass_hex)
+    cold = mbar_slow_paths(insns, lines, labels)
     out = []
-    for lp in _mma_loops(lines, *parse(sass_hex)):
-        ctl = [by_addr[int(_INSN.match(lines[i.line]).group(1), 16)] for i in lp.insns]
-        out.append(LoopSchedule(len(ctl), lp.count("QGMMA"), sum(c.stall for c in ctl), sum(1 for c in ctl if c.wait)))
+    for lp in _mma_loops(lines, insns, labels):
+        hot = [i for i in lp.insns if i.line not in cold]
+        ctl = [by_addr[int(_INSN.match(lines[i.line]).group(1), 16)] for i in hot]
+        out.append(LoopSchedule(len(ctl), sum(1 for i in hot if i.opcode == "QGMMA"), sum(c.stall for c in ctl),
+                                sum(1 for c in ctl if c.wait), len(lp.insns) - len(hot)))
     return out
 
 
@@ -307,8 +327,8 @@ def main(argv: list[str] | None = None) -> int:
               f"({s.spill_ops_in_copy_loops}) | {loops} |")
         if a.stalls:
             for ls in mma_loop_schedules(disassemble(b.cubin(r.key), encodings=True)):
-                print(f"|   MMA loop: {ls.instructions} instructions, {ls.qgmma} QGMMA | {ls.stall_cycles} stall cycles | "
-                      f"{ls.waits} scoreboard waits | |")
+                print(f"|   MMA loop, first-probe path: {ls.instructions} instructions ({ls.slow_path} more on the waits' "
+                      f"slow paths), {ls.qgmma} QGMMA | {ls.stall_cycles} stall cycles | {ls.waits} scoreboard waits | |")
         if a.loops:
             for start, end, sp, q in loop_spills(disassemble(b.cubin(r.key))):
                 print(f"|   loop lines {start}-{end} | {q} QGMMA | {sp} STL+LDL | |")

@@ -250,7 +250,8 @@ def test_two_cta_builds_wait_for_the_late_start_count_only_after_the_first_barri
 
 def test_mma_loop_schedules_on_a_handmade_listing():
     """An MMA loop's static schedule (gcmoe_build.sass.mma_loop_schedules): the stall fields of its instructions
-    summed, its instructions that wait for a scoreboard counted; code outside the loop left out."""
+    summed, its instructions that wait for a scoreboard counted; code outside the loop and an mbarrier wait's slow
+    path (after a successful first probe's forward branch, up to its target) left out."""
     from gcmoe_build.sass import mma_loop_schedules
 
     def line(addr, text, stall, wait=()):
@@ -259,8 +260,29 @@ def test_mma_loop_schedules_on_a_handmade_listing():
                 f"        {' ' * 94}/* 0x{hi:016x} */\n")
 
     sass = (line(0x0, "MOV R1, R2", 3) + ".L_x_1:\n" + line(0x10, "LDS.64 R4, [R6]", 1)
-            + line(0x20, "QGMMA.64x8x32.F32.E4M3.E4M3 R8, R4, gdesc[UR4], R8, gsb0", 2, wait=(0,))
-            + line(0x30, "FFMA R9, R9, R10, R11", 4, wait=(1, 2))
-            + line(0x40, "@P0 BRA `(.L_x_1)", 5) + line(0x50, "EXIT", 5))
+            + line(0x20, "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR24], R2", 1)
+            + line(0x30, "@P0 BRA `(.L_x_2)", 5)  # the first probe succeeded: past the slow path
+            + line(0x40, "NANOSLEEP 0x40", 9) + line(0x50, "ST.E.STRONG.SYS desc[UR22][R12.64+0x4], R11", 6)
+            + line(0x60, "BPT.TRAP 0x1", 5) + ".L_x_2:\n"
+            + line(0x70, "QGMMA.64x8x32.F32.E4M3.E4M3 R8, R4, gdesc[UR4], R8, gsb0", 2, wait=(0,))
+            + line(0x80, "FFMA R9, R9, R10, R11", 4, wait=(1, 2))
+            + line(0x90, "@P0 BRA `(.L_x_1)", 5) + line(0xA0, "EXIT", 5))
     (ls,) = mma_loop_schedules(sass)
-    assert (ls.instructions, ls.qgmma, ls.stall_cycles, ls.waits) == (4, 1, 1 + 2 + 4 + 5, 2)
+    assert (ls.instructions, ls.qgmma, ls.stall_cycles, ls.waits, ls.slow_path) == (6, 1, 1 + 1 + 5 + 2 + 4 + 5, 2, 3)
+
+
+def test_mma_loop_schedules_leave_out_the_stage_waits_slow_paths():
+    """In the shipped pipelined role2 builds every MMA loop holds its stage waits' slow paths (ring_sync.mbar_wait_rt:
+    retries, timeout check, trap record); the first-probe path leaves them out and keeps every QGMMA."""
+    from gcmoe_build.sass import disassemble, innermost_mma_loops, mma_loop_schedules
+    from gcmoe_runtime.artifacts.bundle import open_bundle
+
+    b = open_bundle(BUNDLES / "glm-5.2-sm90a.gcmoe")
+    r = next(r for r in b.records if r.role == "role2" and r.variant.get("threads") == 384 and r.variant["bm"] == 8
+             and r.variant.get("ctas_per_sm") == 2 and r.variant["ranks"] == 1 and r.variant.get("w1_split", 1) == 1)
+    loops = innermost_mma_loops(disassemble(b.cubin(r.key)))
+    sched = mma_loop_schedules(disassemble(b.cubin(r.key), encodings=True))
+    assert len(sched) == len(loops) == 2
+    for lp, ls in zip(loops, sched):
+        assert ls.qgmma == lp.count("QGMMA") == 16 and ls.instructions + ls.slow_path == len(lp.insns)
+        assert 20 <= ls.slow_path <= 100 and ls.instructions < 480 and ls.stall_cycles > ls.instructions
