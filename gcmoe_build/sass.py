@@ -327,8 +327,9 @@ def main(argv: list[str] | None = None) -> int:
               f"({s.spill_ops_in_copy_loops}) | {loops} |")
         if a.stalls:
             for ls in mma_loop_schedules(disassemble(b.cubin(r.key), encodings=True)):
-                print(f"|   MMA loop, first-probe path: {ls.instructions} instructions ({ls.slow_path} more on the waits' "
-                      f"slow paths), {ls.qgmma} QGMMA | {ls.stall_cycles} stall cycles | {ls.waits} scoreboard waits | |")
+                print(f"|   MMA loop, first-probe path: {ls.instructions} instructions ({ls.slow_path} more on the "
+                      f"waits' slow paths), {ls.qgmma} QGMMA | {ls.stall_cycles} stall cycles | {ls.waits} scoreboard "
+                      "waits | |")
         if a.loops:
             for start, end, sp, q in loop_spills(disassemble(b.cubin(r.key))):
                 print(f"|   loop lines {start}-{end} | {q} QGMMA | {sp} STL+LDL | |")

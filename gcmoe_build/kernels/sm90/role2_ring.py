@@ -223,8 +223,8 @@ reciprocal (else IEEE); its exponent is ``ex2.approx`` with or without it (not y
 import dataclasses
 
 from gcmoe_runtime.heuristics import (PLACE_CTAS_START_LATE, SM90_NARROW_PASS, SM90_PIPELINED_TWO_CTAS_MAX_BM,
-                                      SM90_TWO_CTAS_MAX_BM, SM90_W1_PREFETCH_MAX_BM, W1_SPLIT, W1_SPLIT_BM, W1_SPLIT_MAX_BLOCKS,
-                                      sm90_ctas_per_sm)
+                                      SM90_TWO_CTAS_MAX_BM, SM90_W1_PREFETCH_MAX_BM, W1_SPLIT, W1_SPLIT_BM,
+                                      W1_SPLIT_MAX_BLOCKS, sm90_ctas_per_sm)
 
 from .role_common import int_param, peer_abi_plan, peer_scope
 
@@ -796,6 +796,7 @@ def _trace_parts(cfg):
 
     @cute.jit
     def zero_place(place: Int64):
+        """Zero ``role2_place`` (16-byte stores) for the next launch."""
         for i in cutlass.range(wsl.ROLE2_PLACE_WORDS // 4, unroll=1):
             st_global_v4(place + Int64(i) * 16, Int32(0), Int32(0), Int32(0), Int32(0))
 
