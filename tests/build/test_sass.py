@@ -10,6 +10,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLES = ROOT / "results" / "operator" / "bundles"
+PRODUCTION = ("glm-5.2", "deepseek-v4.1-flash")
+
+
+def _role2_cubins(keep):
+    """(bundle name, variant, cubin) of every role2 record of the production bundles whose variant ``keep`` accepts."""
+    from gcmoe_runtime.artifacts.bundle import open_bundle
+
+    for name in PRODUCTION:
+        b = open_bundle(BUNDLES / f"{name}-sm90a.gcmoe")
+        for r in b.records:
+            if r.role == "role2" and keep(r.variant):
+                yield name, r.variant, b.cubin(r.key)
 
 
 @pytest.fixture(scope="module")
@@ -161,18 +173,13 @@ def test_two_cta_bm8_k_loops_keep_the_short_layout():
     """The P = 1 / 2 two-CTA BM 8 records of the production bundles (the T = 1-64 workhorse at P = 1, and the W1 split
     build) keep ptxas' short K-loop layout: a kernel change that flips it costs ~7 % of their consumers' issue."""
     from gcmoe_build.sass import summarize
-    from gcmoe_runtime.artifacts.bundle import open_bundle
 
     seen = 0
-    for name in ("glm-5.2", "deepseek-v4.1-flash"):
-        b = open_bundle(BUNDLES / f"{name}-sm90a.gcmoe")
-        for r in b.records:
-            v = r.variant
-            if r.role == "role2" and v["bm"] == 8 and v.get("threads") == 384 and v.get("ctas_per_sm") == 2 \
-                    and v["ranks"] in (1, 2):
-                loops = summarize(b.cubin(r.key)).mma_loops
-                assert len(loops) == 2 and all(n <= SHORT_K_LOOP for n, _ in loops), (name, dict(v), loops)
-                seen += 1
+    for name, v, cubin in _role2_cubins(lambda v: v["bm"] == 8 and v.get("threads") == 384
+                                        and v.get("ctas_per_sm") == 2 and v["ranks"] in (1, 2)):
+        loops = summarize(cubin).mma_loops
+        assert len(loops) == 2 and all(n <= SHORT_K_LOOP for n, _ in loops), (name, dict(v), loops)
+        seen += 1
     assert seen == 5  # GLM-5.2 P = 1 (split-free + w1_split = 2), P = 2; DSV-4.1-Flash P = 1, P = 2
 
 
@@ -231,20 +238,15 @@ def test_two_cta_builds_wait_for_the_late_start_count_only_after_the_first_barri
     after the barrier; the class counts and the acq_rel start count are waited for before it. Every two-CTA role2
     record of the production bundles (P = 1 and P = 8)."""
     from gcmoe_build.sass import control_words, disassemble, first_wait
-    from gcmoe_runtime.artifacts.bundle import open_bundle
 
     n = 0
-    for name in ("glm-5.2", "deepseek-v4.1-flash"):
-        b = open_bundle(BUNDLES / f"{name}-sm90a.gcmoe")
-        for r in b.records:
-            if r.role != "role2" or r.variant.get("ctas_per_sm") != 2:
-                continue
-            ctl = control_words(disassemble(b.cubin(r.key), encodings=True))
-            bar0 = next(k for k, c in enumerate(ctl) if c.text.startswith("BAR.SYNC"))
-            adds = [k for k, c in enumerate(ctl[:bar0]) if c.text.startswith("ATOMG.E.ADD")]
-            late = [k for k in adds if first_wait(ctl, k) > bar0]
-            assert len(adds) == 4 and len(late) == 1, (name, r.variant, [ctl[k].text for k in adds])
-            n += 1
+    for name, v, cubin in _role2_cubins(lambda v: v.get("ctas_per_sm") == 2):
+        ctl = control_words(disassemble(cubin, encodings=True))
+        bar0 = next(k for k, c in enumerate(ctl) if c.text.startswith("BAR.SYNC"))
+        adds = [k for k, c in enumerate(ctl[:bar0]) if c.text.startswith("ATOMG.E.ADD")]
+        late = [k for k in adds if first_wait(ctl, k) > bar0]
+        assert len(adds) == 4 and len(late) == 1, (name, v, [ctl[k].text for k in adds])
+        n += 1
     assert n >= 4
 
 
@@ -275,13 +277,11 @@ def test_mma_loop_schedules_leave_out_the_stage_waits_slow_paths():
     """In the shipped pipelined role2 builds every MMA loop holds its stage waits' slow paths (ring_sync.mbar_wait_rt:
     retries, timeout check, trap record); the first-probe path leaves them out and keeps every QGMMA."""
     from gcmoe_build.sass import disassemble, innermost_mma_loops, mma_loop_schedules
-    from gcmoe_runtime.artifacts.bundle import open_bundle
 
-    b = open_bundle(BUNDLES / "glm-5.2-sm90a.gcmoe")
-    r = next(r for r in b.records if r.role == "role2" and r.variant.get("threads") == 384 and r.variant["bm"] == 8
-             and r.variant.get("ctas_per_sm") == 2 and r.variant["ranks"] == 1 and r.variant.get("w1_split", 1) == 1)
-    loops = innermost_mma_loops(disassemble(b.cubin(r.key)))
-    sched = mma_loop_schedules(disassemble(b.cubin(r.key), encodings=True))
+    _, _, cubin = next(_role2_cubins(lambda v: v.get("threads") == 384 and v["bm"] == 8 and v.get("ctas_per_sm") == 2
+                                     and v["ranks"] == 1 and v.get("w1_split", 1) == 1))
+    loops = innermost_mma_loops(disassemble(cubin))
+    sched = mma_loop_schedules(disassemble(cubin, encodings=True))
     assert len(sched) == len(loops) == 2
     for lp, ls in zip(loops, sched):
         assert ls.qgmma == lp.count("QGMMA") == 16 and ls.instructions + ls.slow_path == len(lp.insns)
