@@ -26,6 +26,16 @@ slice ``j`` (0..3) is bytes ``[8j, 8j + 8)`` = two 32-bit words; word ``h`` (0, 
 ``uint8 [E, N/64, K/128, 4096]``: tiles of one 64-row slab are contiguous along K (one TMA/bulk copy per tile,
 consecutive K128 steps consecutive in memory).
 
+**K order inside a K128 step** (``k_interleave``, the manifest target's ``k_interleave``; session 50). Plain: K32
+slice ``j`` of a step holds the step's columns ``[32j, 32j + 32)``, so every quad thread touches all four K32 scale
+blocks and builds a decode table pair for each. Interleaved: slice ``j``'s position ``p = 16h + 4t + c`` holds column
+``32t + 8j + 4h + c`` (:func:`k128_column`), so the positions a thread with ``tig = t`` owns come, in all four
+slices, from K32 block ``t`` alone: one table pair per row and step. The activations must follow (the wgmma's B
+operand pairs slice ``j``'s position ``p`` with byte ``32j + p`` of the token's K128 line): physical 32-bit word
+``8j + 4h + t`` of a line holds original word ``8t + 2j + h`` (:func:`k128_word_source`; the role2 kernel permutes
+each activation chunk in shared memory after it lands, :func:`interleave_k128` is the host mirror). The
+activation scales (per K128) and the weight scale tiles are unchanged.
+
 Everything is expressed through :func:`tile_nibble_source`, an explicit permutation of the 8192 nibble
 positions of a tile; :func:`permute_tiles` applies it and :func:`unpermute_tiles` inverts it exactly.
 """
@@ -58,6 +68,38 @@ def unfold_word_nibbles(nib: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def k128_column(j: int, p: int, k_interleave: bool = False) -> int:
+    """Column of a K128 step (0..127) that K32 slice ``j`` (0..3), position ``p`` (0..31) holds (module docstring,
+    "K order inside a K128 step")."""
+    if not k_interleave:
+        return 32 * j + p
+    h, r = divmod(p, 16)
+    t, c = divmod(r, 4)
+    return 32 * t + 8 * j + 4 * h + c
+
+
+def k128_word_source(word: int, k_interleave: bool = True) -> int:
+    """The original 32-bit word (0..31) of a token's K128 line that physical word ``word`` holds: ``8t + 2j + h``
+    for ``word = 8j + 4h + t``."""
+    return k128_column(word // 8, 4 * (word % 8), k_interleave) // 4
+
+
+@functools.lru_cache(maxsize=None)
+def _k128_byte_source(k_interleave: bool) -> tuple:
+    return tuple(k128_column(b // 32, b % 32, k_interleave) for b in range(TILE_K))
+
+
+def interleave_k128(x: torch.Tensor) -> torch.Tensor:
+    """Activations ``[..., K]`` (one byte per E4M3 element, K a multiple of 128) in the interleaved K order: byte
+    ``b`` of each K128 line holds original byte ``k128_column(b // 32, b % 32, True)``. What the role2 kernel's
+    in-place chunk permutation produces (``role2_gemm.interleave_chunk``); host mirror for tests and harnesses."""
+    if x.shape[-1] % TILE_K:
+        raise ValueError(f"interleave_k128: K={x.shape[-1]} must be a multiple of {TILE_K}")
+    src = torch.tensor(_k128_byte_source(True), dtype=torch.long, device=x.device)
+    lines = x.reshape(*x.shape[:-1], x.shape[-1] // TILE_K, TILE_K)
+    return lines[..., src].reshape(x.shape)
+
+
 def a_fragment_coord(thread: int, i: int) -> tuple[int, int]:
     """(row, col-within-K32) of element ``a_i`` (0..15) of warpgroup thread ``thread`` (0..127)."""
     w, lane = divmod(thread, 32)
@@ -72,52 +114,53 @@ def _element_of_byte_nibble(b: int, high: int) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _source_list() -> tuple:
+def _source_list(k_interleave: bool = False) -> tuple:
     src = []
     for p in range(2 * TILE_BYTES):          # nibble position p: byte p // 2, high nibble iff p odd
         byte, high = divmod(p, 2)
         t, rem = divmod(byte, 32)
         j, b = divmod(rem, 8)
         row, col = a_fragment_coord(t, _element_of_byte_nibble(b, high))
-        src.append(row * TILE_K + 32 * j + col)
+        src.append(row * TILE_K + k128_column(j, col, k_interleave))
     assert sorted(src) == list(range(TILE_ROWS * TILE_K)), "tile layout must be a permutation"
     return tuple(src)
 
 
-def tile_nibble_source(device=None) -> torch.Tensor:
+def tile_nibble_source(device=None, k_interleave: bool = False) -> torch.Tensor:
     """LongTensor [8192]: nibble position p of a tile holds tile element ``src[p]`` (= row * 128 + k)."""
-    return torch.tensor(_source_list(), dtype=torch.long, device=device)
+    return torch.tensor(_source_list(bool(k_interleave)), dtype=torch.long, device=device)
 
 
-def tile_nibble_destination(device=None) -> torch.Tensor:
+def tile_nibble_destination(device=None, k_interleave: bool = False) -> torch.Tensor:
     """Inverse permutation: tile element ``row * 128 + k`` sits at nibble position ``dst[row * 128 + k]``."""
-    src = tile_nibble_source(device)
+    src = tile_nibble_source(device, k_interleave)
     dst = torch.empty_like(src)
     dst[src] = torch.arange(src.numel(), device=src.device)
     return dst
 
 
-def permute_tiles(codes: torch.Tensor) -> torch.Tensor:
-    """E2M1 codes ``uint8 [E, N, K]`` (one code per byte) -> tiles ``uint8 [E, N/64, K/128, 4096]``."""
+def permute_tiles(codes: torch.Tensor, k_interleave: bool = False) -> torch.Tensor:
+    """E2M1 codes ``uint8 [E, N, K]`` (one code per byte) -> tiles ``uint8 [E, N/64, K/128, 4096]`` (``k_interleave``:
+    the interleaved K order inside each step, module docstring)."""
     if codes.dim() != 3 or codes.shape[1] % TILE_ROWS or codes.shape[2] % TILE_K:
         raise ValueError(f"sm90 tiles: codes {tuple(codes.shape)} must be [E, N, K] with N % {TILE_ROWS} == 0 "
                          f"and K % {TILE_K} == 0")
     e, n, k = codes.shape
     t = codes.reshape(e, n // TILE_ROWS, TILE_ROWS, k // TILE_K, TILE_K).permute(0, 1, 3, 2, 4)
     flat = t.reshape(e, n // TILE_ROWS, k // TILE_K, TILE_ROWS * TILE_K)
-    nib = flat[..., tile_nibble_source(codes.device)].to(torch.uint8)
+    nib = flat[..., tile_nibble_source(codes.device, k_interleave)].to(torch.uint8)
     nib = fold_word_nibbles(nib.reshape(*nib.shape[:-1], -1, 8)).reshape(nib.shape)
     return nib[..., 0::2] | (nib[..., 1::2] << 4)
 
 
-def unpermute_tiles(tiles: torch.Tensor) -> torch.Tensor:
+def unpermute_tiles(tiles: torch.Tensor, k_interleave: bool = False) -> torch.Tensor:
     """Inverse of :func:`permute_tiles`: ``[E, N/64, K/128, 4096]`` -> codes ``uint8 [E, N, K]``."""
     if tiles.dim() != 4 or tiles.shape[-1] != TILE_BYTES:
         raise ValueError(f"sm90 tiles: expected [E, N/64, K/128, {TILE_BYTES}], got {tuple(tiles.shape)}")
     e, nt, kt, _ = tiles.shape
     nib = torch.stack([tiles & 15, tiles >> 4], dim=-1).reshape(e, nt, kt, 2 * TILE_BYTES // 8, 8)
     nib = unfold_word_nibbles(nib).reshape(e, nt, kt, 2 * TILE_BYTES)
-    flat = nib[..., tile_nibble_destination(tiles.device)]
+    flat = nib[..., tile_nibble_destination(tiles.device, k_interleave)]
     t = flat.reshape(e, nt, kt, TILE_ROWS, TILE_K).permute(0, 1, 3, 2, 4)
     return t.reshape(e, nt * TILE_ROWS, kt * TILE_K).contiguous()
 

@@ -4,7 +4,8 @@
 only rearranging already-quantised data: it never sees floating-point weights. Outputs, per matrix:
 
 * ``tiles``   uint8 ``[E, N/64, K/128, 4096]`` — E2M1 codes after the window shift, in the tile layout of
-  ``sm90_layout`` (W1: rows gate/up interleaved in 8-row groups, ``gate_up``).
+  ``sm90_layout`` (W1: rows gate/up interleaved in 8-row groups, ``gate_up``; ``k_interleave``: the K order inside
+  each K128 step that the bundle's role2 kernels were built for, ``sm90_layout`` "K order inside a K128 step").
 * ``scales``  uint8 ``[E, N, K/32]`` — stored UE8M0 ``2**(r + 6)`` (window-relative, ×64), same row order;
   the kernels read them lane-permuted: ``Sm90Matrix.kernel_scales()``.
 * ``expert_factor`` float32 ``[E]`` — ``2**(base - 127)``.
@@ -32,6 +33,7 @@ class Sm90Matrix:
     expert_factor: torch.Tensor
     gate_up_interleaved: bool
     window: WindowedScales  # canonical-order repack result (for reports/tests; not needed by the kernel)
+    k_interleave: bool = False  # the tiles' K order inside each K128 step (sm90_layout)
 
     def kernel_scales(self) -> torch.Tensor:
         """The scale operand the SM90 role2 kernels read: ``uint8 [E, N/64, K/128, 256]`` (per 64-row slab and
@@ -39,7 +41,7 @@ class Sm90Matrix:
         return permute_scales(self.scales)
 
     def codes_canonical(self) -> torch.Tensor:
-        c = unpermute_tiles(self.tiles)
+        c = unpermute_tiles(self.tiles, self.k_interleave)
         return deinterleave_gate_up(c) if self.gate_up_interleaved else c
 
     def dequantize(self) -> torch.Tensor:
@@ -49,18 +51,20 @@ class Sm90Matrix:
         return w.dequantize()
 
 
-def transform_matrix_sm90(packed: torch.Tensor, scales: torch.Tensor, gate_up: bool) -> Sm90Matrix:
+def transform_matrix_sm90(packed: torch.Tensor, scales: torch.Tensor, gate_up: bool,
+                          k_interleave: bool = False) -> Sm90Matrix:
     w = window_repack(packed, scales)
     codes, stored = w.codes, w.stored_scales
     if gate_up:
         codes, stored = interleave_gate_up(codes), interleave_gate_up(stored)
-    return Sm90Matrix(permute_tiles(codes), stored.contiguous(), w.expert_factor, gate_up, w)
+    return Sm90Matrix(permute_tiles(codes, k_interleave), stored.contiguous(), w.expert_factor, gate_up, w,
+                      bool(k_interleave))
 
 
-def transform_weights_sm90(routed: RoutedWeights) -> tuple[Sm90Matrix, Sm90Matrix]:
-    """(W1 with gate/up interleave, W2) in the SM90 kernel layout."""
-    return (transform_matrix_sm90(routed.w1, routed.w1_scale, True),
-            transform_matrix_sm90(routed.w2, routed.w2_scale, False))
+def transform_weights_sm90(routed: RoutedWeights, k_interleave: bool = False) -> tuple[Sm90Matrix, Sm90Matrix]:
+    """(W1 with gate/up interleave, W2) in the SM90 kernel layout (``k_interleave``: the bundle's K order)."""
+    return (transform_matrix_sm90(routed.w1, routed.w1_scale, True, k_interleave),
+            transform_matrix_sm90(routed.w2, routed.w2_scale, False, k_interleave))
 
 
 def inverse_transform_sm90(m: Sm90Matrix) -> tuple[torch.Tensor, torch.Tensor]:

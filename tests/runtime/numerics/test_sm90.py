@@ -230,3 +230,63 @@ def test_scale_tiles_roundtrip_and_positions():
         r1, _ = L.a_fragment_coord(th, 4)
         pos = sorted(L.scale_tile_position(r, k) for r in (r0, r1) for k in range(4))
         assert pos == list(range(pos[0], pos[0] + 8)) and pos[0] % 8 == 0
+
+
+def test_k128_interleave_is_a_bijection_giving_each_quad_thread_one_k32_block():
+    for il in (False, True):
+        cols = [L.k128_column(j, p, il) for j in range(4) for p in range(32)]
+        assert sorted(cols) == list(range(128))
+    assert [L.k128_column(j, p) for j in range(4) for p in range(32)] == list(range(128))
+    for t in range(L.THREADS):
+        tig = t % 4
+        blocks = {L.k128_column(j, c, True) // 32 for j in range(4) for i in range(16)
+                  for _, c in [L.a_fragment_coord(t, i)]}
+        assert blocks == {tig}  # one K32 scale block per thread and step: one decode table pair per row
+    # the word form the kernel's shared-memory permutation uses: physical word 8j + 4h + t <- original 8t + 2j + h
+    for j in range(4):
+        for h in range(2):
+            for t in range(4):
+                assert L.k128_word_source(8 * j + 4 * h + t) == 8 * t + 2 * j + h
+    assert sorted(L.k128_word_source(w) for w in range(32)) == list(range(32))
+
+
+def test_interleaved_tiles_and_activations_give_the_same_dot_products():
+    """Each K32 MMA pairs slice j's A position p with activation byte 32j + p: with the weights and the activations
+    both in the interleaved order, every (row, token) sum runs over the same products as the plain order's."""
+    g = torch.Generator().manual_seed(5)
+    codes = torch.randint(0, 16, (1, 64, 256), dtype=torch.uint8, generator=g)
+    acts = torch.randint(0, 256, (3, 256), dtype=torch.uint8, generator=g)
+    tiles = L.permute_tiles(codes, k_interleave=True)
+    assert torch.equal(L.unpermute_tiles(tiles, k_interleave=True), codes)
+    assert not torch.equal(tiles, L.permute_tiles(codes))
+    xi = L.interleave_k128(acts)
+    assert torch.equal(xi.reshape(3, 2, 128)[..., 32 * 1 + 16 + 4 * 2 + 1], acts.reshape(3, 2, 128)[..., 64 + 8 + 4 + 1])
+    vals = torch.tensor(FP4_CODE_VALUES)
+    want = vals[codes[0].long()] @ acts.double().float().T  # [64 rows, 3 tokens], plain K order
+    got = torch.zeros(64, 3)
+    for kb in range(2):
+        for t in range(L.THREADS):
+            for j in range(4):
+                frag = L.thread_fragment_codes(tiles[:, :, kb:kb + 1], t, j)[0, 0, 0]
+                for i in range(16):
+                    row, pos = L.a_fragment_coord(t, i)
+                    got[row] += vals[int(frag[i])] * xi[:, 128 * kb + 32 * j + pos].float()
+    assert torch.allclose(got, want, rtol=0, atol=1e-3)
+
+
+def test_interleave_k128_refuses_a_partial_line():
+    with pytest.raises(ValueError, match="K=96 must be a multiple of 128"):
+        L.interleave_k128(torch.zeros(2, 96, dtype=torch.uint8))
+
+
+def test_full_transform_in_the_interleaved_k_order_dequantizes_the_same():
+    g = torch.Generator().manual_seed(9)
+    p1, s1 = _weights(2, 256, 256, 118, 124, g)
+    p2, s2 = _weights(2, 256, 128, 118, 124, g)
+    routed = RoutedWeights(p1, s1, p2, s2)
+    plain, inter = transform_weights_sm90(routed), transform_weights_sm90(routed, k_interleave=True)
+    for a, b in zip(plain, inter):
+        assert b.k_interleave and not a.k_interleave
+        assert not torch.equal(a.tiles, b.tiles) and torch.equal(a.scales, b.scales)
+        assert torch.equal(_bits(a.dequantize()), _bits(b.dequantize()))
+        assert torch.equal(b.tiles, L.permute_tiles(L.unpermute_tiles(a.tiles), k_interleave=True))
