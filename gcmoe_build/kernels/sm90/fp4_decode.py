@@ -61,6 +61,18 @@ def byte_of(word, k: int, *, loc=None, ip=None):
     return Int32(_asm(f"prmt.b32 $0, $1, 0, {_BYTE_OF_SELECTOR | int(k)};", "=r,r", [_v(word)], 1, volatile=False)[0])
 
 
+def byte_selector(k):
+    """The run-time selector of :func:`byte_at` for byte ``k`` (an Int32 in 0..3, e.g. from the lane index)."""
+    return Int32(_BYTE_OF_SELECTOR) | k
+
+
+@dsl_user_op
+def byte_at(word, selector, *, loc=None, ip=None):
+    """Byte ``selector & 3`` of ``word``, zero-extended, with a run-time ``selector`` (:func:`byte_selector`): the
+    K-interleaved decode's scale byte, which depends on the thread's lane (``Role2GemmConfig.k_interleave``)."""
+    return Int32(_asm("prmt.b32 $0, $1, 0, $2;", "=r,r,r", [_v(word), _v(selector)], 1, volatile=False)[0])
+
+
 def fold_lut(scale_byte):
     """The two table registers of a K32 block from its stored UE8M0 scale byte (Int32 in 0..255)."""
     r = scale_byte - STORED_BIAS

@@ -54,9 +54,10 @@ import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, Uint32, const_expr
 
 from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
+from gcmoe_runtime.numerics.sm90_layout import k128_word_source
 from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2, FOLD_LUT_WORDS
 
-from .fp4_decode import byte_of, decode_fp4x8_e4m3, fold_lut
+from .fp4_decode import byte_at, byte_of, byte_selector, decode_fp4x8_e4m3, fold_lut
 from .ptx_mem import (bar_arrive, bar_sync, bulk_copy_g2s, cp_async_16_zfill, cp_async_4_zfill,
                       cp_async_wait_all, evict_first_policy, fence_proxy_async_global, fence_proxy_async_shared,
                       globaltimer, ld_global_f32, ld_global_f32_if, ld_global_s32, ld_global_u8,
@@ -237,6 +238,13 @@ class Role2GemmConfig:
     #: events (:data:`STAMP_EVENTS`) into the ``ticket`` buffer: where a step's cycles go (stage wait, decode, turn,
     #: MMA latency, promote). ~30 instructions per step and warp more: compare against the build without it
     step_stamps: bool = False
+    #: the routed tiles' K order inside each K128 step (``gcmoe_runtime.numerics.sm90_layout``, "K order inside a K128
+    #: step"; the manifest target's ``k_interleave``, session 50): each quad thread's four K32 slices of a step come
+    #: from one K32 scale block, so it builds one decode table pair per row and step, not per K32 (session 42 call B's
+    #: count: -72 consumer instructions per K256), and reads one scale word per slab instead of two. The activations
+    #: follow by an in-place permutation of each landed chunk in shared memory (:func:`interleave_chunk`), so role1's
+    #: ring rows and W1's ``l2_x`` stay in the plain order. Tensor-map chunks only (the swizzled layout it permutes)
+    k_interleave: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -300,6 +308,11 @@ class Role2GemmConfig:
             raise ValueError("role2 step_stamps: the chained K128 steps of the persistent pipelined kernel, whose "
                              "stamp buffer is the ticket formal, so pipelined=True, dynamic_tasks=False, "
                              "slab_groups=0, fold_scales=True, dev_compute_only=False")
+        if self.k_interleave and not (self.pipelined and self.act_tma and self.fold_scales
+                                      and not self.dev_no_decode):
+            raise ValueError("role2 k_interleave: the interleaved decode tables fold each K32 block's exponent and "
+                             "the chunk permutation works on tensor-map chunks, so pipelined=True, act_tma=True, "
+                             "fold_scales=True, dev_no_decode=False")
         if self.kc % (128 * self.mma_steps_per_call):
             raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: K chunk {self.kc} is not a "
                              f"multiple of {128 * self.mma_steps_per_call}")
@@ -539,7 +552,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
                     block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None,
-                    mma_n: int | None = None):
+                    mma_n: int | None = None, k_interleave_tig=None):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -576,6 +589,9 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     ``bm``; a multiple of 8 up to ``bm``): the wgmmas' N — a block of at most ``mma_n`` tokens in a BM-wide chunk and
     accumulator (``Role2RingConfig.narrow_n``): only the first ``mma_n // 2`` values of each slab's ``acc`` are
     promoted (the rest keep what they hold) and the steps' token scales are read for ``mma_n`` tokens.
+    ``k_interleave_tig`` (``Role2GemmConfig.k_interleave``; None: the plain K order): the thread's ``lane % 4`` (an
+    Int32), the K32 block all four of its K32 slices come from; a step's words then hold one scale word per slab
+    (:func:`_read_k128_stage`) and each slab's table pair is built once per step from its bytes ``2t``, ``2t + 1``.
 
     Chained per K128 (with or without slab groups), a step's (a slab group's) four K32 A fragments are decoded first
     and one ``wgmma.fence`` precedes its wgmmas: a fence orders every earlier register write of the warp, and the A
@@ -595,13 +611,28 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     if turns is not None and not (per_k128 and not slab_groups):
         raise ValueError("_mma_k128_steps turns: the per-K128 chain without slab groups only")
     r0 = (Int32(FOLD_LUT_WORDS[0]), Int32(FOLD_LUT_WORDS[1]))
+    il = k_interleave_tig is not None
+    if il and not (fold and decode and a_regs is None):
+        raise ValueError("_mma_k128_steps k_interleave_tig: the folded FP4 decode only")
+    # the interleaved tables' byte selectors (rows g, g + 8 of the thread's K32 block) and, per (step, slab), the
+    # table pairs built at the step's first decode (trace-time cache: a step's K32 slices are decoded in one block)
+    sels = [byte_selector((k_interleave_tig & 1) * 2 + hh) for hh in range(2)] if il else None
+    luts_of = {}
+
+    def slab_luts(step, q, sl):
+        words = step.words
+        if not il:
+            sw = words[8 * nslab + sl * 2 + q // 2]
+            return [fold_lut(byte_of(sw, (q % 2) * 2 + hh)) if fold else r0 for hh in range(2)]
+        if (id(step), sl) not in luts_of:
+            luts_of[(id(step), sl)] = [fold_lut(byte_at(words[8 * nslab + sl], sels[hh])) for hh in range(2)]
+        return luts_of[(id(step), sl)]
 
     def slab_regs(step, q, sl):  # the 4 A registers of slab ``sl``, K32 ``q``: its codes through the folded table
         words = step.words
         if const_expr(not decode):
             return [words[sl * 8 + 2 * q + (r & 1)] for r in range(4)]
-        sw = words[8 * nslab + sl * 2 + q // 2]
-        luts = [fold_lut(byte_of(sw, (q % 2) * 2 + hh)) if fold else r0 for hh in range(2)]
+        luts = slab_luts(step, q, sl)
         a = []
         for r in range(2):
             lo, hi = decode_fp4x8_e4m3(words[sl * 8 + 2 * q + r], luts[0], luts[1])
@@ -825,15 +856,20 @@ def _issue_k128_stage(smem, bar_off: int, stage_off: int, s, w, ws, slab0, nk, k
         bulk_copy_g2s(dst + nsl * 4096 + j * 256, ws + tile * 256, 256, full, policy)
 
 
-def _read_k128_stage(stage, wg, tw, warp, g, nslab: int = 2):
+def _read_k128_stage(stage, wg, tw, warp, g, nslab: int = 2, k_interleave: bool = False):
     """Consumer: this thread's words of a shared-memory K128 stage (``nslab`` slabs per warpgroup), in
-    :func:`_mma_k128_steps`' order (each slab's codes, 16 B each half, then each slab's UE8M0 scales, 8 B each)."""
+    :func:`_mma_k128_steps`' order (each slab's codes, 16 B each half, then each slab's UE8M0 scales, 8 B each;
+    ``k_interleave``: 4 B each, the word holding its K32 block's bytes, ``sm90_layout.scale_tile_position``)."""
     words = []
     for sl in range(nslab):
         for h2 in range(2):
             words.extend(ld_shared_v4(stage + (wg * nslab + sl) * 4096 + tw * 32 + 16 * h2))
     for sl in range(nslab):
-        words.extend(ld_shared_v2(stage + 2 * nslab * 4096 + (wg * nslab + sl) * 256 + (warp * 8 + g) * 8))
+        sc = stage + 2 * nslab * 4096 + (wg * nslab + sl) * 256 + (warp * 8 + g) * 8
+        if k_interleave:  # K32 block t = lane % 4: bytes 2t, 2t + 1 of the 8, in word t // 2
+            words.append(ld_shared_b32(sc + ((tw & 3) >> 1) * 4))
+        else:
+            words.extend(ld_shared_v2(sc))
     return words
 
 
@@ -869,14 +905,14 @@ def _produce_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_empty, w
 
 
 def _consume_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_full, wg, tw, warp, g, release: str,
-                  nslab: int = 2, stage_bytes: int = STAGE_BYTES):
+                  nslab: int = 2, stage_bytes: int = STAGE_BYTES, k_interleave: bool = False):
     """Consumer, stream step ``gs``: wait for the stage's full barrier (``wait_full(bar, parity)``), read
     this thread's words of its ``nslab`` slabs (:func:`_read_k128_stage`) and, unless ``release``
     (Role2GemmConfig.stage_release) is "decoded" (then :func:`_release_k128` after the step's MMAs), arrive on the
     empty barrier. Returns the words."""
     s, use = stage_slot(gs, ns)
     wait_full(smem + bar_off + 8 * s, use & 1)
-    words = _read_k128_stage(smem + stage_off + s * stage_bytes, wg, tw, warp, g, nslab)
+    words = _read_k128_stage(smem + stage_off + s * stage_bytes, wg, tw, warp, g, nslab, k_interleave)
     if release == "fence":
         fence_proxy_async_shared()
     if not release.startswith("decoded"):
@@ -899,7 +935,8 @@ def stage_k128_step(cfg: Role2GemmConfig, smem, bar_off: int, stage_off: int, ns
     release = ((lambda: _release_k128(smem, bar_off, ns, step_of())) if cfg.stage_release.startswith("decoded")
                else None)
     return K128Step(lambda: _consume_k128(smem, bar_off, stage_off, ns, step_of(), wait_full, wg, tw, warp, g,
-                                          cfg.stage_release, cfg.slabs_per_pass, cfg.stage_bytes), ascl, kl128,
+                                          cfg.stage_release, cfg.slabs_per_pass, cfg.stage_bytes,
+                                          cfg.k_interleave), ascl, kl128,
                     release, EARLY_RELEASE_K32 if cfg.stage_release == "decoded_k32_2" else 3)
 
 
@@ -1093,6 +1130,33 @@ def _issue_act_chunk_tma(cfg: "Role2GemmConfig", smem, buf, src: ActTma, kc, b):
         tma_load_2d(smem + buf + j * cfg.bm * 128, src.tmap, kc * cfg.kc + j * 128, src.row0, bar)
 
 
+def _interleave_line(addr):
+    """One token's K128 line of a tensor-map chunk (128 bytes at ``addr``, 128-byte aligned, in the 128-byte swizzle:
+    logical 16-byte chunk ``c`` at ``c ^ addr[7:9]``) into the interleaved K order, in place: physical word ``w`` of
+    the line gets original word ``sm90_layout.k128_word_source(w)``. All eight loads before any store (one thread owns
+    the line); the word moves themselves are register renames."""
+    sw = (addr >> 3) & 0x70  # the swizzle's XOR of the chunk offset: address bits 7-9 moved to bits 4-6
+    words = [w for c in range(8) for w in ld_shared_v4(addr + (sw ^ (c << 4)))]
+    for c in range(8):
+        st_shared_v4(addr + (sw ^ (c << 4)), *[words[k128_word_source(4 * c + t)] for t in range(4)])
+
+
+@cute.jit
+def interleave_chunk(buf, ctid, bm: cutlass.Constexpr, kc_len: cutlass.Constexpr):
+    """Consumers (``Role2GemmConfig.k_interleave``): a landed activation chunk ``[kc_len/128][bm][128 B]`` at shared
+    offset ``buf`` into the interleaved K order, one K128 line per thread and round (:func:`_interleave_line`). The
+    caller fences each thread's stores for the async proxy and joins the consumers' barrier before any wgmma reads
+    the chunk (:func:`for_each_chunk`)."""
+    lines = bm * kc_len // 128
+    for r in cutlass.range_constexpr(_rounds(lines)):
+        line = ctid + r * CONSUMER_THREADS
+        if const_expr((r + 1) * CONSUMER_THREADS <= lines):
+            _interleave_line(buf + line * 128)
+        else:
+            if line < lines:
+                _interleave_line(buf + line * 128)
+
+
 @cute.jit
 def _stamp_top(stamps, part: str, ctid, kc=None):
     """Consumer thread 0 stores ``%globaltimer`` at ``stamps[part]`` (:func:`for_each_chunk`'s task trace; nothing
@@ -1135,6 +1199,10 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     map (:func:`_issue_act_chunk_tma`: chunk 0 at the task's top, chunk ``kc + 1`` right after chunk ``kc``'s
     barrier, each after a proxy fence that orders the acquire before the async reads); every thread waits on the
     buffer's mbarrier, whose parity for chunk ``kc`` is bit ``kc % 2`` of ``phases`` flipped ``kc // 2`` times.
+
+    ``cfg.k_interleave`` (tensor-map chunks): after a chunk has landed, every consumer permutes its share of the
+    chunk's K128 lines in place (:func:`interleave_chunk`) and fences its stores for the async proxy before the
+    chunk's barrier, so the wgmmas after it read the interleaved order.
 
     ``w1`` (act_buffers=2 only; None: ``cfg.mode``'s): an Int32 read at run time, 1 for W1's scale format, 0 for
     W2's (a K loop that serves both GEMMs: ``role2_ring``'s shared loop, whose GEMMs have the same chunks; ``nkc``
@@ -1183,6 +1251,9 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
         if const_expr(tma):  # chunk kc's boxes landed (async proxy: wgmma reads them as they are)
             mbar_wait_or_trap(smem + row_addr.bar_off + 8 * (kc & 1), ((row_addr.phases >> (kc & 1)) ^ (kc >> 1)) & 1,
                               cfg.timeout_ns)
+            if const_expr(cfg.k_interleave):  # the landed chunk into the weights' K order, then visible to wgmma
+                interleave_chunk(smem + act_off + (kc & 1) * ab, ctid, bm, kcl)
+                fence_proxy_async_shared()
         else:  # chunk kc's copies (this thread's) landed; fence them for wgmma's async proxy
             cp_async_wait_all()
             fence_proxy_async_shared()

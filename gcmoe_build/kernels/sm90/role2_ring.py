@@ -487,14 +487,20 @@ class Role2RingConfig:
         sig = signal_warp_build(pipe, self.bm, self.ctas_per_sm)
         slabs = slab_groups_build(pipe, self.bm, self.ctas_per_sm)
         turns = pingpong_build(pipe, self.bm, self.ctas_per_sm)
+        #: the routed tiles' K order (``Role2GemmConfig.k_interleave``; variant param ``k_interleave`` = 1 from the
+        #: manifest target's ``k_interleave``): the 384-thread builds only
+        self.k_interleave = bool(int(p.get("k_interleave", 0)))
+        if self.k_interleave and not pipe:
+            raise ValueError(f"role2: k_interleave=1 needs threads=384 (tensor-map activation chunks); got "
+                             f"threads={self.threads}")
         self.w1 = Role2GemmConfig(mode="w1", k=self.hidden, rows=2 * self.inter, bm=self.bm, alpha=self.alpha,
                                   clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf,
                                   staged_fold_scale=pipe, signal_warp=sig, act_tma=pipe, slab_groups=slabs,
-                                  pingpong=turns, producer_claims=pipe)
+                                  pingpong=turns, producer_claims=pipe, k_interleave=self.k_interleave)
         self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=pipe,
                                   ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf, staged_fold_scale=pipe,
                                   signal_warp=sig, act_tma=pipe, slab_groups=slabs, pingpong=turns,
-                                  producer_claims=pipe)
+                                  producer_claims=pipe, k_interleave=self.k_interleave)
         # ... and at lag 1 one drain per K512 (each GEMM by its own chunk)
         self.w1, self.w2 = (dataclasses.replace(c, mma_steps_per_call=steps_per_call_build(c))
                             for c in (self.w1, self.w2))
@@ -600,6 +606,7 @@ def build(variant):
         extra={"role": ROLE, "bm": cfg.bm, "threads": cfg.threads, "ctas_per_sm": cfg.ctas_per_sm,
                "stages": so["stages"], "kc_w1": cfg.w1.kc,
                "kc_w2": cfg.w2.kc, "tasks_per_block": cfg.nt1 + cfg.nt2, "w1_split": cfg.w1_split,
+               "k_interleave": int(cfg.k_interleave),
                "offset_params": list(OFFSET_PARAMS)},
     )
 
@@ -1006,7 +1013,8 @@ def _trace_parts(cfg):
                 if const_expr(mc.pingpong):  # the consumer's last step (``final_task``: this is its last task)
                     steps[-1].final = Int32(kc == final_kc) * Int32(k2 == KC // (128 * SPC) - 1)
                 _mma_k128_steps(steps, acc, act_buf, BM, mc.lag, overlap=PIPE, prescaled=mc.staged_fold_scale,
-                                sw128=mc.act_tma, slab_groups=mc.slab_groups, turns=turns, mma_n=mma_n)
+                                sw128=mc.act_tma, slab_groups=mc.slab_groups, turns=turns, mma_n=mma_n,
+                                k_interleave_tig=t if const_expr(mc.k_interleave) else None)
 
         if const_expr(mode == "any"):
             slot2 = act_map_slot("w2", BM)

@@ -160,3 +160,81 @@ def test_byte_of_ptx_selects_one_zero_extended_byte():
     for w in torch.randint(0, 2**32, (50,), generator=gen, dtype=torch.int64).tolist():
         for k in range(4):
             assert _prmt(w, 0, _BYTE_OF_SELECTOR | k) == (w >> (8 * k)) & 0xFF
+
+
+def test_k_interleaved_kernel_reads_rebuild_the_weights():
+    """``Role2GemmConfig.k_interleave``: each thread reads one scale word per slab and step (word ``t // 2`` of its 8
+    bytes, ``_read_k128_stage``), builds its rows' table pair from bytes ``(t % 2) * 2 + hh`` once per step and
+    decodes all four K32 slices with it; slice ``q``'s position ``p`` is step column ``k128_column(q, p, True)``."""
+    from gcmoe_runtime.numerics.sm90_layout import k128_column
+
+    gen = torch.Generator().manual_seed(3)
+    e, rows, k = 1, 256, 256
+    codes = torch.randint(0, 16, (e, rows, k), generator=gen, dtype=torch.uint8)
+    scales = torch.randint(STORED_BIAS, STORED_BIAS + WINDOW_STEPS + 1, (e, rows, k // 32), generator=gen,
+                           dtype=torch.uint8)
+    tiles = permute_tiles(codes, k_interleave=True).numpy()
+    stiles = permute_scales(scales).numpy()
+    r = (scales.double() - STORED_BIAS).repeat_interleave(32, dim=-1)
+    want = (E2M1_VALUES[codes.long()] * 2.0 ** (r - FOLD_LOG2)).numpy()
+    got = torch.full((rows, k), float("nan"), dtype=torch.float64).numpy()
+    for ctid in range(256):
+        wg, tw = divmod(ctid, 128)
+        warp, lane = divmod(tw, 32)
+        g, t = divmod(lane, 4)
+        for sl in range(2):
+            slab = 2 * wg + sl
+            for kb in range(k // 128):
+                words = tiles[0, slab, kb, 32 * tw:32 * tw + 32].view("<u4")
+                sword = stiles[0, slab, kb, 8 * (8 * warp + g) + 4 * (t // 2):8 * (8 * warp + g) + 4 * (t // 2) + 4]
+                luts = [lut_words(int(sword[(t % 2) * 2 + hh])) for hh in range(2)]  # once per step
+                for q in range(4):
+                    regs = []
+                    for rr in range(2):
+                        regs += list(decode_word(int(words[2 * q + rr]), *luts))
+                    for ri, reg in enumerate(regs):
+                        row = slab * 64 + 16 * warp + g + (8 if ri in (1, 3) else 0)
+                        for j in range(4):
+                            kk = kb * 128 + k128_column(q, 4 * t + (16 if ri >= 2 else 0) + j, True)
+                            got[row, kk] = e4m3_value((reg >> (8 * j)) & 0xFF)
+    assert (got == want[0]).all()
+
+
+def test_interleave_chunk_permutes_swizzled_lines_as_the_host_mirror(monkeypatch):
+    """``role2_gemm._interleave_line`` on an emulated shared memory holding a tensor-map chunk in the 128-byte swizzle
+    (logical 16-byte chunk c of the line at address bits ``c ^ addr[7:9]``): read back through the swizzle, every
+    line equals ``sm90_layout.interleave_k128`` of the original."""
+    import numpy as np
+
+    from gcmoe_build.kernels.sm90 import role2_gemm
+    from gcmoe_runtime.numerics.sm90_layout import interleave_k128
+
+    gen = torch.Generator().manual_seed(4)
+    bm, nk, base = 16, 3, 2048  # a [K128][BM][128 B] chunk at a 1024-aligned offset
+    logical = torch.randint(0, 256, (nk, bm, 128), generator=gen, dtype=torch.uint8)
+    mem = np.zeros(base + nk * bm * 128, dtype=np.uint8)
+
+    def phys(addr_line, c):
+        return addr_line + ((c ^ ((addr_line >> 7) & 7)) << 4)
+
+    for kb in range(nk):
+        for row in range(bm):
+            line = base + (kb * bm + row) * 128
+            for c in range(8):
+                mem[phys(line, c):phys(line, c) + 16] = logical[kb, row, 16 * c:16 * c + 16].numpy()
+    monkeypatch.setattr(role2_gemm, "ld_shared_v4",
+                        lambda a: [int(x) for x in mem[a:a + 16].view("<u4")])
+
+    def st(a, *w):
+        mem[a:a + 16] = np.array(w, dtype="<u4").view(np.uint8)
+
+    monkeypatch.setattr(role2_gemm, "st_shared_v4", st)
+    for line in range(nk * bm):
+        role2_gemm._interleave_line(base + line * 128)
+    got = torch.empty_like(logical)
+    for kb in range(nk):
+        for row in range(bm):
+            line = base + (kb * bm + row) * 128
+            for c in range(8):
+                got[kb, row, 16 * c:16 * c + 16] = torch.from_numpy(mem[phys(line, c):phys(line, c) + 16].copy())
+    assert torch.equal(got, interleave_k128(logical))
