@@ -149,6 +149,8 @@ def enumerate_variants(manifest: Any) -> list[Variant]:
                     # two-CTA one with and without the W1 split-K code (heuristics.sm90_w1_split)
                     p["ctas_per_sm"] = c.ctas_per_sm
                     p["w1_split"] = c.w1_split
+                    if t.k_interleave:  # only when set: the plain builds' params (and keys) are as before
+                        p["k_interleave"] = 1
                 add(ROLE2_GROUPED_GEMM, t.arch, p)
             # the routed-only layer (shared_experts 0) too: a model with shared experts may run them outside the
             # operator (the paper's "routed" configurations), and role3 then must not reduce combine lane k

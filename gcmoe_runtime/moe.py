@@ -57,6 +57,7 @@ class GcMoeWeights:
     experts: int
     rows: int  # N: 2I for w1, H for w2
     k: int  # K: H for w1, I for w2
+    k_interleave: bool = False  # the tiles' K order inside each K128 step (numerics.sm90_layout)
 
 
 @dataclass
@@ -85,6 +86,9 @@ class GcMoeBuffer:
     topk_weights: torch.Tensor = field(repr=False, default=None)
     overlap: bool = True  # False: role2 (and role4) after role1 in the layer graph (ablation / baseline (a))
     forced_tile: Optional[tuple] = None  # (BM, threads, ctas_per_sm, w1_split) for every call instead of the heuristic
+    #: the K order the bundle's role2 kernels read the routed tiles in (the manifest target's ``k_interleave``):
+    #: transform the weights with ``transform_weights_for_gc_moe(..., k_interleave=buffer.k_interleave)``
+    k_interleave: bool = False
     kernel_cache: dict = field(repr=False, default_factory=dict)  # layer_kernels' lookups, per variant choice
 
     @property
@@ -152,6 +156,18 @@ def _bundle_bms(loader: Any, *, ranks: int, hidden: int, experts: int, topk: int
     return tuple(sorted({int(r.variant["bm"]) for r in recs}))
 
 
+def _bundle_k_interleave(loader: Any, *, ranks: int, hidden: int, experts: int) -> bool:
+    """The routed tiles' K order of the bundle's role2 kernels for this shape: one order for all of them (a bundle is
+    built from one manifest target, whose ``k_interleave`` sets every role2 variant's)."""
+    got = {bool(int(r.variant.get("k_interleave", 0))) for r in loader.bundle.records
+           if r.role == "role2" and r.arch == ARCH and r.variant.get("ranks") == ranks
+           and r.variant.get("hidden") == hidden and r.variant.get("experts") == experts}
+    if len(got) > 1:
+        raise GcMoeError("gcmoe: the bundle's role2 kernels mix k_interleave=0 and 1 for one shape; rebuild it from "
+                         "one manifest target")
+    return got.pop() if got else False
+
+
 def get_symm_buffer_for_gc_moe(group: Any, num_experts: int, capacity: int, topk: int, hidden: int,
                                intermediate: int, *, bundle: str, mma_type: str = "fp8xfp4",
                                shared_experts: bool = False, dispatch_sms: Optional[int] = None,
@@ -209,7 +225,8 @@ def get_symm_buffer_for_gc_moe(group: Any, num_experts: int, capacity: int, topk
                       num_experts=num_experts, capacity=capacity, topk=topk, hidden=hidden,
                       intermediate=intermediate, shared_experts=bool(shared_experts), timeout_ns=int(timeout_ns),
                       loader=loader, partition=gp, ws=ws, trap=TrapRecord(), bm_candidates=bms, overlap=bool(overlap),
-                      forced_tile=forced)
+                      forced_tile=forced,
+                      k_interleave=_bundle_k_interleave(loader, ranks=world, hidden=hidden, experts=num_experts))
     buf.x = ws.view("x").view(torch.float8_e4m3fn)
     buf.x_sf = ws.view("x_sf")
     buf.topk_idx = ws.view("topk_idx")
@@ -219,7 +236,7 @@ def get_symm_buffer_for_gc_moe(group: Any, num_experts: int, capacity: int, topk
 
 def transform_weights_for_gc_moe(l1_weights: Sequence[torch.Tensor], l2_weights: Sequence[torch.Tensor],
                                  shared_weights: Optional[Sequence[torch.Tensor]] = None,
-                                 shared_recipe: Sequence[int] = (1, 128, 128)):
+                                 shared_recipe: Sequence[int] = (1, 128, 128), k_interleave: bool = False):
     """Canonical MXFP4 ``(w1 uint8 [E, 2I, H/2], w1_scale uint8 [E, 2I, H/32])`` and ``(w2 [E, H, I/2],
     w2_scale [E, H, I/32])`` of this rank's local experts -> the SM90 kernel layout (window repack,
     gate/up interleave, lane-permuted tiles). Runs on the tensors' device and current stream, once
@@ -228,7 +245,8 @@ def transform_weights_for_gc_moe(l1_weights: Sequence[torch.Tensor], l2_weights:
     With ``shared_weights = (w1 e4m3 [2Is, H], w1 UE8M0 codes, w2 e4m3 [H, Is], w2 codes)`` in ``shared_recipe``
     (``quant.quantize_fp8_weight``) also returns the role4 layout
     (``numerics.transforms_sm90_shared.SharedSM90Weights``; pass it as ``fp8_fp4_gc_moe(shared_weights=...)``):
-    ``(w1, w2, shared)``."""
+    ``(w1, w2, shared)``. ``k_interleave``: the routed tiles' K order inside each K128 step, the one the bundle's role2
+    kernels read (``buffer.k_interleave``; ``numerics.sm90_layout``); the call checks that they agree."""
     if shared_weights is not None:
         from gcmoe_runtime.numerics.transforms_sm90_shared import transform_shared_sm90
 
@@ -238,7 +256,7 @@ def transform_weights_for_gc_moe(l1_weights: Sequence[torch.Tensor], l2_weights:
             sh = transform_shared_sm90(*shared_weights, recipe=shared_recipe)
         except ValueError as e:
             raise GcMoeError(f"gcmoe: {e}") from None
-        return (*transform_weights_for_gc_moe(l1_weights, l2_weights), sh)
+        return (*transform_weights_for_gc_moe(l1_weights, l2_weights, k_interleave=k_interleave), sh)
     from gcmoe_runtime.numerics.reference import RoutedWeights
     from gcmoe_runtime.numerics.transforms_sm90 import transform_weights_sm90
 
@@ -251,10 +269,10 @@ def transform_weights_for_gc_moe(l1_weights: Sequence[torch.Tensor], l2_weights:
     devs = {t.device for t in (*l1_weights, *l2_weights)}
     if len(devs) != 1:
         raise GcMoeError(f"gcmoe: weights live on several devices {sorted(map(str, devs))}")
-    m1, m2 = transform_weights_sm90(rw)
+    m1, m2 = transform_weights_sm90(rw, k_interleave=bool(k_interleave))
     e, h, i = rw.num_experts, rw.hidden, rw.intermediate
-    return (GcMoeWeights("w1", m1.tiles, m1.kernel_scales(), m1.expert_factor, e, 2 * i, h),
-            GcMoeWeights("w2", m2.tiles, m2.kernel_scales(), m2.expert_factor, e, h, i))
+    return (GcMoeWeights("w1", m1.tiles, m1.kernel_scales(), m1.expert_factor, e, 2 * i, h, bool(k_interleave)),
+            GcMoeWeights("w2", m2.tiles, m2.kernel_scales(), m2.expert_factor, e, h, i, bool(k_interleave)))
 
 
 def _check_call(y: Any, w1: Any, w2: Any, buffer: GcMoeBuffer, activation: str, recipe: str,
@@ -282,6 +300,10 @@ def _check_call(y: Any, w1: Any, w2: Any, buffer: GcMoeBuffer, activation: str, 
                              f"[E={buffer.experts_per_rank} local experts, {rows}, {k}]")
         if w.tiles.device != buffer.device:
             raise GcMoeError(f"gcmoe: {name} is on {w.tiles.device}, the buffer on {buffer.device}")
+        if w.k_interleave != buffer.k_interleave:  # same shapes, other K order: silently wrong numbers otherwise
+            raise GcMoeError(f"gcmoe: {name} was transformed with k_interleave={w.k_interleave}, the bundle's role2 "
+                             f"kernels read k_interleave={buffer.k_interleave} (the manifest target's k_interleave): "
+                             "transform_weights_for_gc_moe(..., k_interleave=buffer.k_interleave)")
         # the kernels' operand layouts (numerics.sm90_layout): a wrong shape here means an untransformed or
         # differently-permuted tensor, which would compute silently wrong numbers
         for t, what, want in ((w.tiles, "tiles", (w.experts, rows // 64, k // 128, 4096)),

@@ -149,6 +149,9 @@ def _check_target(s: Any, t: Any, loc: tuple, bad) -> None:
                 bad(loc + ("bm", j), b, f"one of {list(allowed)} for {t.arch}", L.WHY_BM[fam])
             dup.add(b)
 
+    if t.k_interleave:
+        _check_k_interleave(s, t, fam, loc, bad)
+
     # recipes
     routed_ok = L.ROUTED_RECIPES[fam]
     if t.recipe.routed not in routed_ok:
@@ -168,3 +171,26 @@ def _check_target(s: Any, t: Any, loc: tuple, bad) -> None:
                 "the shared recipe's K scale group must match the model's shared K group")
     elif sr is not None:
         bad(srloc, sr, "null when model.shared_experts.count is 0", "no shared experts to apply it to")
+
+
+def _check_k_interleave(s: Any, t: Any, fam: str, loc: tuple, bad) -> None:
+    """The interleaved K order is a contract between the SM90 weight transform and the 384-thread role2 builds (their
+    tensor-map activation chunks are what the kernel permutes): no other build may be reachable."""
+    from gcmoe_runtime.heuristics import reachable_tiles
+
+    kloc = loc + ("k_interleave",)
+    if fam != "sm90":
+        bad(kloc, True, f"false for {t.arch}", "the interleaved K order is the SM90 register-A decode's layout")
+        return
+    for P in sorted({p for p in t.ranks if p >= 1 and s.experts >= 1 and s.experts % p == 0}):
+        try:
+            tiles = reachable_tiles(t.arch, t.capacity, ranks=P, top_k=s.top_k, experts=s.experts, hidden=s.hidden,
+                                    intermediate=s.intermediate, compute_sms=t.partition.compute_sms,
+                                    candidates=t.bm_candidates)
+        except (PartitionError, ValueError):
+            return  # the partition, capacity or BM list is reported at its own field
+        narrow = sorted({c.bm for c in tiles if c.threads != 384})
+        if narrow:
+            bad(kloc, True, f"false while a 256-thread role2 tile is reachable (BM {narrow} at ranks {P})",
+                "only the 384-thread builds permute their activation chunks into the interleaved order")
+

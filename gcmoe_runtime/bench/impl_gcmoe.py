@@ -226,7 +226,7 @@ class GcMoeBench:
             bundle=str(path), shared_experts=use_shared, dispatch_sms=self.request,
             device=dev.index if dev.type == "cuda" else None, timeout_ns=int(self._timeout_s() * 1e9),
             green_contexts=self.green_contexts, overlap=self.overlap)
-        w1, w2, sw = self._weights(api, shape, layout, ctx, use_shared)
+        w1, w2, sw = self._weights(api, shape, layout, ctx, use_shared, buf.k_interleave)
         gp = buf.partition
         self._loaded = {"bundle": str(path), "split": self._loaded.get("split"), "partition": {
             "requested": gp.requested, "dispatch_sms": gp.dispatch_sms, "compute_sms": gp.compute_sms,
@@ -310,12 +310,13 @@ class GcMoeBench:
             raise ValueError(f"{ENV_TIMEOUT}={raw!r}: must be > 0")
         return v
 
-    def _weights(self, api: Any, shape: ModelShape, layout: Layout, ctx: RankContext, shared: bool) -> tuple:
+    def _weights(self, api: Any, shape: ModelShape, layout: Layout, ctx: RankContext, shared: bool,
+                 k_interleave: bool = False) -> tuple:
         from gcmoe_runtime.numerics.quant import quantize_fp8_weight
 
         from .baselines.torch_grouped import _weights as draw
 
-        key = (shape, layout, ctx.rank, ctx.seed, shared, str(ctx.device), id(api))
+        key = (shape, layout, ctx.rank, ctx.seed, shared, str(ctx.device), id(api), k_interleave)
         hit = _weights_cache.get(key)
         if hit is not None:
             return hit
@@ -334,10 +335,11 @@ class GcMoeBench:
             a, sa = quantize_fp8_weight(s1[0], recipe, "shared w1")
             b, sb = quantize_fp8_weight(s2[0], recipe, "shared w2")
             # role4's tiled layout (the raw tensors computed NaN / garbage in the 2026-11-30 run)
-            t1, t2, sw = api.transform_weights_for_gc_moe(q1, q2, shared_weights=(a, sa, b, sb), shared_recipe=recipe)
+            t1, t2, sw = api.transform_weights_for_gc_moe(q1, q2, shared_weights=(a, sa, b, sb), shared_recipe=recipe,
+                                                          k_interleave=k_interleave)
             del a, sa, b, sb
         else:
-            t1, t2 = api.transform_weights_for_gc_moe(q1, q2)
+            t1, t2 = api.transform_weights_for_gc_moe(q1, q2, k_interleave=k_interleave)
         del q1, q2
         _weights_cache[key] = (t1, t2, sw)
         return t1, t2, sw

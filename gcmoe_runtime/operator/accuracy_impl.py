@@ -32,12 +32,12 @@ class GcMoeImplementation:
         l1, l2 = (local.w1.to(dev), local.w1_scale.to(dev)), (local.w2.to(dev), local.w2_scale.to(dev))
         self.shared = None
         if layer.shared is None:
-            self.w1, self.w2 = moe.transform_weights_for_gc_moe(l1, l2)
+            self.w1, self.w2 = moe.transform_weights_for_gc_moe(l1, l2, k_interleave=buffer.k_interleave)
         else:  # role4's layout (numerics.transforms_sm90_shared), from the layer's FP8 shared weights + recipe
             s = layer.shared
             self.w1, self.w2, self.shared = moe.transform_weights_for_gc_moe(
                 l1, l2, shared_weights=tuple(t.to(dev) for t in (s.w1, s.w1_scale, s.w2, s.w2_scale)),
-                shared_recipe=tuple(s.recipe))
+                shared_recipe=tuple(s.recipe), k_interleave=buffer.k_interleave)
         self._graphs: dict[int, tuple] = {}
 
     def _stage(self, inp: Any) -> int:

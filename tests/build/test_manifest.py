@@ -258,3 +258,28 @@ def test_manifest_object_cannot_bypass_constraints():
     m = manifest_from_data(BASE)
     with pytest.raises(ValidationError):  # frozen
         m.name = "other"
+
+
+def test_k_interleave_needs_sm90_and_only_384_thread_tiles(tmp_path):
+    from gcmoe_build.variants import enumerate_variants
+
+    # the unit shape's small BMs are 256-thread tiles: refused, naming the field and the tiles
+    e = load_err(tmp_path, with_("targets.0.k_interleave", True))
+    p = [p for p in e.problems if p.field == "targets[0].k_interleave"][0]
+    assert "256-thread role2 tile is reachable" in p.limit and "384-thread builds" in p.reason
+    # a production shape (every reachable tile a 384-thread one): every role2 variant carries k_interleave = 1
+    prod = yaml.safe_load((MANIFESTS / "rank-share-glm-5.2-p8.yaml").read_text())
+    on = manifest_from_data(with_("targets.0.k_interleave", True, prod))
+    off = manifest_from_data(prod)
+    r_on = [v for v in enumerate_variants(on) if v.role == "role2"]
+    r_off = [v for v in enumerate_variants(off) if v.role == "role2"]
+    assert len(r_on) == len(r_off) and all(v.params["k_interleave"] == 1 for v in r_on)
+    assert all("k_interleave" not in v.params for v in r_off)  # the plain builds' params (and keys) unchanged
+    assert {v for v in enumerate_variants(on) if v.role != "role2"} == {v for v in enumerate_variants(off)
+                                                                         if v.role != "role2"}
+    # Blackwell: no such layout
+    bw = with_("targets.0", {**BASE["targets"][0], "arch": "sm_100a", "k_interleave": True,
+                             "device": {"name": "B300", "sms": 148, "alignment": 8, "min_partition": 8},
+                             "dispatch_sms_request": 16, "bm": [16], "recipe": {"routed": "1x1x32",
+                                                                               "shared": "1x128x128"}})
+    assert_problem(load_err(tmp_path, bw), "targets[0].k_interleave", True, "false for sm_100a")

@@ -212,3 +212,36 @@ def test_untransformed_shared_weights_are_refused(weights, shared_weights, case,
             "other_hidden": (sh.w1_tiles[:, :1].contiguous(), sh.w1_scales, sh.w2_tiles, sh.w2_scales)}[case]
     with pytest.raises(moe.GcMoeError, match=needle.replace("[", r"\[").replace("]", r"\]")):
         check(torch.empty(5, H, dtype=torch.bfloat16), w1, w2, fake_buffer(shared=True), args)
+
+
+def test_k_order_of_the_weights_must_be_the_bundles(weights):
+    """Same shapes, other K order inside each K128 step: the call refuses it by name instead of computing wrong
+    numbers (the bundle's role2 kernels set ``buffer.k_interleave``, the manifest target's ``k_interleave``)."""
+    (w1, w2), (l1, l2) = weights
+    y = torch.empty(5, H, dtype=torch.bfloat16)
+    buf = fake_buffer()
+    buf.k_interleave = True
+    with pytest.raises(moe.GcMoeError, match=r"w1 was transformed with k_interleave=False, the bundle's role2 "
+                                             r"kernels read k_interleave=True"):
+        check(y, w1, w2, buf)
+    i1, i2 = moe.transform_weights_for_gc_moe(l1, l2, k_interleave=True)
+    assert i1.k_interleave and i2.k_interleave and not torch.equal(i1.tiles, w1.tiles)
+    assert torch.equal(i1.scales, w1.scales)
+    assert check(y, i1, i2, buf) == 5
+    with pytest.raises(moe.GcMoeError, match="w1 was transformed with k_interleave=True"):
+        check(y, i1, i2, fake_buffer())
+
+
+def test_bundle_k_order_is_one_per_shape():
+    from types import SimpleNamespace as NS
+
+    def loader(*flags):
+        recs = [NS(role="role2", arch=moe.ARCH, variant={"ranks": 1, "hidden": H, "experts": E,
+                                                          **({"k_interleave": f} if f is not None else {})})
+                for f in flags]
+        return NS(bundle=NS(records=recs))
+
+    assert moe._bundle_k_interleave(loader(None, None), ranks=1, hidden=H, experts=E) is False
+    assert moe._bundle_k_interleave(loader(1, 1), ranks=1, hidden=H, experts=E) is True
+    with pytest.raises(moe.GcMoeError, match="mix k_interleave=0 and 1"):
+        moe._bundle_k_interleave(loader(1, None), ranks=1, hidden=H, experts=E)

@@ -50,6 +50,7 @@ class FakeBuffer:
         self.topk_weights = torch.zeros(cap, k, dtype=torch.float32)
         self.calls = 0
         self.checked = 0
+        self.k_interleave = False
 
     def check_errors(self):
         self.checked += 1
@@ -69,8 +70,10 @@ class FakeApi:
         FakeApi.buffers.append(b)
         return b
 
-    def transform_weights_for_gc_moe(self, l1, l2, shared_weights=None, shared_recipe=(1, 128, 128)):
-        return moe.transform_weights_for_gc_moe(l1, l2, shared_weights=shared_weights, shared_recipe=shared_recipe)
+    def transform_weights_for_gc_moe(self, l1, l2, shared_weights=None, shared_recipe=(1, 128, 128),
+                                     k_interleave=False):
+        return moe.transform_weights_for_gc_moe(l1, l2, shared_weights=shared_weights, shared_recipe=shared_recipe,
+                                                k_interleave=k_interleave)
 
     def fp8_fp4_gc_moe(self, y, w1, w2, buffer, *, shared_weights=None, activation_alpha=1.0,
                        activation_clamp=10.0, **_):
@@ -79,6 +82,7 @@ class FakeApi:
         e_loc = buffer.num_experts // buffer.world_size
         assert (w1.experts, w1.rows, w1.k) == (e_loc, 2 * buffer.intermediate, buffer.hidden)
         assert (w2.experts, w2.rows, w2.k) == (e_loc, buffer.hidden, buffer.intermediate)
+        assert w1.k_interleave == w2.k_interleave == buffer.k_interleave
         assert (shared_weights is not None) == buffer.shared_experts
         if shared_weights is not None:  # the real call's layout check: untransformed weights are refused
             moe._check_shared_layout(shared_weights.args(), buffer)
