@@ -299,6 +299,7 @@ MANIFEST_FIELD_OF_PARAM = {
     "act_fast_math": "activation.fast_math",
     "recipe_routed": "targets[].recipe.routed",
     "recipe_shared": "targets[].recipe.shared",
+    "k_interleave": "targets[].k_interleave (the routed tiles' K order; only set when true)",
 }
 
 

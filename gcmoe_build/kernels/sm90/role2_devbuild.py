@@ -137,6 +137,22 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_pp2ksapx": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, slab_passes=2,
                                       dev_no_decode=True),
+                    # ... and the shipped forms in the interleaved K order (session 50: Role2GemmConfig.k_interleave;
+                    # the harness packs their weights with k_interleave=True, index.json says so)
+                    "_ppksafi": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
+                                     signal_warp=True, act_tma=True, fast_math=True, k_interleave=True),
+                    "_pp2ksafi": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
+                                      staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
+                                      k_interleave=True),
+                    "_pp2ksag1fi": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
+                                        staged_fold_scale=True, signal_warp=True, act_tma=True, slab_groups=1,
+                                        fast_math=True, k_interleave=True),
+                    "_ppksafwi": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
+                                      signal_warp=True, act_tma=True, fast_math=True, pingpong=True,
+                                      k_interleave=True),
+                    "_ppksaf4i": dict(act_buffers=2, task_records=True, w2_early_release=True,
+                                      staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
+                                      mma_steps_per_call=4, k_interleave=True),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),
@@ -262,7 +278,7 @@ def main(argv=None):
                        "mma_lag": cfg.lag, "ctas_per_sm": cfg.ctas_per_sm,
                        "step_stamps": [STAMP_CTAS, STAMP_STEPS, list(STAMP_EVENTS)] if cfg.step_stamps else None,
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
-                       "mma_steps_per_call": cfg.mma_steps_per_call,
+                       "mma_steps_per_call": cfg.mma_steps_per_call, "k_interleave": cfg.k_interleave,
                        "row_tiles": cfg.row_tiles}
         print(f"{name}: {len(cubin)} B cubin, {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     tmp = out / ".index.json.tmp"

@@ -1157,6 +1157,13 @@ def interleave_chunk(buf, ctid, bm: cutlass.Constexpr, kc_len: cutlass.Constexpr
                 _interleave_line(buf + line * 128)
 
 
+def _act_chunk_landed(smem, src: "ActTma", kc, timeout_ns: int):
+    """Wait (bounded) until chunk ``kc``'s tensor-map boxes are in its buffer: its mbarrier's parity for chunk ``kc``
+    is bit ``kc % 2`` of ``src.phases`` flipped ``kc // 2`` times (async proxy: wgmma reads them as they are; generic
+    loads see them too, :func:`interleave_chunk`)."""
+    mbar_wait_or_trap(smem + src.bar_off + 8 * (kc & 1), ((src.phases >> (kc & 1)) ^ (kc >> 1)) & 1, timeout_ns)
+
+
 @cute.jit
 def _stamp_top(stamps, part: str, ctid, kc=None):
     """Consumer thread 0 stores ``%globaltimer`` at ``stamps[part]`` (:func:`for_each_chunk`'s task trace; nothing
@@ -1202,7 +1209,8 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
 
     ``cfg.k_interleave`` (tensor-map chunks): after a chunk has landed, every consumer permutes its share of the
     chunk's K128 lines in place (:func:`interleave_chunk`) and fences its stores for the async proxy before the
-    chunk's barrier, so the wgmmas after it read the interleaved order.
+    chunk's barrier, so the wgmmas after it read the interleaved order. (Under the previous chunk's last MMA call
+    instead, session 50's SASS: the one-CTA BM 48 / 80 K loops spill 52-60 values, BM 64's none.)
 
     ``w1`` (act_buffers=2 only; None: ``cfg.mode``'s): an Int32 read at run time, 1 for W1's scale format, 0 for
     W2's (a K loop that serves both GEMMs: ``role2_ring``'s shared loop, whose GEMMs have the same chunks; ``nkc``
@@ -1248,10 +1256,9 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
                                                            ctid, ntok, bm, ngs), w1, ctid, bm, ngs, sfl)
     _stamp_top(stamps, "scales", ctid)
     for kc in cutlass.range(nkc, unroll=1):
-        if const_expr(tma):  # chunk kc's boxes landed (async proxy: wgmma reads them as they are)
-            mbar_wait_or_trap(smem + row_addr.bar_off + 8 * (kc & 1), ((row_addr.phases >> (kc & 1)) ^ (kc >> 1)) & 1,
-                              cfg.timeout_ns)
-            if const_expr(cfg.k_interleave):  # the landed chunk into the weights' K order, then visible to wgmma
+        if const_expr(tma):
+            _act_chunk_landed(smem, row_addr, kc, cfg.timeout_ns)
+            if const_expr(cfg.k_interleave):  # into the weights' K order (interleave_chunk), visible to wgmma
                 interleave_chunk(smem + act_off + (kc & 1) * ab, ctid, bm, kcl)
                 fence_proxy_async_shared()
         else:  # chunk kc's copies (this thread's) landed; fence them for wgmma's async proxy

@@ -57,7 +57,7 @@ def main(out):
     g = torch.Generator(device="cpu").manual_seed(rank)
     w1q, w1s = quantize_mxfp4(torch.randn(el, 2 * I, H, generator=g).to(dev))
     w2q, w2s = quantize_mxfp4(torch.randn(el, H, I, generator=g).to(dev))
-    w1, w2 = moe.transform_weights_for_gc_moe((w1q, w1s), (w2q, w2s))
+    w1, w2 = moe.transform_weights_for_gc_moe((w1q, w1s), (w2q, w2s), k_interleave=buf.k_interleave)
     T = 8
     buf.x[:T].copy_(torch.randn(T, H, device=dev).to(torch.float8_e4m3fn))
     buf.x_sf[:T].fill_(1.0)

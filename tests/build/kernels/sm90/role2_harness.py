@@ -259,8 +259,9 @@ class RingSignals:
         self.l2_mask.zero_()
 
 
-def sm90_weights(e: int, n: int, k: int, gate_up: bool, gen):
-    """Random FP32 weights -> MXFP4 -> the SM90 transform. Returns (tiles, scale tiles, expert factor,
+def sm90_weights(e: int, n: int, k: int, gate_up: bool, gen, k_interleave: bool = False):
+    """Random FP32 weights -> MXFP4 -> the SM90 transform (``k_interleave``: the K order of a build with
+    ``Role2GemmConfig.k_interleave``, its index entry's flag). Returns (tiles, scale tiles, expert factor,
     canonical FP32 dequantised weights [E, N, K]) on the GPU. Row magnitudes spread over 2**-3..2**3
     so the K32 scales and the window repack are exercised."""
     import torch
@@ -273,7 +274,7 @@ def sm90_weights(e: int, n: int, k: int, gate_up: bool, gen):
         32, dim=3).view(e, n, k)
     packed, scales = quantize_mxfp4(w)
     del w
-    m = transform_matrix_sm90(packed, scales, gate_up)
+    m = transform_matrix_sm90(packed, scales, gate_up, k_interleave)
     return (m.tiles.contiguous(), m.kernel_scales(), m.expert_factor.float().contiguous(), m.dequantize())
 
 
@@ -281,7 +282,8 @@ def random_packed_experts(torch, e: int, h: int, i: int, gen):
     """Timing inputs of ``e`` experts of shape (H, I): random packed W1 / W2 codes (every byte is a valid pair of
     codes) and stored scales inside the window the SM90 transform guarantees (``sm90_window``: byte STORED_BIAS + r,
     r in 0..WINDOW_STEPS; the folding decoder assumes it), the expert factors and the identity expert map. Returns
-    (w1, s1, w2, s2, ef, bexp) on the GPU."""
+    (w1, s1, w2, s2, ef, bexp) on the GPU. Random bytes: the same inputs serve either K order of the tiles
+    (``Role2GemmConfig.k_interleave``)."""
     from gcmoe_runtime.numerics.sm90_window import STORED_BIAS, WINDOW_STEPS
 
     lo, hi = STORED_BIAS, STORED_BIAS + WINDOW_STEPS + 1

@@ -66,7 +66,12 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
          + [("glm52", 64, "_ppksafwc"), ("glm52", 48, "_ppksafc"), ("glm52", 16, "_pp2ksafc")]
          # four K128 steps per MMA call at lag 1, as the ring's one-CTA BM 8-48 builds (session 35), and stamped
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 48) for v in ("_ppksaf4",)]
-         + [("glm52", 48, "_ppksafc4")])
+         + [("glm52", 48, "_ppksafc4")]
+         # the interleaved K order (session 50: Role2GemmConfig.k_interleave): each shipped form, its chunks permuted
+         # in shared memory after they land and its weights packed to match
+         + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 48, 64, 80)
+            for v in (("_pp2ksafi",) if bm <= 16 else ("_pp2ksag1fi",) if bm == 32 else ())
+            + (("_ppksaf4i",) if bm in (8, 48) else ()) + (("_ppksafwi",) if bm >= 64 else ()) + ("_ppksafi",)])
 # BM 48 (wgmma N = 48, session 29): the one-CTA forms at lag 0, lag 1 (a second partial set fits, unlike BM 64) and
 # with the turns; BM 80 (session 31): lag 0 and the turns (the ring's BM 80 build), one block for 65-80 tokens
 #: ("_p_read" / "_p2_read", the racy release, are built for diag_two_cta.py, which shows the race, not tested here:
@@ -88,15 +93,15 @@ def kernels():
 _WEIGHTS = {}
 
 
-def _weights(mode, e, n, k, seed):
-    """Weights are the expensive part: share one set per (mode, shape) across BM and variants."""
+def _weights(mode, e, n, k, seed, k_interleave=False):
+    """Weights are the expensive part: share one set per (mode, shape, K order) across BM and variants."""
     import torch
 
-    key = (mode, n, k)
+    key = (mode, n, k, bool(k_interleave))
     if key not in _WEIGHTS:
         _WEIGHTS.clear()
         gen = torch.Generator(device="cuda").manual_seed(seed)
-        _WEIGHTS[key] = sm90_weights(e, n, k, mode == "w1", gen)
+        _WEIGHTS[key] = sm90_weights(e, n, k, mode == "w1", gen, bool(k_interleave))
     return _WEIGHTS[key]
 
 
@@ -121,7 +126,7 @@ def run_w1(kernels, shape, bm, seed, variant=""):
     info = kernels.index[name]
     h, rows = info["k"], info["rows"]
     i = rows // 2
-    tiles, stiles, efac, wdq = _weights("w1", E, rows, h, seed=11)
+    tiles, stiles, efac, wdq = _weights("w1", E, rows, h, seed=11, k_interleave=info.get("k_interleave"))
     gen = torch.Generator(device="cuda").manual_seed(seed)
     bexp, ntok = _blocks(gen, bm)
     x = torch.randn((NBLK * bm, h), generator=gen, device="cuda") * 3.0
@@ -191,7 +196,7 @@ def run_w2(kernels, shape, bm, seed, variant=""):
         pytest.skip(f"{name} not built")
     info = kernels.index[name]
     i, h = info["k"], info["rows"]
-    tiles, stiles, efac, wdq = _weights("w2", E, h, i, seed=12)
+    tiles, stiles, efac, wdq = _weights("w2", E, h, i, seed=12, k_interleave=info.get("k_interleave"))
     gen = torch.Generator(device="cuda").manual_seed(seed)
     bexp, ntok = _blocks(gen, bm)
     y = torch.randn((NBLK * bm, i), generator=gen, device="cuda") * 2.0 ** torch.randint(
