@@ -174,6 +174,13 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   with two ranges the sum's bits do not depend on which arrives last. (Session 22 split the W2 tiles the same way,
   DSV-4.1-Flash T = 1 with 120 W2 tiles: +6.9 % against the W1 split alone, ptxas' K loops 7 % longer; removed.)
 
+* **K interleave (384-thread builds, session 50; variant param ``k_interleave``, the manifest target's
+  ``k_interleave``; ``Role2GemmConfig.k_interleave``).** The routed tiles' K order inside each K128 step gives every
+  consumer thread one K32 scale block for all four of its K32 slices (``gcmoe_runtime.numerics.sm90_layout``), so it
+  builds one decode table pair per row and step (SASS: -63..-75 loop instructions per K256 at BM 8-80); each landed
+  activation chunk (W1's ``ring_x`` rows, W2's ``l2_x`` rows, both plain in global memory) is permuted into that order
+  in shared memory at the chunk's top (``role2_gemm.interleave_chunk``). The weights must be transformed to match:
+  the runtime reads the bundle's flag (``GcMoeBuffer.k_interleave``) and refuses weights in the other order.
 * **Task trace (session 23; dev, ``TRACE``).** With ``TRACE`` on, the 384-thread builds stamp each task's
   ``%globaltimer`` into ``role2_trace[task]`` (``gcmoe_runtime.workspace.layout``: ``TRACE_*`` words): the producer
   thread when it begins the task's acquires, when it has them (a W2 task: its block's W1 bits) and after its last
