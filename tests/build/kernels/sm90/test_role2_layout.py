@@ -63,18 +63,26 @@ def test_decode_is_exact_for_all_codes(r):
         assert e4m3_value(hi & 0xFF) == float(E2M1_VALUES[code]) * 2.0 ** (r - FOLD_LOG2)
 
 
-@pytest.mark.parametrize("k", [128, 256])
-def test_kernel_reads_rebuild_the_weights(k):
-    gen = torch.Generator().manual_seed(k)
-    e, rows = 1, 256  # one CTA: 4 slabs of 64 rows (warpgroup wg, slot sl -> slab 2*wg + sl)
+def _emulate_consumer_reads(k: int, seed: int, k_interleave: bool):
+    """Walk every consumer thread of one CTA (4 slabs of 64 rows: warpgroup wg, slot sl -> slab 2*wg + sl) over the
+    tiles of random codes and in-window scales as ``role2_gemm`` reads them (its 32 bytes per slab and step, the
+    scale bytes of ``_read_k128_stage``, the decode of ``fp4_decode`` with each row's table, the A-fragment layout of
+    ``wgmma_rs``); return (the weights each slab feeds the MMA, the codes x 2**(stored - 133 - 5) to expect).
+    Plain: the table of K32 ``q`` from byte ``(q % 2) * 2 + hh`` of scale word ``q // 2``, slice ``q``'s position
+    ``p`` is column ``32q + p``. ``k_interleave``: one scale word per slab (word ``t // 2``), one table pair per step
+    from its byte ``(t % 2) * 2 + hh``, and slice ``q``'s position ``p`` is column ``k128_column(q, p, True)``."""
+    from gcmoe_runtime.numerics.sm90_layout import k128_column
+
+    gen = torch.Generator().manual_seed(seed)
+    e, rows = 1, 256
     codes = torch.randint(0, 16, (e, rows, k), generator=gen, dtype=torch.uint8)
     scales = torch.randint(STORED_BIAS, STORED_BIAS + WINDOW_STEPS + 1, (e, rows, k // 32), generator=gen,
                            dtype=torch.uint8)
-    tiles = permute_tiles(codes).numpy()
+    tiles = permute_tiles(codes, k_interleave=k_interleave).numpy()
     stiles = permute_scales(scales).numpy()
     assert torch.equal(unpermute_scales(permute_scales(scales)), scales)
     r = (scales.double() - STORED_BIAS).repeat_interleave(32, dim=-1)
-    want = (E2M1_VALUES[codes.long()] * 2.0 ** (r - FOLD_LOG2)).numpy()
+    want = (E2M1_VALUES[codes.long()] * 2.0 ** (r - FOLD_LOG2)).numpy()[0]
     got = torch.full((rows, k), float("nan"), dtype=torch.float64).numpy()
     for ctid in range(256):
         wg, tw = divmod(ctid, 128)
@@ -86,17 +94,23 @@ def test_kernel_reads_rebuild_the_weights(k):
                 words = tiles[0, slab, kb, 32 * tw:32 * tw + 32].view("<u4")
                 sbytes = stiles[0, slab, kb, 8 * (8 * warp + g):8 * (8 * warp + g) + 8]
                 for q in range(4):
-                    # kernel: the scale of row half hh is byte (q % 2) * 2 + hh of word q // 2
-                    luts = [lut_words(int(sbytes[4 * (q // 2) + (q % 2) * 2 + hh])) for hh in range(2)]
+                    blk = t if k_interleave else q  # the K32 scale block of every position the thread owns
+                    luts = [lut_words(int(sbytes[4 * (blk // 2) + (blk % 2) * 2 + hh])) for hh in range(2)]
                     regs = []
                     for rr in range(2):
                         regs += list(decode_word(int(words[2 * q + rr]), *luts))
                     for ri, reg in enumerate(regs):  # a0..a3: rows g / g+8, k 4t.. / 16+4t..
                         row = slab * 64 + 16 * warp + g + (8 if ri in (1, 3) else 0)
-                        kk = kb * 128 + 32 * q + 4 * t + (16 if ri >= 2 else 0)
                         for j in range(4):
-                            got[row, kk + j] = e4m3_value((reg >> (8 * j)) & 0xFF)
-    assert (got == want[0]).all()
+                            kk = kb * 128 + k128_column(q, 4 * t + (16 if ri >= 2 else 0) + j, k_interleave)
+                            got[row, kk] = e4m3_value((reg >> (8 * j)) & 0xFF)
+    return got, want
+
+
+@pytest.mark.parametrize("k", [128, 256])
+def test_kernel_reads_rebuild_the_weights(k):
+    got, want = _emulate_consumer_reads(k, k, k_interleave=False)
+    assert (got == want).all()
 
 
 def test_w1_epilogue_columns_follow_the_gate_up_interleave():
@@ -163,41 +177,10 @@ def test_byte_of_ptx_selects_one_zero_extended_byte():
 
 
 def test_k_interleaved_kernel_reads_rebuild_the_weights():
-    """``Role2GemmConfig.k_interleave``: each thread reads one scale word per slab and step (word ``t // 2`` of its 8
-    bytes, ``_read_k128_stage``), builds its rows' table pair from bytes ``(t % 2) * 2 + hh`` once per step and
-    decodes all four K32 slices with it; slice ``q``'s position ``p`` is step column ``k128_column(q, p, True)``."""
-    from gcmoe_runtime.numerics.sm90_layout import k128_column
-
-    gen = torch.Generator().manual_seed(3)
-    e, rows, k = 1, 256, 256
-    codes = torch.randint(0, 16, (e, rows, k), generator=gen, dtype=torch.uint8)
-    scales = torch.randint(STORED_BIAS, STORED_BIAS + WINDOW_STEPS + 1, (e, rows, k // 32), generator=gen,
-                           dtype=torch.uint8)
-    tiles = permute_tiles(codes, k_interleave=True).numpy()
-    stiles = permute_scales(scales).numpy()
-    r = (scales.double() - STORED_BIAS).repeat_interleave(32, dim=-1)
-    want = (E2M1_VALUES[codes.long()] * 2.0 ** (r - FOLD_LOG2)).numpy()
-    got = torch.full((rows, k), float("nan"), dtype=torch.float64).numpy()
-    for ctid in range(256):
-        wg, tw = divmod(ctid, 128)
-        warp, lane = divmod(tw, 32)
-        g, t = divmod(lane, 4)
-        for sl in range(2):
-            slab = 2 * wg + sl
-            for kb in range(k // 128):
-                words = tiles[0, slab, kb, 32 * tw:32 * tw + 32].view("<u4")
-                sword = stiles[0, slab, kb, 8 * (8 * warp + g) + 4 * (t // 2):8 * (8 * warp + g) + 4 * (t // 2) + 4]
-                luts = [lut_words(int(sword[(t % 2) * 2 + hh])) for hh in range(2)]  # once per step
-                for q in range(4):
-                    regs = []
-                    for rr in range(2):
-                        regs += list(decode_word(int(words[2 * q + rr]), *luts))
-                    for ri, reg in enumerate(regs):
-                        row = slab * 64 + 16 * warp + g + (8 if ri in (1, 3) else 0)
-                        for j in range(4):
-                            kk = kb * 128 + k128_column(q, 4 * t + (16 if ri >= 2 else 0) + j, True)
-                            got[row, kk] = e4m3_value((reg >> (8 * j)) & 0xFF)
-    assert (got == want[0]).all()
+    """``Role2GemmConfig.k_interleave``: each thread reads one scale word per slab and step (``_read_k128_stage``),
+    builds its rows' table pair once per step and decodes all four K32 slices with it."""
+    got, want = _emulate_consumer_reads(256, 3, k_interleave=True)
+    assert (got == want).all()
 
 
 def test_interleave_chunk_permutes_swizzled_lines_as_the_host_mirror(monkeypatch):
