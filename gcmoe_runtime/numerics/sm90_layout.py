@@ -34,7 +34,9 @@ slices, from K32 block ``t`` alone: one table pair per row and step. The activat
 operand pairs slice ``j``'s position ``p`` with byte ``32j + p`` of the token's K128 line): physical 32-bit word
 ``8j + 4h + t`` of a line holds original word ``8t + 2j + h`` (:func:`k128_word_source`; the role2 kernel permutes
 each activation chunk in shared memory after it lands, :func:`interleave_k128` is the host mirror). The
-activation scales (per K128) and the weight scale tiles are unchanged.
+activation scales (per K128) and the weight scale tiles are unchanged. W2's activations are W1's output: a
+``k_interleave`` build's W1 epilogue writes each ``l2_x`` row's 128-column line in the interleaved order already
+(column ``c`` at byte :func:`k128_position` ``(c)``), so only W1's chunks (role1's ring rows) are permuted.
 
 Everything is expressed through :func:`tile_nibble_source`, an explicit permutation of the 8192 nibble
 positions of a tile; :func:`permute_tiles` applies it and :func:`unpermute_tiles` inverts it exactly.
@@ -84,6 +86,25 @@ def k128_word_source(word: int, k_interleave: bool = True) -> int:
     return k128_column(word // 8, 4 * (word % 8), k_interleave) // 4
 
 
+def k128_position(column: int, k_interleave: bool = True) -> int:
+    """Inverse of :func:`k128_column`: the byte of a K128 line (0..127) that holds ``column`` (``32j + p`` for the
+    slice ``j`` and position ``p`` holding it). Interleaved, column ``32t + 8j + 4h + c`` sits at ``32j + 16h + 4t +
+    c``."""
+    if not k_interleave:
+        return column
+    t, r = divmod(column, 32)
+    j, r = divmod(r, 8)
+    h, c = divmod(r, 4)
+    return 32 * j + 16 * h + 4 * t + c
+
+
+def k128_epilogue_position(slab, warp, g):
+    """:func:`k128_position` of column ``32 slab + 8 warp + g`` (slab, warp 0..3, g 0..7: where the role2 W1 epilogue's
+    thread of warp ``warp``, lane group ``g`` has its value of slab ``slab``), without a branch, so the kernel runs the
+    same integer arithmetic on its own values: ``32 warp + 16 (g >> 2) + 4 slab + (g & 3)``."""
+    return 32 * warp + 16 * (g >> 2) + 4 * slab + (g & 3)
+
+
 @functools.lru_cache(maxsize=None)
 def _k128_byte_source(k_interleave: bool) -> tuple:
     return tuple(k128_column(b // 32, b % 32, k_interleave) for b in range(TILE_K))
@@ -98,6 +119,16 @@ def interleave_k128(x: torch.Tensor) -> torch.Tensor:
     src = torch.tensor(_k128_byte_source(True), dtype=torch.long, device=x.device)
     lines = x.reshape(*x.shape[:-1], x.shape[-1] // TILE_K, TILE_K)
     return lines[..., src].reshape(x.shape)
+
+
+def deinterleave_k128(x: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`interleave_k128` (e.g. the role2 W1 epilogue's ``l2_x`` rows of a ``k_interleave`` build back
+    in the plain K order)."""
+    if x.shape[-1] % TILE_K:
+        raise ValueError(f"deinterleave_k128: K={x.shape[-1]} must be a multiple of {TILE_K}")
+    pos = torch.tensor([k128_position(c) for c in range(TILE_K)], dtype=torch.long, device=x.device)
+    lines = x.reshape(*x.shape[:-1], x.shape[-1] // TILE_K, TILE_K)
+    return lines[..., pos].reshape(x.shape)
 
 
 def a_fragment_coord(thread: int, i: int) -> tuple[int, int]:

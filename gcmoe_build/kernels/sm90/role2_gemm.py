@@ -54,7 +54,7 @@ import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, Uint32, const_expr
 
 from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP
-from gcmoe_runtime.numerics.sm90_layout import k128_word_source
+from gcmoe_runtime.numerics.sm90_layout import k128_epilogue_position, k128_word_source
 from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2, FOLD_LUT_WORDS
 
 from .fp4_decode import byte_at, byte_of, byte_selector, decode_fp4x8_e4m3, fold_lut
@@ -241,9 +241,10 @@ class Role2GemmConfig:
     #: the routed tiles' K order inside each K128 step (``gcmoe_runtime.numerics.sm90_layout``, "K order inside a K128
     #: step"; the manifest target's ``k_interleave``, session 50): each quad thread's four K32 slices of a step come
     #: from one K32 scale block, so it builds one decode table pair per row and step, not per K32 (session 42 call B's
-    #: count: -72 consumer instructions per K256), and reads one scale word per slab instead of two. The activations
+    #: count: -72 consumer instructions per K256), and reads one scale word per slab instead of two. W1's activations
     #: follow by an in-place permutation of each landed chunk in shared memory (:func:`interleave_chunk`), so role1's
-    #: ring rows and W1's ``l2_x`` stay in the plain order. Tensor-map chunks only (the swizzled layout it permutes)
+    #: ring rows stay in the plain order; W2's are written in the interleaved order by W1's epilogue
+    #: (``sm90_layout.k128_epilogue_position``). Tensor-map chunks only (the swizzled layout it permutes)
     k_interleave: bool = False
 
     def __post_init__(self):
@@ -1207,9 +1208,10 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     barrier, each after a proxy fence that orders the acquire before the async reads); every thread waits on the
     buffer's mbarrier, whose parity for chunk ``kc`` is bit ``kc % 2`` of ``phases`` flipped ``kc // 2`` times.
 
-    ``cfg.k_interleave`` (tensor-map chunks): after a chunk has landed, every consumer permutes its share of the
-    chunk's K128 lines in place (:func:`interleave_chunk`) and fences its stores for the async proxy before the
-    chunk's barrier, so the wgmmas after it read the interleaved order. (Under the previous chunk's last MMA call
+    ``cfg.k_interleave`` (tensor-map chunks): after a W1 chunk (role1's ring rows) has landed, every consumer permutes
+    its share of the chunk's K128 lines in place (:func:`interleave_chunk`) and fences its stores for the async proxy
+    before the chunk's barrier, so the wgmmas after it read the interleaved order; W2's chunks (``l2_x``) were written
+    in that order by W1's epilogue (``sm90_layout.k128_epilogue_position``). (Under the previous chunk's last MMA call
     instead, session 50's SASS: the one-CTA BM 48 / 80 K loops spill 52-60 values, BM 64's none.)
 
     ``w1`` (act_buffers=2 only; None: ``cfg.mode``'s): an Int32 read at run time, 1 for W1's scale format, 0 for
@@ -1258,9 +1260,14 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     for kc in cutlass.range(nkc, unroll=1):
         if const_expr(tma):
             _act_chunk_landed(smem, row_addr, kc, cfg.timeout_ns)
-            if const_expr(cfg.k_interleave):  # into the weights' K order (interleave_chunk), visible to wgmma
-                interleave_chunk(smem + act_off + (kc & 1) * ab, ctid, bm, kcl)
-                fence_proxy_async_shared()
+            if const_expr(cfg.k_interleave and isinstance(w1, bool)):  # W1's ring rows into the weights' K order
+                if const_expr(w1):
+                    interleave_chunk(smem + act_off + (kc & 1) * ab, ctid, bm, kcl)
+                    fence_proxy_async_shared()
+            elif const_expr(cfg.k_interleave):  # a loop serving both GEMMs: the task's is a run-time value
+                if w1 != 0:
+                    interleave_chunk(smem + act_off + (kc & 1) * ab, ctid, bm, kcl)
+                    fence_proxy_async_shared()
         else:  # chunk kc's copies (this thread's) landed; fence them for wgmma's async proxy
             cp_async_wait_all()
             fence_proxy_async_shared()
@@ -1308,7 +1315,7 @@ def w1_stage_bytes(bm: int) -> int:
 @cute.jit
 def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg, warp, g, t, rw_addr, q_addr,
                  sf_addr, bm: int, alpha: float, clamp: float, part: int = 0, stash_off: int = 0,
-                 fast_math: bool = False):
+                 fast_math: bool = False, k_interleave: bool = False):
     """W1 epilogue of one 256-row task (numerics reference steps 3-4), inlined into the calling kernel; every
     consumer thread calls it once the task's MMAs are waited.
 
@@ -1330,7 +1337,10 @@ def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg,
 
     ``part`` (``Role2GemmConfig.slab_passes = 2``: ``acc`` holds one slab): 1 after pass 0, the warpgroup's first
     slab: its values and amax partials only, the values into the stash at ``stash_off`` (``[value][thread]`` FP32);
-    2 after pass 1: the second slab's, then the rest with the first slab's values from the stash. 0: both slabs."""
+    2 after pass 1: the second slab's, then the rest with the first slab's values from the stash. 0: both slabs.
+
+    ``k_interleave`` (``Role2GemmConfig.k_interleave``): the task's 128 output columns leave in the interleaved K order
+    of W2's tiles (``sm90_layout.k128_position``), so W2's chunks of ``l2_x`` need no permutation."""
     nd = bm // 2
     ctid = wg * 128 + warp * 32 + g * 4 + t
     ys = []
@@ -1375,12 +1385,12 @@ def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg,
         _w1_quantize_store(([ld_shared_f32(smem + stash_off + (j * CONSUMER_THREADS + ctid) * 4)
                              for j in range(nd // 2)] if part == 2 else []) + ys,
                            smem, amax_off, stage_off, ntok, tile, ctid, wg, warp, g, t, q_addr, sf_addr, bm,
-                           8 if part == 0 else 16)
+                           8 if part == 0 else 16, k_interleave)
 
 
 @cute.jit
 def _w1_quantize_store(ys, smem, amax_off: int, stage_off: int, ntok, tile, ctid, wg, warp, g, t, q_addr, sf_addr,
-                       bm: int, partials: int = 16):
+                       bm: int, partials: int = 16, k_interleave: bool = False):
     """:func:`_w1_epilogue` once every amax partial is written (``partials`` of them per token): the scales, the E4M3
     bytes of ``ys`` (the values of both slabs, in order), their staging and 16-byte stores."""
     nd = bm // 2
@@ -1403,7 +1413,10 @@ def _w1_quantize_store(ys, smem, amax_off: int, stage_off: int, ntok, tile, ctid
                 key = (i >> 2, i & 1)
                 if const_expr(key not in invs):
                     invs[key] = ld_shared_f32(smem + amax_off + n * 4)
-                col = (wg * 2 + sl) * 32 + 8 * warp + g  # within the task's 128 I-columns
+                if const_expr(k_interleave):  # the column's byte in W2's interleaved K order
+                    col = k128_epilogue_position(wg * 2 + sl, warp, g)
+                else:  # within the task's 128 I-columns
+                    col = (wg * 2 + sl) * 32 + 8 * warp + g
                 st_shared_u8(smem + stage_off + n * W1_STAGE_STRIDE + col, to_e4m3_byte(ys[yi] * invs[key]))
                 yi += 1
     bar_sync(1, CONSUMER_THREADS)

@@ -247,7 +247,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                                  lambda n, col: out + (Int64(blk) * BM + Int64(n)) * I_COLS + Int64(col),
                                  lambda n, grp: (outs + (Int64(blk) * BM + Int64(n)) * (I_COLS // L2_SCALE_GROUP)
                                                  + Int64(grp)), BM, alpha, clamp, part, STASH_OFF,
-                                 fast_math=cfg.fast_math)
+                                 fast_math=cfg.fast_math, k_interleave=cfg.k_interleave)
 
                 def wait_w1_tiles(kc):  # W2: the W1 tiles that produced columns [kc*KC, (kc+1)*KC)
                     wait_mask_u64_or_trap(l2_mask + Int64(blk) * 8, w1_tile_bits(kc, KC), err, TRAP_L2_MASK, TMO)

@@ -178,8 +178,9 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   ``k_interleave``; ``Role2GemmConfig.k_interleave``).** The routed tiles' K order inside each K128 step gives every
   consumer thread one K32 scale block for all four of its K32 slices (``gcmoe_runtime.numerics.sm90_layout``), so it
   builds one decode table pair per row and step (SASS: -63..-75 loop instructions per K256 at BM 8-80); each landed
-  activation chunk (W1's ``ring_x`` rows, W2's ``l2_x`` rows, both plain in global memory) is permuted into that order
-  in shared memory at the chunk's top (``role2_gemm.interleave_chunk``). The weights must be transformed to match:
+  W1 activation chunk (role1's ``ring_x`` rows, plain in global memory) is permuted into that order in shared memory
+  at the chunk's top (``role2_gemm.interleave_chunk``); W1's epilogue writes ``l2_x`` in that order already
+  (``sm90_layout.k128_epilogue_position``), so W2's chunks need nothing. The weights must be transformed to match:
   the runtime reads the bundle's flag (``GcMoeBuffer.k_interleave``) and refuses weights in the other order.
 * **Task trace (session 23; dev, ``TRACE``).** With ``TRACE`` on, the 384-thread builds stamp each task's
   ``%globaltimer`` into ``role2_trace[task]`` (``gcmoe_runtime.workspace.layout``: ``TRACE_*`` words): the producer
@@ -1321,7 +1322,7 @@ def _trace_parts(cfg):
                                      lambda n: ws + o_ring_meta + (row0 + Int64(n)) * 16,
                                      lambda n, col: ws + o_l2_x + (row0 + Int64(n)) * I + Int64(col),
                                      lambda n, grp: ws + o_l2_sf + (row0 + Int64(n)) * NIG + Int64(grp),
-                                     BM, alpha, clamp, fast_math=cfg.fast_math)
+                                     BM, alpha, clamp, fast_math=cfg.fast_math, k_interleave=cfg.k_interleave)
                     # publish: every consumer's stores, then the task's two W1 N128 mask bits (release_task)
                     if const_expr(SIG):
                         bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)

@@ -14,6 +14,7 @@ import os
 import pytest
 
 from tests.build.kernels.sm90.role2_harness import CUBIN_DIR, RingSignals, Role2Kernels, sm90_weights
+from gcmoe_runtime.numerics.sm90_layout import deinterleave_k128, interleave_k128
 from gcmoe_runtime.numerics.recipes import SM90_INTERMEDIATE_SCALE_GROUP as G  # the intermediate's UE8M0 group along I
 
 pytestmark = pytest.mark.gpu
@@ -157,7 +158,8 @@ def run_w1(kernels, shape, bm, seed, variant=""):
                                         asc.data_ptr(), bexp.data_ptr(), ntok.data_ptr(), rw.data_ptr(), out.data_ptr(),
                                         outs.data_ptr()])
         torch.cuda.synchronize()
-        results.append((out.clone(), outs.clone()))
+        # a k_interleave build writes each 128-column line in W2's interleaved K order (sm90_layout.k128_epilogue_position)
+        results.append((deinterleave_k128(out) if info.get("k_interleave") else out.clone(), outs.clone()))
     if "_pp" in variant:  # every W1 task released its two N128 mask bits and one l1_empty count
         assert kernels.ticket_value(name) == 0, "task counter not reset by the launch's last claim"
         nt1 = info["row_tiles"]
@@ -173,7 +175,7 @@ def run_w1(kernels, shape, bm, seed, variant=""):
         xa = dequantize_activations(act[b, :n], asc[b, :n], "fp32_k128")
         a = swiglu(_bf16(xa @ wdq[be[b]].t()), spec) * rw[b, :n, None]
         q_ref, c_ref = quantize_e4m3_ue8m0(a, G, name="ref")
-        got_q, got_c = out[b, :n], outs[b, :n]
+        got_q, got_c = results[0][0][b, :n], outs[b, :n]
         assert not (got_q == 0x7F).any() and not (got_c == 0xFF).any(), f"{name} block {b}: unwritten output"
         deq = lambda q, c: q.view(torch.float8_e4m3fn).float() * torch.ldexp(  # noqa: E731
             torch.ones_like(c, dtype=torch.float32), c.int() - 127).repeat_interleave(G, dim=1)
@@ -211,6 +213,10 @@ def run_w2(kernels, shape, bm, seed, variant=""):
         codes[b, nt[b]:] = 0xFF
         rowidx[b, nt[b]:] = -1  # a padded token's row index must never be used
     out = torch.empty((nrows_out, h), dtype=torch.bfloat16, device="cuda")
+    if info.get("k_interleave"):  # W1's epilogue hands a k_interleave build its l2_x lines interleaved
+        act_in = interleave_k128(act.view(torch.uint8)).view(torch.float8_e4m3fn).contiguous()
+    else:
+        act_in = act
     results = []
     sig = RingSignals(NBLK, bm, torch.randint(0, 3, (NBLK,), generator=gen, device="cuda", dtype=torch.int32))
     for rep in range(10):
@@ -220,11 +226,11 @@ def run_w2(kernels, shape, bm, seed, variant=""):
             sig.ready()
             sig.l2_mask.fill_(-1)  # every W1 tile of every block finished
             kernels.launch_persistent(name, _grid(info), [
-                tiles.data_ptr(), stiles.data_ptr(), efac.data_ptr(), act.data_ptr(), codes.data_ptr(),
+                tiles.data_ptr(), stiles.data_ptr(), efac.data_ptr(), act_in.data_ptr(), codes.data_ptr(),
                 bexp.data_ptr(), ntok.data_ptr(), sig.gen.data_ptr(), rowidx.data_ptr(), out.data_ptr(), 0,
                 sig.l1_full.data_ptr(), sig.empty.data_ptr(), sig.l2_mask.data_ptr(), 0], NBLK)
         else:
-            kernels.launch(name, NBLK, [tiles.data_ptr(), stiles.data_ptr(), efac.data_ptr(), act.data_ptr(),
+            kernels.launch(name, NBLK, [tiles.data_ptr(), stiles.data_ptr(), efac.data_ptr(), act_in.data_ptr(),
                                         codes.data_ptr(), bexp.data_ptr(), ntok.data_ptr(), rowidx.data_ptr(),
                                         out.data_ptr(), 0])
         torch.cuda.synchronize()

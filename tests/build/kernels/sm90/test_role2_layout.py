@@ -221,3 +221,20 @@ def test_interleave_chunk_permutes_swizzled_lines_as_the_host_mirror(monkeypatch
             for c in range(8):
                 got[kb, row, 16 * c:16 * c + 16] = torch.from_numpy(mem[phys(line, c):phys(line, c) + 16].copy())
     assert torch.equal(got, interleave_k128(logical))
+
+
+def test_w1_epilogue_writes_l2_x_in_the_order_w2_reads():
+    """A ``k_interleave`` build's W1 epilogue puts I-column ``32 slab + 8 warp + g`` of its task's 128 at
+    ``sm90_layout.k128_epilogue_position`` (``role2_gemm._w1_quantize_store``): the byte ``k128_position`` gives it, so
+    W2 reads its chunks of ``l2_x`` as they are; each byte of the line once."""
+    from gcmoe_runtime.numerics.sm90_layout import (deinterleave_k128, interleave_k128, k128_epilogue_position,
+                                                    k128_position)
+
+    got = [k128_epilogue_position(slab, warp, g) for slab in range(4) for warp in range(4) for g in range(8)]
+    assert got == [k128_position(32 * slab + 8 * warp + g) for slab in range(4) for warp in range(4) for g in range(8)]
+    assert sorted(got) == list(range(128))
+    assert [k128_position(c, False) for c in range(128)] == list(range(128))
+    x = torch.randint(0, 256, (3, 256), dtype=torch.uint8, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(deinterleave_k128(interleave_k128(x)), x)
+    line = interleave_k128(torch.arange(128, dtype=torch.uint8))
+    assert [int(line[k128_position(c)]) for c in range(128)] == list(range(128))

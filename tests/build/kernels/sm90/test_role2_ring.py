@@ -350,7 +350,8 @@ BASE = dict(act_alpha=1.0, act_clamp=10.0, act_fast_math=True, activation="swigl
 @pytest.mark.parametrize("bad,needle", [
     ({"threads": 128}, "threads=128"), ({"bm": 12}, "BM=12"), ({"activation": "gelu"}, "swiglu"),
     ({"intermediate": 4352}, "2I/128 > 64"), ({"hidden": 640}, "multiple of 256"), ({"experts": 15}, "divisible"),
-    ({"recipe_routed": "e4m3_x_e4m3"}, "recipe_routed"), ({"dispatch_sms": 0}, "dispatch_sms")])
+    ({"recipe_routed": "e4m3_x_e4m3"}, "recipe_routed"), ({"dispatch_sms": 0}, "dispatch_sms"),
+    ({"k_interleave": 1}, "k_interleave=1 needs threads=384")])
 def test_bad_params(bad, needle):
     from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig
 
@@ -546,3 +547,37 @@ def test_trace_builds_stamp_each_task_and_shipped_builds_do_not(role2_arts, monk
     top_parts = 3 * 4  # role2_gemm.for_each_chunk's stamps "top" / "issued" / "scales" / "landed" at three sites
     assert traced.count("%globaltimer") == plain.count("%globaltimer") + 10 + top_parts
     assert traced.count("st.relaxed.gpu.global.u64") >= plain.count("st.relaxed.gpu.global.u64") + 11 + top_parts
+
+
+@pytest.mark.parametrize("bm,ctas", [(16, 2), (64, 1)])
+def test_k_interleave_builds_tables_per_step_and_permutes_chunks(bm, ctas):
+    """``k_interleave`` = 1 (module docstring "K interleave"; session 50): against the plain build of the same tile, the
+    K loops lose >= 60 instructions per K256 (the decode tables once per step and row instead of per K32; 16 QGMMA per
+    loop iteration here) and spill nothing in them; each chunk's landed lines are permuted in shared memory (8
+    ``ld.shared.v4`` + 8 ``st.shared.v4`` per line and round, then a shared proxy fence; W1's chunks only) and the scale
+    byte is picked by a run-time PRMT selector."""
+    from gcmoe_build.compile import compile_variant
+    from gcmoe_build.sass import summarize
+    from gcmoe_build.variants import Variant
+
+    arts = {}
+    for il in (0, 1):
+        params = {**BASE, "hidden": 1024, "intermediate": 512, "bm": bm, "threads": 384, "ctas_per_sm": ctas,
+                  "w1_split": 1, **({"k_interleave": 1} if il else {})}
+        arts[il] = compile_variant(Variant("role2", "sm_90a", params))
+    plain, inter = (summarize(arts[il].cubin) for il in (0, 1))
+    assert arts[1].record.extra["kernel"]["k_interleave"] == 1 and arts[0].record.extra["kernel"]["k_interleave"] == 0
+    assert inter.spill_ops_in_mma_loops == 0 and inter.qgmma_register_a == inter.qgmma == plain.qgmma
+    for (n0, q0), (n1, q1) in zip(plain.mma_loops, inter.mma_loops):
+        assert q0 == q1 == 16 and n0 - n1 >= 60, (plain.mma_loops, inter.mma_loops)
+    p0, p1 = arts[0].ptx, arts[1].ptx
+    assert "prmt.b32 $0" not in p1 and re.search(r"prmt\.b32 %r\d+, %r\d+, 0, %r\d+;", p1)
+    assert not re.search(r"prmt\.b32 %r\d+, %r\d+, 0, %r\d+;", p0)
+    from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig
+
+    # W1's chunk loops permute (W2's chunks come pre-interleaved from W1's epilogue): the W1 loop, or each of the two
+    # shared loops (one per wgmma N, serving both GEMMs: a run-time branch on the task's GEMM)
+    sites = 2 if Role2RingConfig(arts[1].record.variant).shared_loop else 1
+    assert p1.count("st.shared.v4.u32") - p0.count("st.shared.v4.u32") == 8 * sites
+    assert (p1.count("fence.proxy.async.shared::cta") - p0.count("fence.proxy.async.shared::cta")) == sites
+
