@@ -139,8 +139,6 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                                       dev_no_decode=True),
                     # ... and the shipped forms in the interleaved K order (session 50: Role2GemmConfig.k_interleave;
                     # the harness packs their weights with k_interleave=True, index.json says so)
-                    "_ppksafi": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
-                                     signal_warp=True, act_tma=True, fast_math=True, k_interleave=True),
                     "_pp2ksafi": dict(act_buffers=2, ctas_per_sm=2, task_records=True, w2_early_release=True,
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
                                       k_interleave=True),

@@ -72,7 +72,7 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
          # in shared memory after they land and its weights packed to match
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 48, 64, 80)
             for v in (("_pp2ksafi",) if bm <= 16 else ("_pp2ksag1fi",) if bm == 32 else ())
-            + (("_ppksaf4i",) if bm in (8, 48) else ()) + (("_ppksafwi",) if bm >= 64 else ()) + ("_ppksafi",)])
+            + (("_ppksaf4i",) if bm in (8, 48) else ()) + (("_ppksafwi",) if bm >= 64 else ())])
 # BM 48 (wgmma N = 48, session 29): the one-CTA forms at lag 0, lag 1 (a second partial set fits, unlike BM 64) and
 # with the turns; BM 80 (session 31): lag 0 and the turns (the ring's BM 80 build), one block for 65-80 tokens
 #: ("_p_read" / "_p2_read", the racy release, are built for diag_two_cta.py, which shows the race, not tested here:
