@@ -1145,8 +1145,8 @@ def _interleave_line(addr):
 @cute.jit
 def interleave_chunk(buf, ctid, bm: cutlass.Constexpr, kc_len: cutlass.Constexpr):
     """Consumers (``Role2GemmConfig.k_interleave``): a landed activation chunk ``[kc_len/128][bm][128 B]`` at shared
-    offset ``buf`` into the interleaved K order, one K128 line per thread and round (:func:`_interleave_line`). The
-    caller fences each thread's stores for the async proxy and joins the consumers' barrier before any wgmma reads
+    offset ``buf`` into the interleaved K order, one K128 line per thread and round (:func:`_interleave_line`), then
+    each thread's stores fenced for the async proxy; the caller joins the consumers' barrier before any wgmma reads
     the chunk (:func:`for_each_chunk`)."""
     lines = bm * kc_len // 128
     for r in cutlass.range_constexpr(_rounds(lines)):
@@ -1156,6 +1156,7 @@ def interleave_chunk(buf, ctid, bm: cutlass.Constexpr, kc_len: cutlass.Constexpr
         else:
             if line < lines:
                 _interleave_line(buf + line * 128)
+    fence_proxy_async_shared()
 
 
 def _act_chunk_landed(smem, src: "ActTma", kc, timeout_ns: int):
@@ -1257,17 +1258,16 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     _store_chunk_scales(smem + asc_off, _load_chunk_scales(lambda tok, kk: scale_addr(k0, tok, kk), w1,
                                                            ctid, ntok, bm, ngs), w1, ctid, bm, ngs, sfl)
     _stamp_top(stamps, "scales", ctid)
+    if const_expr(isinstance(w1, bool)):  # k_interleave: whether a landed chunk is permuted (W1's: role1's rows)
+        permute_gate = Int32(w1)
+    else:  # a loop serving both GEMMs: the task's, at run time
+        permute_gate = w1
     for kc in cutlass.range(nkc, unroll=1):
         if const_expr(tma):
             _act_chunk_landed(smem, row_addr, kc, cfg.timeout_ns)
-            if const_expr(cfg.k_interleave and isinstance(w1, bool)):  # W1's ring rows into the weights' K order
-                if const_expr(w1):
+            if const_expr(cfg.k_interleave and w1 is not False):  # W1's chunks (W2's come interleaved)
+                if permute_gate != 0:
                     interleave_chunk(smem + act_off + (kc & 1) * ab, ctid, bm, kcl)
-                    fence_proxy_async_shared()
-            elif const_expr(cfg.k_interleave):  # a loop serving both GEMMs: the task's is a run-time value
-                if w1 != 0:
-                    interleave_chunk(smem + act_off + (kc & 1) * ab, ctid, bm, kcl)
-                    fence_proxy_async_shared()
         else:  # chunk kc's copies (this thread's) landed; fence them for wgmma's async proxy
             cp_async_wait_all()
             fence_proxy_async_shared()
