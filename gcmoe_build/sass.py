@@ -300,6 +300,26 @@ def _matches(variant: dict, where: dict[str, str]) -> bool:
     return all(str(variant.get(k)) == v for k, v in where.items())
 
 
+def schedule_ab(bundle_a, bundle_b, role: str = "role2", where: dict[str, str] | None = None,
+                ignore: tuple[str, ...] = ("k_interleave",)) -> list[tuple[dict, list, list]]:
+    """Each record of ``bundle_a`` (``role``, ``where``) beside the record of ``bundle_b`` whose variant parameters
+    are the same but for ``ignore`` (a build option the two bundles differ in, e.g. the K order): ``(variant, A's
+    mma_loop_schedules, B's)``; a record without a partner is left out. Two opened bundles
+    (``gcmoe_runtime.artifacts.bundle.open_bundle``)."""
+    def ident(v):
+        return tuple(sorted((k, str(x)) for k, x in v.items() if k not in ignore))
+
+    others = {ident(r.variant): r for r in bundle_b.records if r.role == role}
+    rows = []
+    for r in sorted(bundle_a.records, key=lambda r: sorted(r.variant.items())):
+        o = others.get(ident(r.variant))
+        if r.role != role or not _matches(r.variant, where or {}) or o is None:
+            continue
+        rows.append((dict(r.variant), mma_loop_schedules(disassemble(bundle_a.cubin(r.key), encodings=True)),
+                     mma_loop_schedules(disassemble(bundle_b.cubin(o.key), encodings=True))))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     from gcmoe_runtime.artifacts.bundle import open_bundle
 
@@ -310,9 +330,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loops", action="store_true", help="also list every loop holding spills or QGMMAs (loop_spills)")
     ap.add_argument("--stalls", action="store_true",
                     help="also give each MMA loop's stall cycles and scoreboard waits (mma_loop_schedules)")
+    ap.add_argument("--against", metavar="OTHER",
+                    help="instead: each K loop's first-probe instructions / stall cycles beside those of OTHER's record "
+                         "with the same parameters but for --ignore (schedule_ab)")
+    ap.add_argument("--ignore", default="k_interleave", help="comma-separated parameters --against may differ in")
     a = ap.parse_args(argv)
     where = dict(kv.split("=", 1) for kv in a.where.split(",") if kv)
     b = open_bundle(a.bundle)
+    if a.against:
+        print("| variant | K loops: first-probe instructions / stall cycles, this bundle -> OTHER (instructions) |")
+        print("|---|---|")
+        for v, mine, other in schedule_ab(b, open_bundle(a.against), a.role, where, tuple(a.ignore.split(","))):
+            label = " ".join(f"{k}={v[k]}" for k in ("hidden", "ranks", "bm", "threads", "ctas_per_sm", "w1_split")
+                             if k in v)
+            cells = "; ".join(f"{x.instructions} / {x.stall_cycles} -> {y.instructions} / {y.stall_cycles} "
+                              f"({y.instructions - x.instructions:+d})" for x, y in zip(mine, other))
+            print(f"| {label} | {cells} |")
+        return 0
     print("| variant | QGMMA (register A) | STL+LDL (in MMA loops) (in stage loops) "
           "| MMA loops: instructions / QGMMA / R2UR |")
     print("|---|---|---|---|")

@@ -286,3 +286,26 @@ def test_mma_loop_schedules_leave_out_the_stage_waits_slow_paths():
     for lp, ls in zip(loops, sched):
         assert ls.qgmma == lp.count("QGMMA") == 16 and ls.instructions + ls.slow_path == len(lp.insns)
         assert 20 <= ls.slow_path <= 100 and ls.instructions < 480 and ls.stall_cycles > ls.instructions
+
+
+def test_schedule_ab_pairs_records_across_bundles(capsys):
+    """``schedule_ab`` / ``--against``: a bundle against itself pairs every record with its own (zero change); the
+    pairing ignores the named parameter, so a K-order ablation bundle pairs with the plain one."""
+    from types import SimpleNamespace as NS
+
+    from gcmoe_build.sass import main, schedule_ab
+    from gcmoe_runtime.artifacts.bundle import open_bundle
+
+    path = BUNDLES / "rank-share-deepseek-v4.1-flash-p8-sm90a.gcmoe"
+    b = open_bundle(path)
+    rows = schedule_ab(b, b, where={"bm": "16"})
+    assert rows and all(len(x) == len(y) > 0 and [s.instructions for s in x] == [s.instructions for s in y]
+                        for _, x, y in rows)
+    # a record whose partner differs only in an ignored parameter is still paired (a stub bundle: no cubins needed
+    # for the pairing itself, so none of its records is disassembled unless paired)
+    rec = next(r for r in b.records if r.role == "role2" and r.variant["bm"] == 16)
+    other = NS(records=[NS(role="role2", variant={**rec.variant, "k_interleave": 1}, key=rec.key)], cubin=b.cubin)
+    assert len(schedule_ab(b, other, where={"bm": "16"})) == 1
+    assert schedule_ab(b, other, where={"bm": "16"}, ignore=()) == []
+    assert main([str(path), "--where", "bm=16", "--against", str(path)]) == 0
+    assert "(+0)" in capsys.readouterr().out
