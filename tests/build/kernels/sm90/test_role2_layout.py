@@ -197,14 +197,16 @@ def test_interleave_chunk_permutes_swizzled_lines_as_the_host_mirror(monkeypatch
     logical = torch.randint(0, 256, (nk, bm, 128), generator=gen, dtype=torch.uint8)
     mem = np.zeros(base + nk * bm * 128, dtype=np.uint8)
 
-    def phys(addr_line, c):
-        return addr_line + ((c ^ ((addr_line >> 7) & 7)) << 4)
+    def chunks():  # (line's K128 index, row, logical 16-byte chunk, its bytes in mem through the swizzle)
+        for kb in range(nk):
+            for row in range(bm):
+                line = base + (kb * bm + row) * 128
+                for c in range(8):
+                    p = line + ((c ^ ((line >> 7) & 7)) << 4)
+                    yield kb, row, c, slice(p, p + 16)
 
-    for kb in range(nk):
-        for row in range(bm):
-            line = base + (kb * bm + row) * 128
-            for c in range(8):
-                mem[phys(line, c):phys(line, c) + 16] = logical[kb, row, 16 * c:16 * c + 16].numpy()
+    for kb, row, c, at in chunks():
+        mem[at] = logical[kb, row, 16 * c:16 * c + 16].numpy()
     monkeypatch.setattr(role2_gemm, "ld_shared_v4",
                         lambda a: [int(x) for x in mem[a:a + 16].view("<u4")])
 
@@ -215,11 +217,8 @@ def test_interleave_chunk_permutes_swizzled_lines_as_the_host_mirror(monkeypatch
     for line in range(nk * bm):
         role2_gemm._interleave_line(base + line * 128)
     got = torch.empty_like(logical)
-    for kb in range(nk):
-        for row in range(bm):
-            line = base + (kb * bm + row) * 128
-            for c in range(8):
-                got[kb, row, 16 * c:16 * c + 16] = torch.from_numpy(mem[phys(line, c):phys(line, c) + 16].copy())
+    for kb, row, c, at in chunks():
+        got[kb, row, 16 * c:16 * c + 16] = torch.from_numpy(mem[at].copy())
     assert torch.equal(got, interleave_k128(logical))
 
 
