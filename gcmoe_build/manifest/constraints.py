@@ -193,4 +193,3 @@ def _check_k_interleave(s: Any, t: Any, fam: str, loc: tuple, bad) -> None:
         if narrow:
             bad(kloc, True, f"false while a 256-thread role2 tile is reachable (BM {narrow} at ranks {P})",
                 "only the 384-thread builds permute their activation chunks into the interleaved order")
-

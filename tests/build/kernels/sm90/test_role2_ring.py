@@ -580,4 +580,3 @@ def test_k_interleave_builds_tables_per_step_and_permutes_chunks(bm, ctas):
     sites = 2 if Role2RingConfig(arts[1].record.variant).shared_loop else 1
     assert p1.count("st.shared.v4.u32") - p0.count("st.shared.v4.u32") == 8 * sites
     assert (p1.count("fence.proxy.async.shared::cta") - p0.count("fence.proxy.async.shared::cta")) == sites
-
