@@ -300,6 +300,12 @@ def _matches(variant: dict, where: dict[str, str]) -> bool:
     return all(str(variant.get(k)) == v for k, v in where.items())
 
 
+def _label(variant: dict) -> str:
+    """A role2 / role4 record's distinguishing parameters, for the CLI's tables."""
+    return " ".join(f"{k}={variant[k]}" for k in ("hidden", "ranks", "bm", "threads", "ctas_per_sm", "w1_split")
+                    if k in variant)
+
+
 def schedule_ab(bundle_a, bundle_b, role: str = "role2", where: dict[str, str] | None = None,
                 ignore: tuple[str, ...] = ("k_interleave",)) -> list[tuple[dict, list, list]]:
     """Each record of ``bundle_a`` (``role``, ``where``) beside the record of ``bundle_b`` whose variant parameters
@@ -341,11 +347,9 @@ def main(argv: list[str] | None = None) -> int:
         print("| variant | K loops: first-probe instructions / stall cycles, this bundle -> OTHER (instructions) |")
         print("|---|---|")
         for v, mine, other in schedule_ab(b, open_bundle(a.against), a.role, where, tuple(a.ignore.split(","))):
-            label = " ".join(f"{k}={v[k]}" for k in ("hidden", "ranks", "bm", "threads", "ctas_per_sm", "w1_split")
-                             if k in v)
             cells = "; ".join(f"{x.instructions} / {x.stall_cycles} -> {y.instructions} / {y.stall_cycles} "
                               f"({y.instructions - x.instructions:+d})" for x, y in zip(mine, other))
-            print(f"| {label} | {cells} |")
+            print(f"| {_label(v)} | {cells} |")
         return 0
     print("| variant | QGMMA (register A) | STL+LDL (in MMA loops) (in stage loops) "
           "| MMA loops: instructions / QGMMA / R2UR |")
@@ -354,8 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         if r.role != a.role or not _matches(r.variant, where):
             continue
         s = summarize(b.cubin(r.key))
-        label = " ".join(f"{k}={r.variant[k]}" for k in ("hidden", "ranks", "bm", "threads", "ctas_per_sm")
-                         if k in r.variant)
+        label = _label(r.variant)
         loops = ", ".join(f"{n}/{q}/{u}" for (n, q), u in zip(s.mma_loops, s.r2ur_in_mma_loops))
         print(f"| {label} | {s.qgmma} ({s.qgmma_register_a}) | {s.spill_ops} ({s.spill_ops_in_mma_loops}) "
               f"({s.spill_ops_in_copy_loops}) | {loops} |")

@@ -106,29 +106,32 @@ def k128_epilogue_position(slab, warp, g):
 
 
 @functools.lru_cache(maxsize=None)
-def _k128_byte_source(k_interleave: bool) -> tuple:
-    return tuple(k128_column(b // 32, b % 32, k_interleave) for b in range(TILE_K))
+def _k128_line_index(inverse: bool) -> tuple:
+    """Byte ``b`` of an interleaved K128 line takes original byte ``index[b]`` (``inverse``: the other way round)."""
+    if inverse:
+        return tuple(k128_position(c) for c in range(TILE_K))
+    return tuple(k128_column(b // 32, b % 32, True) for b in range(TILE_K))
+
+
+def _permute_k128_lines(x: torch.Tensor, inverse: bool, what: str) -> torch.Tensor:
+    if x.shape[-1] % TILE_K:
+        raise ValueError(f"{what}: K={x.shape[-1]} must be a multiple of {TILE_K}")
+    idx = torch.tensor(_k128_line_index(inverse), dtype=torch.long, device=x.device)
+    lines = x.reshape(*x.shape[:-1], x.shape[-1] // TILE_K, TILE_K)
+    return lines[..., idx].reshape(x.shape)
 
 
 def interleave_k128(x: torch.Tensor) -> torch.Tensor:
     """Activations ``[..., K]`` (one byte per E4M3 element, K a multiple of 128) in the interleaved K order: byte
     ``b`` of each K128 line holds original byte ``k128_column(b // 32, b % 32, True)``. What the role2 kernel's
     in-place chunk permutation produces (``role2_gemm.interleave_chunk``); host mirror for tests and harnesses."""
-    if x.shape[-1] % TILE_K:
-        raise ValueError(f"interleave_k128: K={x.shape[-1]} must be a multiple of {TILE_K}")
-    src = torch.tensor(_k128_byte_source(True), dtype=torch.long, device=x.device)
-    lines = x.reshape(*x.shape[:-1], x.shape[-1] // TILE_K, TILE_K)
-    return lines[..., src].reshape(x.shape)
+    return _permute_k128_lines(x, False, "interleave_k128")
 
 
 def deinterleave_k128(x: torch.Tensor) -> torch.Tensor:
     """Inverse of :func:`interleave_k128` (e.g. the role2 W1 epilogue's ``l2_x`` rows of a ``k_interleave`` build back
     in the plain K order)."""
-    if x.shape[-1] % TILE_K:
-        raise ValueError(f"deinterleave_k128: K={x.shape[-1]} must be a multiple of {TILE_K}")
-    pos = torch.tensor([k128_position(c) for c in range(TILE_K)], dtype=torch.long, device=x.device)
-    lines = x.reshape(*x.shape[:-1], x.shape[-1] // TILE_K, TILE_K)
-    return lines[..., pos].reshape(x.shape)
+    return _permute_k128_lines(x, True, "deinterleave_k128")
 
 
 def a_fragment_coord(thread: int, i: int) -> tuple[int, int]:
