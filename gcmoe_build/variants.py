@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from gcmoe_runtime.artifacts.record import canonical_json, sha256_hex
-from gcmoe_runtime.heuristics import choose_shared_bm, reachable_tiles
+from gcmoe_runtime.heuristics import choose_shared_bm, reachable_tiles, sm90_role1_interleaves_rows
 
 ROLE1_DISPATCH = "role1"
 ROLE2_GROUPED_GEMM = "role2"
@@ -139,7 +139,10 @@ def enumerate_variants(manifest: Any) -> list[Variant]:
                                     hidden=s.hidden, intermediate=s.intermediate,
                                     compute_sms=part.compute_sms, candidates=cands)
             for bm in sorted({c.bm for c in tiles}):
-                add(ROLE1_DISPATCH, t.arch, {**base, **shape, "bm": bm, "recipe_routed": t.recipe.routed})
+                p = {**base, **shape, "bm": bm, "recipe_routed": t.recipe.routed}
+                if t.k_interleave and sm90_role1_interleaves_rows(bm):  # role1 writes W1's rows interleaved
+                    p["k_interleave"] = 1
+                add(ROLE1_DISPATCH, t.arch, p)
             for c in tiles:
                 p = {**base, **shape, **_activation(manifest), "intermediate": s.intermediate, "bm": c.bm,
                      "threads": c.threads, "recipe_routed": t.recipe.routed, "shared_experts": shared}
@@ -149,8 +152,9 @@ def enumerate_variants(manifest: Any) -> list[Variant]:
                     # two-CTA one with and without the W1 split-K code (heuristics.sm90_w1_split)
                     p["ctas_per_sm"] = c.ctas_per_sm
                     p["w1_split"] = c.w1_split
-                    if t.k_interleave:  # only when set: the plain builds' params (and keys) are as before
-                        p["k_interleave"] = 1
+                    if t.k_interleave:  # only when set: the plain builds' params (and keys) are as before; 2: W1's
+                        # ring rows arrive interleaved (role1's), 1: role2 permutes them
+                        p["k_interleave"] = 2 if sm90_role1_interleaves_rows(c.bm) else 1
                 add(ROLE2_GROUPED_GEMM, t.arch, p)
             # the routed-only layer (shared_experts 0) too: a model with shared experts may run them outside the
             # operator (the paper's "routed" configurations), and role3 then must not reduce combine lane k

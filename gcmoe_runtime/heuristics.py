@@ -601,6 +601,23 @@ def sm90_w1_prefetch_steps(tokens: int, ranks: int, role4_edge: str) -> int:
     return SM90_W1_PREFETCH_STEPS if on else 0
 
 
+#: SM90, a ``k_interleave`` target (``numerics.sm90_layout`` "K order inside a K128 step"): from this BM role1 writes
+#: W1's ring rows in the interleaved order (once per row, in its staging buffer) and role2 reads them as they are;
+#: below it role2 permutes each landed activation chunk (once per task that reads it). Session 51 (s50-a, kernel
+#: alone, role2 permuting at every BM): W1 -0.1..-5.9 % at BM 8-32 (its K loop waits on the weight stream, the
+#: permutation hides), +3.3..+7.2 % at BM 48-80 (issue-bound loops; the permutation on every task's chunk tops),
+#: while W2 (written interleaved by W1's epilogue) gained 1-7 % at every BM; in the layer the P = 8 shares lost
+#: +2.2 / +4.7 % at GLM-5.2 T = 128 / 256 (BM 64 / 80).
+SM90_K_INTERLEAVE_ROLE1_MIN_BM = 48
+
+
+def sm90_role1_interleaves_rows(bm: int) -> bool:
+    """Whether, in a ``k_interleave`` SM90 build, role1 (not role2) puts W1's ring rows of a BM ``bm`` tile into the
+    interleaved K order (the role1 and role2 variants' ``k_interleave`` parameters follow it)."""
+    _check_int("SM90 K interleave", "bm", bm, 1)
+    return bm >= SM90_K_INTERLEAVE_ROLE1_MIN_BM
+
+
 #: SM90 role4 split-K: W1 / W2 tasks per token block the split aims for (about the compute SMs of an H200 partition;
 #: without a split a block has only 2I/256 W1 and H/256 W2 tasks, 16-24 for the production shapes).
 SHARED_SPLIT_TASKS = 128

@@ -168,6 +168,18 @@ def _bundle_k_interleave(loader: Any, *, ranks: int, hidden: int, experts: int) 
     return got.pop() if got else False
 
 
+def _check_row_order(role1: Any, role2: Any) -> None:
+    """A ``k_interleave`` build's W1 ring rows are permuted by exactly one party (``numerics.sm90_layout`` "K order
+    inside a K128 step"): role1 (its ``k_interleave`` 1) exactly where role2 expects them so (its ``k_interleave``
+    2); a bundle that pairs them otherwise would multiply rows in the wrong K order."""
+    by_role1 = int(role1.get("k_interleave", 0)) == 1
+    expected = int(role2.get("k_interleave", 0)) == 2
+    if by_role1 != expected:
+        raise GcMoeError(f"gcmoe: the bundle's role1 (k_interleave={role1.get('k_interleave', 0)}) and role2 "
+                         f"(k_interleave={role2.get('k_interleave', 0)}) at BM {role2.get('bm')} disagree on who "
+                         "puts W1's ring rows in the interleaved K order; rebuild the bundle from one manifest")
+
+
 def get_symm_buffer_for_gc_moe(group: Any, num_experts: int, capacity: int, topk: int, hidden: int,
                                intermediate: int, *, bundle: str, mma_type: str = "fp8xfp4",
                                shared_experts: bool = False, dispatch_sms: Optional[int] = None,
@@ -429,6 +441,7 @@ def layer_kernels(buffer: GcMoeBuffer, tile: tuple[int, int, int, int], shared_b
         kernels["role3"] = find("role3", **shape, **cap, shared_experts=n_shared)
     except (LookupError, BundleError) as e:
         raise GcMoeError(f"gcmoe: the bundle cannot run this layer: {e}") from None
+    _check_row_order(kernels["role1"].record.variant, kernels["role2"].record.variant)
     buffer.kernel_cache[choice] = kernels
     return kernels
 

@@ -32,11 +32,15 @@ blocks and builds a decode table pair for each. Interleaved: slice ``j``'s posit
 ``32t + 8j + 4h + c`` (:func:`k128_column`), so the positions a thread with ``tig = t`` owns come, in all four
 slices, from K32 block ``t`` alone: one table pair per row and step. The activations must follow (the wgmma's B
 operand pairs slice ``j``'s position ``p`` with byte ``32j + p`` of the token's K128 line): physical 32-bit word
-``8j + 4h + t`` of a line holds original word ``8t + 2j + h`` (:func:`k128_word_source`; the role2 kernel permutes
-each activation chunk in shared memory after it lands, :func:`interleave_k128` is the host mirror). The
-activation scales (per K128) and the weight scale tiles are unchanged. W2's activations are W1's output: a
-``k_interleave`` build's W1 epilogue writes each ``l2_x`` row's 128-column line in the interleaved order already
-(column ``c`` at byte :func:`k128_position` ``(c)``), so only W1's chunks (role1's ring rows) are permuted.
+``8j + 4h + t`` of a line holds original word ``8t + 2j + h`` (:func:`k128_word_source`; :func:`interleave_k128` is
+the host mirror). The activation scales (per K128) and the weight scale tiles are unchanged. W2's activations are
+W1's output: a ``k_interleave`` build's W1 epilogue writes each ``l2_x`` row's 128-column line in the interleaved
+order already (column ``c`` at byte :func:`k128_position` ``(c)``). W1's (role1's ring rows) are permuted by one of
+two parties, by the tile's BM (``heuristics.sm90_role1_interleaves_rows``, session 51): role2 permutes each
+activation chunk in shared memory after it lands (once per task that reads it: cheap where the K loop waits on the
+weight stream, BM 8-32), or role1 permutes each row in its staging buffer before the bulk store (once per row: BM
+48-80, whose K loops are issue-bound and paid the chunk-top permutation on every task), each lane moving word
+:func:`k128_word_source_bits` of every line.
 
 Everything is expressed through :func:`tile_nibble_source`, an explicit permutation of the 8192 nibble
 positions of a tile; :func:`permute_tiles` applies it and :func:`unpermute_tiles` inverts it exactly.
@@ -86,6 +90,12 @@ def k128_word_source(word: int, k_interleave: bool = True) -> int:
     return k128_column(word // 8, 4 * (word % 8), k_interleave) // 4
 
 
+def k128_word_source_bits(word):
+    """:func:`k128_word_source` in bit operations only (``word`` an int or a kernel's Int32 lane): physical word
+    ``8j + 4h + t`` <- ``8t + 2j + h``."""
+    return ((word & 3) << 3) | ((word >> 3) << 1) | ((word >> 2) & 1)
+
+
 def k128_position(column: int, k_interleave: bool = True) -> int:
     """Inverse of :func:`k128_column`: the byte of a K128 line (0..127) that holds ``column`` (``32j + p`` for the
     slice ``j`` and position ``p`` holding it). Interleaved, column ``32t + 8j + 4h + c`` sits at ``32j + 16h + 4t +
@@ -124,7 +134,8 @@ def _permute_k128_lines(x: torch.Tensor, inverse: bool, what: str) -> torch.Tens
 def interleave_k128(x: torch.Tensor) -> torch.Tensor:
     """Activations ``[..., K]`` (one byte per E4M3 element, K a multiple of 128) in the interleaved K order: byte
     ``b`` of each K128 line holds original byte ``k128_column(b // 32, b % 32, True)``. What the role2 kernel's
-    in-place chunk permutation produces (``role2_gemm.interleave_chunk``); host mirror for tests and harnesses."""
+    in-place chunk permutation (``role2_gemm.interleave_chunk``) and role1's row permutation produce; host mirror for
+    tests and harnesses."""
     return _permute_k128_lines(x, False, "interleave_k128")
 
 

@@ -267,16 +267,21 @@ def test_k_interleave_needs_sm90_and_only_384_thread_tiles(tmp_path):
     e = load_err(tmp_path, with_("targets.0.k_interleave", True))
     p = [p for p in e.problems if p.field == "targets[0].k_interleave"][0]
     assert "256-thread role2 tile is reachable" in p.limit and "384-thread builds" in p.reason
-    # a production shape (every reachable tile a 384-thread one): every role2 variant carries k_interleave = 1
+    # a production shape (every reachable tile a 384-thread one): every role2 variant carries k_interleave, 1 where
+    # it permutes W1's chunks itself, 2 from BM 48 on, where role1 (k_interleave 1 there) writes the rows interleaved
     prod = yaml.safe_load((MANIFESTS / "rank-share-glm-5.2-p8.yaml").read_text())
     on = manifest_from_data(with_("targets.0.k_interleave", True, prod))
     off = manifest_from_data(prod)
     r_on = [v for v in enumerate_variants(on) if v.role == "role2"]
     r_off = [v for v in enumerate_variants(off) if v.role == "role2"]
-    assert len(r_on) == len(r_off) and all(v.params["k_interleave"] == 1 for v in r_on)
+    assert len(r_on) == len(r_off)
+    assert {v.params["bm"]: v.params["k_interleave"] for v in r_on} == {8: 1, 16: 1, 32: 1, 48: 2, 64: 2, 80: 2}
     assert all("k_interleave" not in v.params for v in r_off)  # the plain builds' params (and keys) unchanged
-    assert {v for v in enumerate_variants(on) if v.role != "role2"} == {v for v in enumerate_variants(off)
-                                                                         if v.role != "role2"}
+    r1_on = {v.params["bm"]: v.params.get("k_interleave") for v in enumerate_variants(on) if v.role == "role1"}
+    assert r1_on == {8: None, 16: None, 32: None, 48: 1, 64: 1, 80: 1}
+    assert all("k_interleave" not in v.params for v in enumerate_variants(off) if v.role == "role1")
+    assert ({v for v in enumerate_variants(on) if v.role not in ("role1", "role2")}
+            == {v for v in enumerate_variants(off) if v.role not in ("role1", "role2")})
     # Blackwell: no such layout
     bw = with_("targets.0", {**BASE["targets"][0], "arch": "sm_100a", "k_interleave": True,
                              "device": {"name": "B300", "sms": 148, "alignment": 8, "min_partition": 8},

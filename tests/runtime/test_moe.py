@@ -245,3 +245,15 @@ def test_bundle_k_order_is_one_per_shape():
     assert moe._bundle_k_interleave(loader(1, 1), ranks=1, hidden=H, experts=E) is True
     with pytest.raises(moe.GcMoeError, match="mix k_interleave=0 and 1"):
         moe._bundle_k_interleave(loader(1, None), ranks=1, hidden=H, experts=E)
+    # session 51: role1 permutes W1's rows for the large-BM builds (role2 k_interleave 2): still one weight order
+    assert moe._bundle_k_interleave(loader(1, 2), ranks=1, hidden=H, experts=E) is True
+
+
+def test_role1_and_role2_agree_on_who_permutes_w1_rows():
+    moe._check_row_order({"bm": 16}, {"bm": 16})
+    moe._check_row_order({"bm": 16}, {"bm": 16, "k_interleave": 1})
+    moe._check_row_order({"bm": 64, "k_interleave": 1}, {"bm": 64, "k_interleave": 2})
+    for r1, r2 in (({"k_interleave": 1}, {"k_interleave": 1}), ({}, {"k_interleave": 2}),
+                   ({"k_interleave": 1}, {})):
+        with pytest.raises(moe.GcMoeError, match="disagree on who puts W1's ring rows"):
+            moe._check_row_order(r1, {"bm": 64, **r2})

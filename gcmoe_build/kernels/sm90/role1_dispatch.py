@@ -50,8 +50,15 @@ loads of the counts and routing entries) is GPU scope: every party is on this GP
 ``send_count`` words, final after the first barrier, so every CTA builds its tables from them at once while
 CTA 0 publishes the same words to ``recv_count`` / ``recv_prefix`` for role2 and role3 (session 18).
 
-Variant params: hidden, experts, top_k, ranks, capacity, bm, dispatch_sms (+ compute_sms,
-recipe_routed: not used by the code). H must be a multiple of 512 (16-byte scale rows for the
+**K interleave** (variant param ``k_interleave`` = 1; ``heuristics.sm90_role1_interleaves_rows``, session 51): the
+warp puts each landed row into the interleaved K order of ``gcmoe_runtime.numerics.sm90_layout`` ("K order inside a
+K128 step") before its bulk store — lane ``w`` loads word ``k128_word_source_bits(w)`` of every 128-byte line (one
+bank each, no conflict), one warp sync, stores word ``w`` of every line, then fences its writes for the bulk store's
+async proxy — so role2's large-BM builds, whose issue-bound K loops would otherwise permute every chunk on every
+task, read W1's activations as they land. The scale row (one FP32 per K128) is unchanged.
+
+Variant params: hidden, experts, top_k, ranks, capacity, bm, dispatch_sms, k_interleave (0 or 1; absent = 0)
+(+ compute_sms, recipe_routed: not used by the code). H must be a multiple of 512 (16-byte scale rows for the
 bulk copy).
 """
 # no `from __future__ import annotations`: the DSL evaluates kernel annotations at trace time
@@ -92,6 +99,11 @@ class Role1Config:
         self.hidden, self.experts, self.topk = need("hidden"), need("experts"), need("top_k")
         self.ranks, self.capacity, self.bm, self.dispatch_sms = (need("ranks"), need("capacity"), need("bm"),
                                                                  need("dispatch_sms"))
+        #: W1's ring rows leave in the interleaved K order (module docstring, "K interleave")
+        ki = p.get("k_interleave", 0)
+        if isinstance(ki, bool) or ki not in (0, 1):
+            raise ValueError(f"role1: variant param k_interleave={ki!r} must be 0 or 1")
+        self.k_interleave = ki == 1
         if self.hidden % 512:
             raise ValueError(f"role1: hidden={self.hidden} must be a multiple of 512 (16-byte FP32 scale rows "
                              "for the bulk copy of H/128 scales)")
@@ -193,6 +205,7 @@ def _trace_parts(cfg):
         ld_shared_u32, ld_u32, red_release_gpu_add_u32, shfl_up, st_release_peer_u32, st_shared_u32, st_u32,
         st_u64, st_v4, syncwarp, trap_with_record, wait_geq_u32)
     from .wgmma_rs import _asm, _v
+    from gcmoe_runtime.numerics.sm90_layout import k128_word_source_bits
 
     P, E, K, H, BM, CAP, D = cfg.ranks, cfg.experts, cfg.topk, cfg.hidden, cfg.bm, cfg.capacity, cfg.dispatch_sms
     SCOPE = peer_scope(P)
@@ -426,6 +439,13 @@ def _trace_parts(cfg):
                 prev_inc = Int32(0)  # released above (lane 0 is the only lane that releases)
             syncwarp()
             mbar_wait(mbar0 + s * 8, (it >> 1) & 1, timeout_ns, err)
+            if const_expr(cfg.k_interleave):  # every word of the row loaded before any is stored: one warp sync
+                src_w = k128_word_source_bits(lane)
+                words = [ld_shared_u32(stg + kb * 128 + src_w * 4) for kb in range(NKB)]
+                syncwarp()
+                for kb in cutlass.range_constexpr(NKB):
+                    st_shared_u32(stg + kb * 128 + lane * 4, words[kb])
+                fence_proxy_async_shared()  # the row's generic writes -> lane 0's bulk store (after syncwarp)
             trow = Int64(rb) * Int64(bm_stride) + Int64(row)
             for kb in cutlass.range(lane, NKB, 32):
                 v = ld_shared_u32(stg + H + kb * 4)

@@ -242,10 +242,13 @@ class Role2GemmConfig:
     #: step"; the manifest target's ``k_interleave``, session 50): each quad thread's four K32 slices of a step come
     #: from one K32 scale block, so it builds one decode table pair per row and step, not per K32 (session 42 call B's
     #: count: -72 consumer instructions per K256), and reads one scale word per slab instead of two. W1's activations
-    #: follow by an in-place permutation of each landed chunk in shared memory (:func:`interleave_chunk`), so role1's
-    #: ring rows stay in the plain order; W2's are written in the interleaved order by W1's epilogue
+    #: follow by an in-place permutation of each landed chunk in shared memory (:func:`interleave_chunk`) unless
+    #: ``w1_rows_interleaved``; W2's are written in the interleaved order by W1's epilogue
     #: (``sm90_layout.k128_epilogue_position``). Tensor-map chunks only (the swizzled layout it permutes)
     k_interleave: bool = False
+    #: with ``k_interleave``: W1's activation rows arrive in the interleaved order already (role1 permuted them,
+    #: ``heuristics.sm90_role1_interleaves_rows``; session 51), so no chunk is permuted here
+    w1_rows_interleaved: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -314,6 +317,8 @@ class Role2GemmConfig:
             raise ValueError("role2 k_interleave: the interleaved decode tables fold each K32 block's exponent and "
                              "the chunk permutation works on tensor-map chunks, so pipelined=True, act_tma=True, "
                              "fold_scales=True, dev_no_decode=False")
+        if self.w1_rows_interleaved and not self.k_interleave:
+            raise ValueError("role2 w1_rows_interleaved: only with k_interleave (the rows' order is that layout's)")
         if self.kc % (128 * self.mma_steps_per_call):
             raise ValueError(f"role2 mma_steps_per_call={self.mma_steps_per_call}: K chunk {self.kc} is not a "
                              f"multiple of {128 * self.mma_steps_per_call}")
@@ -1211,8 +1216,9 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
 
     ``cfg.k_interleave`` (tensor-map chunks): after a W1 chunk (role1's ring rows) has landed, every consumer permutes
     its share of the chunk's K128 lines in place (:func:`interleave_chunk`) and fences its stores for the async proxy
-    before the chunk's barrier, so the wgmmas after it read the interleaved order; W2's chunks (``l2_x``) were written
-    in that order by W1's epilogue (``sm90_layout.k128_epilogue_position``). (Under the previous chunk's last MMA call
+    before the chunk's barrier, so the wgmmas after it read the interleaved order — unless
+    ``cfg.w1_rows_interleaved`` (role1 wrote them so); W2's chunks (``l2_x``) were written in that order by W1's
+    epilogue (``sm90_layout.k128_epilogue_position``). (Under the previous chunk's last MMA call
     instead, session 50's SASS: the one-CTA BM 48 / 80 K loops spill 52-60 values, BM 64's none.)
 
     ``w1`` (act_buffers=2 only; None: ``cfg.mode``'s): an Int32 read at run time, 1 for W1's scale format, 0 for
@@ -1265,7 +1271,7 @@ def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row
     for kc in cutlass.range(nkc, unroll=1):
         if const_expr(tma):
             _act_chunk_landed(smem, row_addr, kc, cfg.timeout_ns)
-            if const_expr(cfg.k_interleave and w1 is not False):  # W1's chunks (W2's come interleaved)
+            if const_expr(cfg.k_interleave and not cfg.w1_rows_interleaved and w1 is not False):  # W1's chunks
                 if permute_gate != 0:
                     interleave_chunk(smem + act_off + (kc & 1) * ab, ctid, bm, kcl)
         else:  # chunk kc's copies (this thread's) landed; fence them for wgmma's async proxy

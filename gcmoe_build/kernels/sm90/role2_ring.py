@@ -177,11 +177,14 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
 * **K interleave (384-thread builds, session 50; variant param ``k_interleave``, the manifest target's
   ``k_interleave``; ``Role2GemmConfig.k_interleave``).** The routed tiles' K order inside each K128 step gives every
   consumer thread one K32 scale block for all four of its K32 slices (``gcmoe_runtime.numerics.sm90_layout``), so it
-  builds one decode table pair per row and step (SASS: -63..-75 loop instructions per K256 at BM 8-80); each landed
-  W1 activation chunk (role1's ``ring_x`` rows, plain in global memory) is permuted into that order in shared memory
-  at the chunk's top (``role2_gemm.interleave_chunk``); W1's epilogue writes ``l2_x`` in that order already
-  (``sm90_layout.k128_epilogue_position``), so W2's chunks need nothing. The weights must be transformed to match:
-  the runtime reads the bundle's flag (``GcMoeBuffer.k_interleave``) and refuses weights in the other order.
+  builds one decode table pair per row and step (SASS: -63..-75 loop instructions per K256 at BM 8-80). W1's
+  activations: at ``k_interleave`` = 1 (BM 8-32) each landed chunk (role1's plain ``ring_x`` rows) is permuted into
+  that order in shared memory at the chunk's top (``role2_gemm.interleave_chunk``); at 2 (BM 48-80, whose
+  issue-bound loops paid that on every task: session 51, W1 +3..+7 % kernel alone) role1 wrote the rows interleaved
+  (``heuristics.sm90_role1_interleaves_rows``, role1's ``k_interleave``). W1's epilogue writes ``l2_x`` in that
+  order already (``sm90_layout.k128_epilogue_position``), so W2's chunks need nothing. The weights must be
+  transformed to match: the runtime reads the bundle's flag (``GcMoeBuffer.k_interleave``) and refuses weights in the
+  other order, and the role1 it pairs with a role2 must agree on who permutes W1's rows.
 * **Task trace (session 23; dev, ``TRACE``).** With ``TRACE`` on, the 384-thread builds stamp each task's
   ``%globaltimer`` into ``role2_trace[task]`` (``gcmoe_runtime.workspace.layout``: ``TRACE_*`` words): the producer
   thread when it begins the task's acquires, when it has them (a W2 task: its block's W1 bits) and after its last
@@ -495,20 +498,27 @@ class Role2RingConfig:
         sig = signal_warp_build(pipe, self.bm, self.ctas_per_sm)
         slabs = slab_groups_build(pipe, self.bm, self.ctas_per_sm)
         turns = pingpong_build(pipe, self.bm, self.ctas_per_sm)
-        #: the routed tiles' K order (``Role2GemmConfig.k_interleave``; variant param ``k_interleave`` = 1 from the
-        #: manifest target's ``k_interleave``): the 384-thread builds only
-        self.k_interleave = bool(int(p.get("k_interleave", 0)))
+        #: the routed tiles' K order (``Role2GemmConfig.k_interleave``; variant param ``k_interleave`` from the
+        #: manifest target's ``k_interleave``: 1, this build permutes W1's chunks; 2, role1 wrote W1's ring rows
+        #: interleaved, ``heuristics.sm90_role1_interleaves_rows``): the 384-thread builds only
+        ki = p.get("k_interleave", 0)
+        if isinstance(ki, bool) or ki not in (0, 1, 2):
+            raise ValueError(f"role2: variant param k_interleave={ki!r} must be 0, 1 or 2")
+        self.k_interleave = ki != 0
+        self.w1_rows_interleaved = ki == 2
         if self.k_interleave and not pipe:
-            raise ValueError(f"role2: k_interleave=1 needs threads=384 (tensor-map activation chunks); got "
+            raise ValueError(f"role2: k_interleave={ki} needs threads=384 (tensor-map activation chunks); got "
                              f"threads={self.threads}")
         self.w1 = Role2GemmConfig(mode="w1", k=self.hidden, rows=2 * self.inter, bm=self.bm, alpha=self.alpha,
                                   clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf,
                                   staged_fold_scale=pipe, signal_warp=sig, act_tma=pipe, slab_groups=slabs,
-                                  pingpong=turns, producer_claims=pipe, k_interleave=self.k_interleave)
+                                  pingpong=turns, producer_claims=pipe, k_interleave=self.k_interleave,
+                                  w1_rows_interleaved=self.w1_rows_interleaved)
         self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=pipe,
                                   ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf, staged_fold_scale=pipe,
                                   signal_warp=sig, act_tma=pipe, slab_groups=slabs, pingpong=turns,
-                                  producer_claims=pipe, k_interleave=self.k_interleave)
+                                  producer_claims=pipe, k_interleave=self.k_interleave,
+                                  w1_rows_interleaved=self.w1_rows_interleaved)
         # ... and at lag 1 one drain per K512 (each GEMM by its own chunk)
         self.w1, self.w2 = (dataclasses.replace(c, mma_steps_per_call=steps_per_call_build(c))
                             for c in (self.w1, self.w2))
@@ -614,7 +624,7 @@ def build(variant):
         extra={"role": ROLE, "bm": cfg.bm, "threads": cfg.threads, "ctas_per_sm": cfg.ctas_per_sm,
                "stages": so["stages"], "kc_w1": cfg.w1.kc,
                "kc_w2": cfg.w2.kc, "tasks_per_block": cfg.nt1 + cfg.nt2, "w1_split": cfg.w1_split,
-               "k_interleave": int(cfg.k_interleave),
+               "k_interleave": int(cfg.k_interleave) + int(cfg.w1_rows_interleaved),
                "offset_params": list(OFFSET_PARAMS)},
     )
 

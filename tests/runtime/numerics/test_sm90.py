@@ -248,6 +248,8 @@ def test_k128_interleave_is_a_bijection_giving_each_quad_thread_one_k32_block():
             for t in range(4):
                 assert L.k128_word_source(8 * j + 4 * h + t) == 8 * t + 2 * j + h
     assert sorted(L.k128_word_source(w) for w in range(32)) == list(range(32))
+    # role1's per-lane form (bit operations on the lane) is the same map
+    assert [L.k128_word_source_bits(w) for w in range(32)] == [L.k128_word_source(w) for w in range(32)]
 
 
 def test_interleaved_tiles_and_activations_give_the_same_dot_products():

@@ -5,7 +5,8 @@ bundle is GCMOE_OPERATOR_BUNDLE or the preset's committed one; GCMOE_DIAG_SERIAL
 in the primary context, the benchmark's serial baseline, so that compute-sanitizer can run the call). After one eager call it reads the workspace, which keeps the ring data of the replay (role3 resets
 only the signals), and checks against the ring contract (gcmoe_runtime.operator.ring) and the numerics reference:
 
-1. role1 — every ring row: ``ring_x``/``ring_sf`` equal the source token's x/x_sf, ``ring_meta`` weight/slot match
+1. role1 — every ring row: ``ring_x``/``ring_sf`` equal the source token's x/x_sf (a ``k_interleave`` bundle: in the
+   order its role1 writes, ``l2_x`` read back in the plain order), ``ring_meta`` weight/slot match
    the routing, the block's expert matches ``topk_idx``; every (token, slot) lands exactly once;
 2. role2 W1 — ``l2_x``/``l2_sf`` (dequantised) vs the reference intermediate of that row (steps 2-4), in natural I
    order and sorted per row (a permutation shows as "sorted ok, natural bad");
@@ -35,6 +36,7 @@ def main(preset: str, cases: list[str]) -> None:
     from gcmoe_runtime.accuracy.cases import build_rank_inputs, suite_cases
     from gcmoe_runtime.accuracy.config import make_layer_weights, resolve_preset
     from gcmoe_runtime.numerics.quant import dequantize_e4m3_ue8m0, quantize_e4m3_ue8m0
+    from gcmoe_runtime.numerics.sm90_layout import deinterleave_k128, interleave_k128
     from gcmoe_runtime.numerics.reference import (SM90_INTERMEDIATE_SCALE_GROUP as G, _bf16, dequantize_activations,
                                                   reference_moe_forward, swiglu)
     from gcmoe_runtime.operator.accuracy_impl import GcMoeImplementation
@@ -57,6 +59,7 @@ def main(preset: str, cases: list[str]) -> None:
         T = inp.num_tokens
         for r in ("ring_x", "l2_x", "l2_sf", "combine"):  # poison what the kernels must write
             ws.view(r).fill_(0x7F if ws.view(r).dtype == torch.uint8 else float("nan"))
+        buf.kernel_cache.clear()  # so that it holds this call's kernels alone afterwards
         y = impl(inp).float()
         yref, parts = reference_moe_forward(inp.x_q, inp.x_scale, inp.topk_idx, inp.topk_weights, layer.routed,
                                             spec=cfg.swiglu, return_partials=True)
@@ -64,10 +67,17 @@ def main(preset: str, cases: list[str]) -> None:
         if T == 0:
             continue
         xq = inp.x_q.view(torch.uint8)
+        # a k_interleave bundle's rows (numerics.sm90_layout): l2_x's always in the interleaved K order, ring_x's
+        # where this call's role1 wrote them so (its k_interleave, the large-BM builds; session 51)
+        (kernels,) = buf.kernel_cache.values()
+        if int(kernels["role1"].record.variant.get("k_interleave", 0)):
+            xq = interleave_k128(xq)
         xf = dequantize_activations(inp.x_q, inp.x_scale, "fp32_k128")
         rb_info = ws.view("ring_block").cpu()
         ring_x, ring_sf = ws.view("ring_x").cpu(), ws.view("ring_sf").cpu()
         meta, l2x, l2sf = ws.view("ring_meta").cpu(), ws.view("l2_x").cpu(), ws.view("l2_sf").cpu()
+        if buf.k_interleave:
+            l2x = deinterleave_k128(l2x)
         comb = ws.view("combine").cpu()
         seen, bad1, w1n, w1s, w2a, w2b = {}, [], [], [], [], []
         n_blocks = 0

@@ -37,6 +37,11 @@ SHAPES = {
               [("one", [1, 1]), ("small", [12, 7]), ("empty_rank", [0, 12])]),
     "dsv41flash": ("deepseek-v4.1-flash-sm90a.gcmoe", 384, 6, 5120, 2304, 256,
                    [("one", [1, 1]), ("small", [16, 9]), ("empty_rank", [16, 0])]),
+    # the P = 8 per-rank shares (their large-BM role1 builds: GCMOE_ROLE13_BM=64)
+    "sglm52": ("rank-share-glm-5.2-p8-sm90a.gcmoe", 32, 8, 6144, 2048, 256,
+               [("one", [1, 1]), ("small", [12, 7]), ("more", [40, 9])]),
+    "sdsv41flash": ("rank-share-deepseek-v4.1-flash-p8-sm90a.gcmoe", 48, 6, 5120, 2304, 256,
+                    [("one", [1, 1]), ("small", [16, 9]), ("more", [48, 5])]),
 }
 SHAPE = os.environ.get("GCMOE_SHAPE", "test")
 _B, E, K, H, I, CAP, CASES = SHAPES[SHAPE]
@@ -75,8 +80,10 @@ class Setup:
         global BM
         bms = sorted({r.variant["bm"] for r in self.loader.bundle.records
                       if r.role == "role1" and r.variant["ranks"] == world})
-        BM = 16 if 16 in bms else bms[0]
+        BM = int(os.environ.get("GCMOE_ROLE13_BM", 16 if 16 in bms else bms[0]))
         self.r1 = self.loader.kernel("role1", arch="sm_90a", ranks=world, bm=BM)
+        #: role1 writes W1's ring rows in the interleaved K order (its variant's ``k_interleave``; session 51)
+        self.k_interleave = int(self.r1.record.variant.get("k_interleave", 0)) == 1
         self.r3 = self.loader.kernel("role3", arch="sm_90a", ranks=world, shared_experts=1)
         self.D = self.r1.record.variant["dispatch_sms"]
         assert self.gp.dispatch_sms >= self.D, (self.gp.dispatch_sms, self.D)
@@ -114,6 +121,8 @@ def make_inputs(s, T, seed):
 
 def check_role1(s, Ts, par):
     """Compare role1's results with the expectation from every rank's inputs. Returns error strings."""
+    from gcmoe_runtime.numerics.sm90_layout import interleave_k128
+
     errs = []
     P, me, EL = s.world, s.rank, E // s.world
     xs = [t.cpu() for t in s.gather(s.v("x"))]
@@ -170,7 +179,7 @@ def check_role1(s, Ts, par):
             if not (0 <= tok < Ts[r] and 0 <= slot < K):
                 errs.append(f"el{el} pos{je}: bad tok/slot {tok}/{slot}")
                 continue
-            if not torch.equal(rx[rb, row], xs[r][tok]):
+            if not torch.equal(rx[rb, row], interleave_k128(xs[r][tok]) if s.k_interleave else xs[r][tok]):
                 errs.append(f"el{el} pos{je}: x row of rank {r} token {tok} differs")
             if not torch.equal(rsf[rb, :, row], sfs[r][tok]):
                 errs.append(f"el{el} pos{je}: scale row differs")
@@ -383,7 +392,7 @@ def main(out):
     log(out, {"kind": "setup", "rank": rank, "P": world, "gpu": torch.cuda.get_device_name(rank),
               "partition": [s.gp.dispatch_sms, s.gp.compute_sms], "ring_blocks": s.layout.ring_blocks,
               "workspace_bytes": s.layout.total_bytes, "bundle": BUNDLE.name, "shape": SHAPE,
-              "E": E, "k": K, "H": H, "capacity": CAP, "bm": BM})
+              "E": E, "k": K, "H": H, "capacity": CAP, "bm": BM, "k_interleave": s.k_interleave})
     ok = True
     for i, (name, Ts) in enumerate(CASES):
         ok &= run_case(s, out, name, Ts[:world], 17 * i + 3)

@@ -84,7 +84,8 @@ def test_offsets_come_from_the_layout():
 
 @pytest.mark.parametrize("bad,needle", [
     ({"hidden": 640}, "multiple of 512"), ({"experts": 15, "ranks": 2}, "not divisible"),
-    ({"top_k": 32}, "top_k"), ({"bm": 0}, "bm"), ({"experts": 4096, "ranks": 1}, "2048")])
+    ({"top_k": 32}, "top_k"), ({"bm": 0}, "bm"), ({"experts": 4096, "ranks": 1}, "2048"),
+    ({"k_interleave": 2}, "k_interleave=2 must be 0 or 1"), ({"k_interleave": True}, "k_interleave")])
 def test_bad_params(bad, needle):
     from gcmoe_build.kernels.sm90.role1_dispatch import Role1Config
 
@@ -116,3 +117,23 @@ def test_proxy_fences_name_their_state_space(art):
     assert ptx.count("fence.proxy.async.shared::cta;") == 1
     for rel in (m.start() for m in re.finditer(re.escape("red.release.gpu.global.add.u32"), ptx)):
         assert ptx.rindex("fence.proxy.async.global;", 0, rel) > ptx.rindex("cp.async.bulk.wait_group", 0, rel)
+
+
+def test_k_interleave_permutes_each_row_before_its_bulk_store():
+    """``k_interleave`` = 1 (session 51): each landed row is put into the interleaved K order in the warp's stage —
+    every lane loads one word of each of the H/128 lines before any store (one warp sync between), stores its own
+    word of each line, then the shared-only proxy fence — before lane 0's bulk store of the row; nothing else
+    changes (the plain build has no such shared stores, both keep the release protocol)."""
+    from gcmoe_build.compile import compile_variant
+
+    plain = compile_variant(Variant("role1", "sm_90a", {**BASE, "ranks": 1})).ptx
+    ptx = compile_variant(Variant("role1", "sm_90a", {**BASE, "ranks": 1, "k_interleave": 1})).ptx
+    nkb = BASE["hidden"] // 128
+    grew = {op: ptx.count(op) - plain.count(op) for op in ("ld.shared.u32", "st.shared.u32", "bar.warp.sync",
+                                                           "fence.proxy.async.shared::cta;")}
+    assert grew == {"ld.shared.u32": nkb, "st.shared.u32": nkb, "bar.warp.sync": 1,
+                    "fence.proxy.async.shared::cta;": 1}, grew
+    fence = ptx.index("fence.proxy.async.shared::cta;")
+    assert ptx.index("cp.async.bulk.global.shared::cta.bulk_group", fence) > fence  # the row's store follows it
+    assert ptx.count("red.release.gpu.global.add.u32") == plain.count("red.release.gpu.global.add.u32") == 3
+    assert_only_printf_locals(ptx)

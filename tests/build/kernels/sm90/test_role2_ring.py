@@ -555,15 +555,16 @@ def test_k_interleave_builds_tables_per_step_and_permutes_chunks(bm, ctas):
     K loops lose >= 60 instructions per K256 (the decode tables once per step and row instead of per K32; 16 QGMMA per
     loop iteration here) and spill nothing in them; each chunk's landed lines are permuted in shared memory (8
     ``ld.shared.v4`` + 8 ``st.shared.v4`` per line and round, then a shared proxy fence; W1's chunks only) and the scale
-    byte is picked by a run-time PRMT selector."""
+    byte is picked by a run-time PRMT selector. ``k_interleave`` = 2 (session 51, BM 64 here: role1 wrote W1's rows
+    interleaved): the same K loops, and no chunk is permuted."""
     from gcmoe_build.compile import compile_variant
     from gcmoe_build.sass import summarize
     from gcmoe_build.variants import Variant
 
     arts = {}
-    for il in (0, 1):
+    for il in (0, 1, 2) if bm == 64 else (0, 1):
         params = {**BASE, "hidden": 1024, "intermediate": 512, "bm": bm, "threads": 384, "ctas_per_sm": ctas,
-                  "w1_split": 1, **({"k_interleave": 1} if il else {})}
+                  "w1_split": 1, **({"k_interleave": il} if il else {})}
         arts[il] = compile_variant(Variant("role2", "sm_90a", params))
     plain, inter = (summarize(arts[il].cubin) for il in (0, 1))
     assert arts[1].record.extra["kernel"]["k_interleave"] == 1 and arts[0].record.extra["kernel"]["k_interleave"] == 0
@@ -580,3 +581,12 @@ def test_k_interleave_builds_tables_per_step_and_permutes_chunks(bm, ctas):
     sites = 2 if Role2RingConfig(arts[1].record.variant).shared_loop else 1
     assert p1.count("st.shared.v4.u32") - p0.count("st.shared.v4.u32") == 8 * sites
     assert (p1.count("fence.proxy.async.shared::cta") - p0.count("fence.proxy.async.shared::cta")) == sites
+    if 2 in arts:
+        p2, by_role1 = arts[2].ptx, summarize(arts[2].cubin)
+        assert arts[2].record.extra["kernel"]["k_interleave"] == 2
+        assert p2.count("st.shared.v4.u32") == p0.count("st.shared.v4.u32")
+        assert p2.count("fence.proxy.async.shared::cta") == p0.count("fence.proxy.async.shared::cta")
+        assert by_role1.spill_ops_in_mma_loops == 0
+        assert len(by_role1.mma_loops) == len(inter.mma_loops)
+        assert all(n2 <= n1 + 4 for (n2, _), (n1, _) in zip(by_role1.mma_loops, inter.mma_loops)), (
+            by_role1.mma_loops, inter.mma_loops)
