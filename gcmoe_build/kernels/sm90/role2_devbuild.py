@@ -151,6 +151,15 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_ppksaf4i": dict(act_buffers=2, task_records=True, w2_early_release=True,
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
                                       mma_steps_per_call=4, k_interleave=True),
+                    # ... and the one-CTA BM 48-80 forms with W1's rows arriving interleaved (session 51: role1 puts
+                    # them so for the ring's large-BM builds, Role2GemmConfig.w1_rows_interleaved; the harness writes
+                    # them so)
+                    "_ppksafwr": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
+                                      signal_warp=True, act_tma=True, fast_math=True, pingpong=True,
+                                      k_interleave=True, w1_rows_interleaved=True),
+                    "_ppksaf4r": dict(act_buffers=2, task_records=True, w2_early_release=True,
+                                      staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
+                                      mma_steps_per_call=4, k_interleave=True, w1_rows_interleaved=True),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),
@@ -245,6 +254,7 @@ def main(argv=None):
                     help="build the mma_lag experiment variants (merged into an existing index.json)")
     ap.add_argument("--only", default="",
                     help="comma-separated name suffixes to build (e.g. _p2,_pp2); default: all of the chosen set")
+    ap.add_argument("--bms", default="", help="comma-separated BMs to build (default: every BM of the chosen set)")
     a = ap.parse_args(argv)
     from gcmoe_build.frontend.dsl import import_dsl
 
@@ -256,8 +266,9 @@ def main(argv=None):
     if a.experiments and (out / "index.json").is_file():
         index = json.loads((out / "index.json").read_text())
     only = tuple(x for x in a.only.split(",") if x)
+    bms = {int(x) for x in a.bms.split(",") if x}
     for name, cfg in configs(a.shapes.split(","), a.experiments):
-        if only and not name.endswith(only):
+        if (only and not name.endswith(only)) or (bms and cfg.bm not in bms):
             continue
         t0 = time.perf_counter()
         ptx, cubin, entry = compile_one(name, cfg)
@@ -277,6 +288,7 @@ def main(argv=None):
                        "step_stamps": [STAMP_CTAS, STAMP_STEPS, list(STAMP_EVENTS)] if cfg.step_stamps else None,
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
                        "mma_steps_per_call": cfg.mma_steps_per_call, "k_interleave": cfg.k_interleave,
+                       "w1_rows_interleaved": cfg.w1_rows_interleaved,
                        "row_tiles": cfg.row_tiles}
         print(f"{name}: {len(cubin)} B cubin, {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     tmp = out / ".index.json.tmp"

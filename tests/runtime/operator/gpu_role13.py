@@ -37,7 +37,7 @@ SHAPES = {
               [("one", [1, 1]), ("small", [12, 7]), ("empty_rank", [0, 12])]),
     "dsv41flash": ("deepseek-v4.1-flash-sm90a.gcmoe", 384, 6, 5120, 2304, 256,
                    [("one", [1, 1]), ("small", [16, 9]), ("empty_rank", [16, 0])]),
-    # the P = 8 per-rank shares (their large-BM role1 builds: GCMOE_ROLE13_BM=64)
+    # the P = 8 per-rank shares (their large-BM role1 builds: GCMOE_ROLE13_BM=64 / 48)
     "sglm52": ("rank-share-glm-5.2-p8-sm90a.gcmoe", 32, 8, 6144, 2048, 256,
                [("one", [1, 1]), ("small", [12, 7]), ("more", [40, 9])]),
     "sdsv41flash": ("rank-share-deepseek-v4.1-flash-p8-sm90a.gcmoe", 48, 6, 5120, 2304, 256,

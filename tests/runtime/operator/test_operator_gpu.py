@@ -42,12 +42,12 @@ def test_role1_role3_isolated_p1(tmp_path, shape):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape", ["sglm52", "sdsv41flash"])
-def test_role1_large_bm_p1(tmp_path, shape):
-    """The P = 8 shares' BM 64 role1 (in a ``k_interleave`` bundle, GCMOE_OPERATOR_BUNDLE, the one that writes W1's
+@pytest.mark.parametrize("shape,bm", [("sglm52", 64), ("sdsv41flash", 48)])
+def test_role1_large_bm_p1(tmp_path, shape, bm):
+    """The P = 8 shares' large-BM role1 (in a ``k_interleave`` bundle, GCMOE_OPERATOR_BUNDLE, the one that writes W1's
     rows in the interleaved K order, checked against the host's ``interleave_k128``)."""
     _run_script("gpu_role13.py", [str(tmp_path / f"role13_{shape}.jsonl")], 1,
-                {"GCMOE_SHAPE": shape, "GCMOE_REPLAYS": "100", "GCMOE_ROLE13_BM": "64"})
+                {"GCMOE_SHAPE": shape, "GCMOE_REPLAYS": "100", "GCMOE_ROLE13_BM": str(bm)})
 
 
 @pytest.mark.gpu

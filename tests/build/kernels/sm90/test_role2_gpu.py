@@ -72,7 +72,10 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
          # in shared memory after they land and its weights packed to match
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 16, 32, 48, 64, 80)
             for v in (("_pp2ksafi",) if bm <= 16 else ("_pp2ksag1fi",) if bm == 32 else ())
-            + (("_ppksaf4i",) if bm in (8, 48) else ()) + (("_ppksafwi",) if bm >= 64 else ())])
+            + (("_ppksaf4i",) if bm in (8, 48) else ()) + (("_ppksafwi",) if bm >= 64 else ())]
+         # ... and the one-CTA BM 48-80 forms fed W1 rows already interleaved (session 51: role1 writes them so)
+         + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm, v in ((48, "_ppksaf4r"), (64, "_ppksafwr"),
+                                                                       (80, "_ppksafwr"))])
 # BM 48 (wgmma N = 48, session 29): the one-CTA forms at lag 0, lag 1 (a second partial set fits, unlike BM 64) and
 # with the turns; BM 80 (session 31): lag 0 and the turns (the ring's BM 80 build), one block for 65-80 tokens
 #: ("_p_read" / "_p2_read", the racy release, are built for diag_two_cta.py, which shows the race, not tested here:
@@ -139,6 +142,10 @@ def run_w1(kernels, shape, bm, seed, variant=""):
         act[b, nt[b]:] = torch.tensor(float("nan")).to(torch.float8_e4m3fn)
         asc[b, nt[b]:] = float("nan")
         rw[b, nt[b]:] = float("nan")
+    if info.get("w1_rows_interleaved"):  # role1 hands these builds W1's ring rows in the interleaved K order
+        act_in = interleave_k128(act.view(torch.uint8)).view(torch.float8_e4m3fn).contiguous()
+    else:
+        act_in = act
     out = torch.empty((NBLK, bm, i), dtype=torch.uint8, device="cuda")
     outs = torch.empty((NBLK, bm, i // G), dtype=torch.uint8, device="cuda")
     results = []
@@ -150,11 +157,11 @@ def run_w1(kernels, shape, bm, seed, variant=""):
             sig.reset()
             sig.ready()
             kernels.launch_persistent(name, _grid(info), [
-                tiles.data_ptr(), stiles.data_ptr(), efac.data_ptr(), act.data_ptr(), asc.data_ptr(), bexp.data_ptr(),
-                ntok.data_ptr(), sig.gen.data_ptr(), rw.data_ptr(), out.data_ptr(), outs.data_ptr(),
+                tiles.data_ptr(), stiles.data_ptr(), efac.data_ptr(), act_in.data_ptr(), asc.data_ptr(),
+                bexp.data_ptr(), ntok.data_ptr(), sig.gen.data_ptr(), rw.data_ptr(), out.data_ptr(), outs.data_ptr(),
                 sig.l1_full.data_ptr(), sig.empty.data_ptr(), sig.l2_mask.data_ptr(), 0], NBLK)
         else:
-            kernels.launch(name, NBLK, [tiles.data_ptr(), stiles.data_ptr(), efac.data_ptr(), act.data_ptr(),
+            kernels.launch(name, NBLK, [tiles.data_ptr(), stiles.data_ptr(), efac.data_ptr(), act_in.data_ptr(),
                                         asc.data_ptr(), bexp.data_ptr(), ntok.data_ptr(), rw.data_ptr(), out.data_ptr(),
                                         outs.data_ptr()])
         torch.cuda.synchronize()
