@@ -4,7 +4,8 @@
 
     buffer = get_symm_buffer_for_gc_moe(group, num_experts, capacity, topk, hidden, intermediate,
                                         bundle="model-sm90a.gcmoe")            # once, outside capture
-    w1, w2 = transform_weights_for_gc_moe((w1_q, w1_sf), (w2_q, w2_sf))         # once per weight set
+    w1, w2 = transform_weights_for_gc_moe((w1_q, w1_sf), (w2_q, w2_sf),
+                                          k_interleave=buffer.k_interleave)    # once per weight set
     buffer.x[:T].copy_(x_fp8); buffer.x_sf[:T].copy_(x_sf)                      # E4M3FN, FP32 per 128
     buffer.topk_idx[:T].copy_(topk_idx); buffer.topk_weights[:T].copy_(topk_weights)
     y = torch.empty((T, hidden), dtype=torch.bfloat16, device=x_fp8.device)

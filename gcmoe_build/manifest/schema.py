@@ -107,9 +107,10 @@ class Target(_Strict):
     recipe: Recipe
     #: SM90 only: the routed FP4 tiles' K order inside each K128 step (``gcmoe_runtime.numerics.sm90_layout``, "K order
     #: inside a K128 step"): true gives each role2 consumer thread one K32 scale block per step (one decode table pair
-    #: per row and step) at the price of permuting each activation chunk in shared memory; the weights must then be
-    #: transformed with ``transform_weights_for_gc_moe(..., k_interleave=True)``. Needs every reachable role2 tile to
-    #: be a 384-thread one.
+    #: per row and step) at the price of permuting W1's activation rows (role2 per chunk below BM 48, role1 per row
+    #: from BM 48: ``heuristics.sm90_role1_interleaves_rows``); the weights must then be transformed with
+    #: ``transform_weights_for_gc_moe(..., k_interleave=True)``. Needs every reachable role2 tile to be a 384-thread
+    #: one. The SM90 production manifests set it since session 51.
     k_interleave: bool = False
 
     @property
