@@ -136,7 +136,8 @@ def test_blackwell_target_variants(manifests):
     d = manifests["glm-5.2"].model_dump()
     d["targets"][0].update(arch="sm_103a", dispatch_sms_request=16, bm="auto",
                            device={"name": "B300", "sms": 148, "alignment": 8, "min_partition": 8},
-                           recipe={"routed": "1x1x32", "shared": "1x128x128"})
+                           recipe={"routed": "1x1x32", "shared": "1x128x128"},
+                           k_interleave=False)  # the SM90 decode's layout (set in the shipped SM90 manifest)
     vs = enumerate_variants(manifest_from_data(d))
     assert {v.role for v in vs} == {"role1", "role2", "role3"}  # shared experts fused into role2
     for v in vs:
@@ -267,7 +268,7 @@ def test_find_variant_errors(variants):
     vs = variants["glm-5.2"]
     with pytest.raises(LookupError, match=r"ranks in \{1, 2, 8\}.*glm-5.2"):
         find_variant(vs, "role2", ranks=4, bm=8)
-    with pytest.raises(LookupError, match="narrow it with one of \\['bm', 'ctas_per_sm'\\]"):
+    with pytest.raises(LookupError, match="narrow it with one of \\['bm', 'ctas_per_sm', 'k_interleave'\\]"):
         find_variant(vs, "role2", ranks=8)
     with pytest.raises(LookupError, match="roles present"):
         find_variant(vs, "selftest_tma_peer")
