@@ -97,6 +97,16 @@ def kernels():
 _WEIGHTS = {}
 
 
+def _in_k_order(act, interleaved):
+    """E4M3 activation rows as the kernel reads them: in the interleaved K order (``sm90_layout.interleave_k128``)
+    when ``interleaved``, else as they are."""
+    import torch
+
+    if not interleaved:
+        return act
+    return interleave_k128(act.view(torch.uint8)).view(torch.float8_e4m3fn).contiguous()
+
+
 def _weights(mode, e, n, k, seed, k_interleave=False):
     """Weights are the expensive part: share one set per (mode, shape, K order) across BM and variants."""
     import torch
@@ -142,10 +152,8 @@ def run_w1(kernels, shape, bm, seed, variant=""):
         act[b, nt[b]:] = torch.tensor(float("nan")).to(torch.float8_e4m3fn)
         asc[b, nt[b]:] = float("nan")
         rw[b, nt[b]:] = float("nan")
-    if info.get("w1_rows_interleaved"):  # role1 hands these builds W1's ring rows in the interleaved K order
-        act_in = interleave_k128(act.view(torch.uint8)).view(torch.float8_e4m3fn).contiguous()
-    else:
-        act_in = act
+    # role1 hands these builds W1's ring rows in the interleaved K order
+    act_in = _in_k_order(act, info.get("w1_rows_interleaved"))
     out = torch.empty((NBLK, bm, i), dtype=torch.uint8, device="cuda")
     outs = torch.empty((NBLK, bm, i // G), dtype=torch.uint8, device="cuda")
     results = []
@@ -220,10 +228,7 @@ def run_w2(kernels, shape, bm, seed, variant=""):
         codes[b, nt[b]:] = 0xFF
         rowidx[b, nt[b]:] = -1  # a padded token's row index must never be used
     out = torch.empty((nrows_out, h), dtype=torch.bfloat16, device="cuda")
-    if info.get("k_interleave"):  # W1's epilogue hands a k_interleave build its l2_x lines interleaved
-        act_in = interleave_k128(act.view(torch.uint8)).view(torch.float8_e4m3fn).contiguous()
-    else:
-        act_in = act
+    act_in = _in_k_order(act, info.get("k_interleave"))  # W1's epilogue hands a k_interleave build l2_x so
     results = []
     sig = RingSignals(NBLK, bm, torch.randint(0, 3, (NBLK,), generator=gen, device="cuda", dtype=torch.int32))
     for rep in range(10):
