@@ -160,6 +160,11 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_ppksaf4r": dict(act_buffers=2, task_records=True, w2_early_release=True,
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
                                       mma_steps_per_call=4, k_interleave=True, w1_rows_interleaved=True),
+                    # ... and the BM 64 / 80 turns form with each burst's two slabs committed and promoted one at a
+                    # time (session 53: Role2GemmConfig.burst_halves)
+                    "_ppksafwrh": dict(act_buffers=2, task_records=True, w2_early_release=True,
+                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
+                                       pingpong=True, k_interleave=True, w1_rows_interleaved=True, burst_halves=True),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),
@@ -289,7 +294,7 @@ def main(argv=None):
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
                        "mma_steps_per_call": cfg.mma_steps_per_call, "k_interleave": cfg.k_interleave,
                        "w1_rows_interleaved": cfg.w1_rows_interleaved,
-                       "row_tiles": cfg.row_tiles}
+                       "burst_halves": cfg.burst_halves, "row_tiles": cfg.row_tiles}
         print(f"{name}: {len(cubin)} B cubin, {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     tmp = out / ".index.json.tmp"
     tmp.write_text(json.dumps(index, indent=1, sort_keys=True))

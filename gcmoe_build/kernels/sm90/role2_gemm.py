@@ -249,6 +249,11 @@ class Role2GemmConfig:
     #: with ``k_interleave``: W1's activation rows arrive in the interleaved order already (role1 permuted them,
     #: ``heuristics.sm90_role1_interleaves_rows``; session 51), so no chunk is permuted here
     w1_rows_interleaved: bool = False
+    #: dev experiment (session 53, turns builds): each K128 burst commits its two slabs' wgmmas as two groups (slab 0's
+    #: four K32 chained, then slab 1's), and the step's promote waits for slab 0's group only, promotes it while slab
+    #: 1's MMAs run, then waits for slab 1's: half of the own burst's ~250 cycles hidden per step at lag 0 (BM 64),
+    #: in the same registers (the two slabs' partials are separate already)
+    burst_halves: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -317,6 +322,9 @@ class Role2GemmConfig:
             raise ValueError("role2 k_interleave: the interleaved decode tables fold each K32 block's exponent and "
                              "the chunk permutation works on tensor-map chunks, so pipelined=True, act_tma=True, "
                              "fold_scales=True, dev_no_decode=False")
+        if self.burst_halves and not (self.pingpong and self.lag == 0 and self.slab_passes == 1):
+            raise ValueError("role2 burst_halves: splits the turns' per-K128 burst of both slabs at lag 0, so "
+                             "pingpong=True, mma_lag 0 (BM 64 / 80), slab_passes=1")
         if self.w1_rows_interleaved and not self.k_interleave:
             raise ValueError("role2 w1_rows_interleaved: only with k_interleave (the rows' order is that layout's)")
         if self.kc % (128 * self.mma_steps_per_call):
@@ -558,7 +566,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
                     block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None,
-                    mma_n: int | None = None, k_interleave_tig=None):
+                    mma_n: int | None = None, k_interleave_tig=None, burst_halves: bool = False):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -598,6 +606,9 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     ``k_interleave_tig`` (``Role2GemmConfig.k_interleave``; None: the plain K order): the thread's ``lane % 4`` (an
     Int32), the K32 block all four of its K32 slices come from; a step's words then hold one scale word per slab
     (:func:`_read_k128_stage`) and each slab's table pair is built once per step from its bytes ``2t``, ``2t + 1``.
+    ``burst_halves`` (``Role2GemmConfig.burst_halves``; ``turns`` at lag 0): a step's burst commits slab 0's four
+    chained wgmmas and slab 1's as two groups, and its promote takes slab 0 after waiting for one group, slab 1 after
+    the other.
 
     Chained per K128 (with or without slab groups), a step's (a slab group's) four K32 A fragments are decoded first
     and one ``wgmma.fence`` precedes its wgmmas: a fence orders every earlier register write of the warp, and the A
@@ -616,6 +627,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     per_k128 = (block_k128 if a_regs is not None else fold) and steps[0].ascl.group == 128
     if turns is not None and not (per_k128 and not slab_groups):
         raise ValueError("_mma_k128_steps turns: the per-K128 chain without slab groups only")
+    if burst_halves and not (turns is not None and lag == 0 and nslab == 2):
+        raise ValueError("_mma_k128_steps burst_halves: the turns' two-slab bursts at lag 0 only")
     r0 = (Int32(FOLD_LUT_WORDS[0]), Int32(FOLD_LUT_WORDS[1]))
     il = k_interleave_tig is not None
     if il and not (fold and decode and a_regs is None):
@@ -688,12 +701,22 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             mark(step, "turn")
         wgmma_fence()
         parts = (None,) * nslab
-        for q in range(4):
-            d = b_desc(step, q)
-            parts = tuple(wgmma_rs_e4m3(mn, a4[q][4 * sl:4 * sl + 4], d, parts[sl]) for sl in range(nslab))
-            if turns is None and q == step.release_q and step.release is not None:
-                step.release()
-        wgmma_commit()
+        if burst_halves:  # slab 0's chain, its group, then slab 1's: the promote waits for them one at a time
+            parts = []
+            for sl in range(nslab):
+                p = None
+                for q in range(4):
+                    p = wgmma_rs_e4m3(mn, a4[q][4 * sl:4 * sl + 4], b_desc(step, q), p)
+                wgmma_commit()
+                parts.append(p)
+            parts = tuple(parts)
+        else:
+            for q in range(4):
+                d = b_desc(step, q)
+                parts = tuple(wgmma_rs_e4m3(mn, a4[q][4 * sl:4 * sl + 4], d, parts[sl]) for sl in range(nslab))
+                if turns is None and q == step.release_q and step.release is not None:
+                    step.release()
+            wgmma_commit()
         if turns is not None:
             turns[1](step)
             if step.release is not None:
@@ -714,12 +737,12 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                 rs.append(ue8m0_to_f32(b if a_regs is not None else b - 1))
         return rs
 
-    def fma(parts, tsc, rs=None):
+    def fma(parts, tsc, rs=None, slabs=None):
         for i in range(nv):
             ts = tsc[(i >> 2) * 2 + (i & 1)]
             hrow = (i >> 1) & 1
             sc = [ts if rs is None else rs[2 * sl + hrow] * ts for sl in range(nslab)]
-            for sl in range(nslab):
+            for sl in range(nslab) if slabs is None else slabs:
                 acc[sl * nd + i] = acc[sl * nd + i] + fence_f32(parts[sl][i]) * sc[sl]
 
     if per_k128 and slab_groups:
@@ -758,8 +781,17 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         return
     if per_k128:
         def promote(done, pending: int):
-            wgmma_wait(pending)
             parts, step = done
+            if burst_halves:  # slab 0 while slab 1's group runs (lag 0: pending is 0)
+                tsc = folded(step.ascl[0])
+                wgmma_wait(1)
+                fma(parts, tsc, slabs=(0,))
+                wgmma_wait(0)
+                mark(step, "mma_done")
+                fma(parts, tsc, slabs=(1,))
+                mark(step, "promoted")
+                return
+            wgmma_wait(pending)
             mark(step, "mma_done")
             if a_regs is None:
                 fma(parts, folded(step.ascl[0]))

@@ -264,6 +264,46 @@ def test_slab_groups_commit_one_group_per_step_and_slab(groups):
         Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=8, pipelined=False, slab_groups=1)
 
 
+def test_burst_halves_promote_slab_0_under_slab_1s_mmas():
+    """``burst_halves`` (session 53, dev): a turns build's K128 burst is committed as two groups (each slab's four
+    chained wgmmas), and the step's promote waits for one group, promotes slab 0, then waits for the other — in SASS
+    most of slab 0's 32 FFMAs sit between ``WARPGROUP.DEPBAR.LE gsb0, 0x1`` and ``0x0`` (ptxas keeps the overlap; a
+    wait it hoisted would leave none), the same wgmmas, no spill in the K loop; refused without the turns at lag 0."""
+    from gcmoe_build import sass
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.role2_devbuild import ACT2_EXPERIMENTS, compile_one
+    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
+
+    kw = ACT2_EXPERIMENTS["_ppksafwrh"]
+    assert kw["burst_halves"] and {k: v for k, v in kw.items() if k != "burst_halves"} == ACT2_EXPERIMENTS["_ppksafwr"]
+    shape = dict(mode="w1", k=6144, rows=4096, bm=64, pipelined=True)
+    ptx, cubin, _ = compile_one("role2_w1_glm52_bm64_ppksafwrh", Role2GemmConfig(**shape, **kw))
+    ptx0, _, _ = compile_one("role2_w1_glm52_bm64_ppksafwr", Role2GemmConfig(**shape, **ACT2_EXPERIMENTS["_ppksafwr"]))
+    assert ptx.count("wgmma.mma_async") == ptx0.count("wgmma.mma_async")
+    assert ptx.count("wgmma.commit_group") == 2 * ptx0.count("wgmma.commit_group")
+    assert "wgmma.wait_group.sync.aligned 1;" in ptx and "wgmma.wait_group.sync.aligned 1;" not in ptx0
+    text = sass.disassemble(cubin)
+    lines = text.splitlines()
+    loops = sass.innermost_mma_loops(text)
+    assert loops and all(lp.count("STL", "LDL") == 0 for lp in loops)
+    between, inside = [], None
+    for i in loops[0].insns:
+        if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in lines[i.line]:
+            inside = 0
+        elif "WARPGROUP.DEPBAR.LE gsb0, 0x0" in lines[i.line] and inside is not None:
+            between.append(inside)
+            inside = None
+        elif inside is not None and i.opcode == "FFMA":
+            inside += 1
+    assert len(between) == 2 and min(between) >= 16, between  # two K128 steps per iteration
+    with pytest.raises(ValueError, match="burst_halves: .*pingpong=True"):
+        Role2GemmConfig(**shape, **{**ACT2_EXPERIMENTS["_ppksafwrh"], "pingpong": False})
+    with pytest.raises(ValueError, match="burst_halves"):
+        Role2GemmConfig(**{**shape, "bm": 32}, **kw)  # lag 1 at BM <= 48
+
+
 @pytest.mark.parametrize("mode", ["w1", "w2"])
 def test_slab_passes_one_slab_per_warpgroup_and_pass(mode):
     """``slab_passes = 2`` (dev ``_pp2ksap``, session 16: measured, not shipped): a task runs the K loop twice, each
