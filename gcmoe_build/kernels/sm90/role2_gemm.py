@@ -249,11 +249,13 @@ class Role2GemmConfig:
     #: with ``k_interleave``: W1's activation rows arrive in the interleaved order already (role1 permuted them,
     #: ``heuristics.sm90_role1_interleaves_rows``; session 51), so no chunk is permuted here
     w1_rows_interleaved: bool = False
-    #: dev experiment (session 53, turns builds): each K128 burst commits its two slabs' wgmmas as two groups (slab 0's
-    #: four K32 chained, then slab 1's), and the step's promote waits for slab 0's group only, promotes it while slab
-    #: 1's MMAs run, then waits for slab 1's: half of the own burst's ~250 cycles hidden per step at lag 0 (BM 64),
-    #: in the same registers (the two slabs' partials are separate already)
-    burst_halves: bool = False
+    #: dev experiment (session 53, turns builds): 1 = each K128 burst commits its two slabs' wgmmas as two groups (slab
+    #: 0's four K32 chained, then slab 1's), and the step's promote waits for slab 0's group only, promotes it while
+    #: slab 1's MMAs run, then waits for slab 1's: part of the own burst's ~250 cycles hidden per step at lag 0 (BM
+    #: 64), in the same registers (the two slabs' partials are separate already). 2 = as 1, and slab 1's A fragments
+    #: are decoded after slab 0's group is issued (inside the turn, behind a second ``wgmma.fence``), so slab 0's MMAs
+    #: run under slab 1's decode too
+    burst_halves: int = 0
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -322,6 +324,8 @@ class Role2GemmConfig:
             raise ValueError("role2 k_interleave: the interleaved decode tables fold each K32 block's exponent and "
                              "the chunk permutation works on tensor-map chunks, so pipelined=True, act_tma=True, "
                              "fold_scales=True, dev_no_decode=False")
+        if self.burst_halves not in (0, 1, 2):
+            raise ValueError(f"role2 burst_halves={self.burst_halves}: must be 0 (off), 1 or 2")
         if self.burst_halves and not (self.pingpong and self.lag == 0 and self.slab_passes == 1):
             raise ValueError("role2 burst_halves: splits the turns' per-K128 burst of both slabs at lag 0, so "
                              "pingpong=True, mma_lag 0 (BM 64 / 80), slab_passes=1")
@@ -566,7 +570,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
                     block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None,
-                    mma_n: int | None = None, k_interleave_tig=None, burst_halves: bool = False):
+                    mma_n: int | None = None, k_interleave_tig=None, burst_halves: int = 0):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -608,7 +612,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     (:func:`_read_k128_stage`) and each slab's table pair is built once per step from its bytes ``2t``, ``2t + 1``.
     ``burst_halves`` (``Role2GemmConfig.burst_halves``; ``turns`` at lag 0): a step's burst commits slab 0's four
     chained wgmmas and slab 1's as two groups, and its promote takes slab 0 after waiting for one group, slab 1 after
-    the other.
+    the other; at 2 slab 1's A fragments are decoded after slab 0's group is issued.
 
     Chained per K128 (with or without slab groups), a step's (a slab group's) four K32 A fragments are decoded first
     and one ``wgmma.fence`` precedes its wgmmas: a fence orders every earlier register write of the warp, and the A
@@ -694,7 +698,10 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             step.words  # the stage wait and loads first, so the next stamp closes them
             mark(step, "stage_ready")
         b_desc(step, 0)  # K32 0's descriptor ahead of the decode, where the turns have always built it
-        a4 = [regs(step, q) for q in range(4)]
+        if burst_halves == 2:  # slab 0's fragments now, slab 1's once slab 0's group is issued
+            a_sl = [[slab_regs(step, q, 0) for q in range(4)]]
+        else:
+            a4 = [regs(step, q) for q in range(4)]
         mark(step, "decoded")
         if turns is not None:
             turns[0]()
@@ -704,9 +711,16 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         if burst_halves:  # slab 0's chain, its group, then slab 1's: the promote waits for them one at a time
             parts = []
             for sl in range(nslab):
+                if burst_halves == 2:
+                    if sl:
+                        a_sl.append([slab_regs(step, q, sl) for q in range(4)])
+                        wgmma_fence()
+                    frags = a_sl[sl]
+                else:
+                    frags = [a4[q][4 * sl:4 * sl + 4] for q in range(4)]
                 p = None
                 for q in range(4):
-                    p = wgmma_rs_e4m3(mn, a4[q][4 * sl:4 * sl + 4], b_desc(step, q), p)
+                    p = wgmma_rs_e4m3(mn, frags[q], b_desc(step, q), p)
                 wgmma_commit()
                 parts.append(p)
             parts = tuple(parts)

@@ -268,7 +268,8 @@ def test_burst_halves_promote_slab_0_under_slab_1s_mmas():
     """``burst_halves`` (session 53, dev): a turns build's K128 burst is committed as two groups (each slab's four
     chained wgmmas), and the step's promote waits for one group, promotes slab 0, then waits for the other — in SASS
     most of slab 0's 32 FFMAs sit between ``WARPGROUP.DEPBAR.LE gsb0, 0x1`` and ``0x0`` (ptxas keeps the overlap; a
-    wait it hoisted would leave none), the same wgmmas, no spill in the K loop; refused without the turns at lag 0."""
+    wait it hoisted would leave none), the same wgmmas, no spill in the K loop; at 2 slab 1 is decoded behind a second
+    fence per burst; refused without the turns at lag 0 and outside 0-2."""
     from gcmoe_build import sass
     from gcmoe_build.frontend.dsl import import_dsl
 
@@ -277,7 +278,7 @@ def test_burst_halves_promote_slab_0_under_slab_1s_mmas():
     from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
 
     kw = ACT2_EXPERIMENTS["_ppksafwrh"]
-    assert kw["burst_halves"] and {k: v for k, v in kw.items() if k != "burst_halves"} == ACT2_EXPERIMENTS["_ppksafwr"]
+    assert kw["burst_halves"] == 1 and {k: v for k, v in kw.items() if k != "burst_halves"} == ACT2_EXPERIMENTS["_ppksafwr"]
     shape = dict(mode="w1", k=6144, rows=4096, bm=64, pipelined=True)
     ptx, cubin, _ = compile_one("role2_w1_glm52_bm64_ppksafwrh", Role2GemmConfig(**shape, **kw))
     ptx0, _, _ = compile_one("role2_w1_glm52_bm64_ppksafwr", Role2GemmConfig(**shape, **ACT2_EXPERIMENTS["_ppksafwr"]))
@@ -298,6 +299,14 @@ def test_burst_halves_promote_slab_0_under_slab_1s_mmas():
         elif inside is not None and i.opcode == "FFMA":
             inside += 1
     assert len(between) == 2 and min(between) >= 16, between  # two K128 steps per iteration
+    # burst_halves = 2: slab 1's fragments decoded after slab 0's group is issued, behind a second fence per burst
+    ptx2, cubin2, _ = compile_one("role2_w1_glm52_bm64_ppksafwrh2",
+                                  Role2GemmConfig(**shape, **ACT2_EXPERIMENTS["_ppksafwrh2"]))
+    assert ptx2.count("wgmma.commit_group") == ptx.count("wgmma.commit_group")
+    assert ptx2.count("wgmma.fence") == 2 * ptx0.count("wgmma.fence")
+    assert all(lp.count("STL", "LDL") == 0 for lp in sass.innermost_mma_loops(sass.disassemble(cubin2)))
+    with pytest.raises(ValueError, match="burst_halves=3"):
+        Role2GemmConfig(**shape, **{**kw, "burst_halves": 3})
     with pytest.raises(ValueError, match="burst_halves: .*pingpong=True"):
         Role2GemmConfig(**shape, **{**ACT2_EXPERIMENTS["_ppksafwrh"], "pingpong": False})
     with pytest.raises(ValueError, match="burst_halves"):
