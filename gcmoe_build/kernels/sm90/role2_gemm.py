@@ -631,8 +631,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     per_k128 = (block_k128 if a_regs is not None else fold) and steps[0].ascl.group == 128
     if turns is not None and not (per_k128 and not slab_groups):
         raise ValueError("_mma_k128_steps turns: the per-K128 chain without slab groups only")
-    if burst_halves and not (turns is not None and lag == 0 and nslab == 2):
-        raise ValueError("_mma_k128_steps burst_halves: the turns' two-slab bursts at lag 0 only")
+    if burst_halves and not (turns is not None and lag == 0 and nslab == 2 and a_regs is None):
+        raise ValueError("_mma_k128_steps burst_halves: the turns' two-slab FP4 bursts at lag 0 only")
     r0 = (Int32(FOLD_LUT_WORDS[0]), Int32(FOLD_LUT_WORDS[1]))
     il = k_interleave_tig is not None
     if il and not (fold and decode and a_regs is None):
