@@ -169,6 +169,15 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_ppksafwrh2": dict(act_buffers=2, task_records=True, w2_early_release=True,
                                         staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
                                         pingpong=True, k_interleave=True, w1_rows_interleaved=True, burst_halves=2),
+                    # ... and both stamping %clock at each K128 step's events (where a step's cycles go with and
+                    # without the halves; stamp_role2.py)
+                    "_ppksafwrc": dict(act_buffers=2, task_records=True, w2_early_release=True,
+                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
+                                       pingpong=True, k_interleave=True, w1_rows_interleaved=True, step_stamps=True),
+                    "_ppksafwrhc": dict(act_buffers=2, task_records=True, w2_early_release=True,
+                                        staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
+                                        pingpong=True, k_interleave=True, w1_rows_interleaved=True, burst_halves=1,
+                                        step_stamps=True),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),
