@@ -311,3 +311,17 @@ def test_schedule_ab_pairs_records_across_bundles(capsys):
     assert schedule_ab(b, other, where={"bm": "16"}, ignore=()) == []
     assert main([str(path), "--where", "bm=16", "--against", str(path)]) == 0
     assert "(+0)" in capsys.readouterr().out
+
+
+def test_issue_bound_counts_both_warpgroups_bytes():
+    """gcmoe_build.sass.issue_bound: a K256 iteration (16 QGMMA per warpgroup) streams 34 816 bytes per CTA (4 slabs x
+    2 K128 stages of 4 096 code + 256 scale bytes, role2_gemm.SLAB_STAGE_BYTES), issued by 2 x ctas_per_sm consumer
+    warps per scheduler. BM 64's 476-instruction loop (one CTA) is then ~192 % of 4.4 TB/s at 1.75 GHz, the two-CTA
+    BM 8 loop of 445 ~205 % (session 53; sessions 49-51 wrote half of each)."""
+    from gcmoe_build.sass import ROLE2_BYTES_PER_QGMMA, ROLE2_CONSUMER_WARPGROUPS, LoopSchedule, issue_bound
+
+    assert ROLE2_CONSUMER_WARPGROUPS * 16 * ROLE2_BYTES_PER_QGMMA == 2 * 4 * (4096 + 256)
+    assert issue_bound(LoopSchedule(476, 16, 771, 27), 1) == pytest.approx(1.92, abs=0.01)
+    assert issue_bound(LoopSchedule(445, 16, 747, 20), 2) == pytest.approx(2.05, abs=0.01)
+    # a K512 loop (BM 48's, 32 QGMMA) at twice the instructions has the same bound
+    assert issue_bound(LoopSchedule(952, 32, 1500, 50), 1) == pytest.approx(issue_bound(LoopSchedule(476, 16, 0, 0), 1))
