@@ -160,24 +160,6 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_ppksaf4r": dict(act_buffers=2, task_records=True, w2_early_release=True,
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
                                       mma_steps_per_call=4, k_interleave=True, w1_rows_interleaved=True),
-                    # ... and the BM 64 / 80 turns form with each burst's two slabs committed and promoted one at a
-                    # time (session 53: Role2GemmConfig.burst_halves)
-                    "_ppksafwrh": dict(act_buffers=2, task_records=True, w2_early_release=True,
-                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
-                                       pingpong=True, k_interleave=True, w1_rows_interleaved=True, burst_halves=1),
-                    # ... and slab 1's A fragments decoded after slab 0's group is issued (burst_halves = 2)
-                    "_ppksafwrh2": dict(act_buffers=2, task_records=True, w2_early_release=True,
-                                        staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
-                                        pingpong=True, k_interleave=True, w1_rows_interleaved=True, burst_halves=2),
-                    # ... and both stamping %clock at each K128 step's events (where a step's cycles go with and
-                    # without the halves; stamp_role2.py)
-                    "_ppksafwrc": dict(act_buffers=2, task_records=True, w2_early_release=True,
-                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
-                                       pingpong=True, k_interleave=True, w1_rows_interleaved=True, step_stamps=True),
-                    "_ppksafwrhc": dict(act_buffers=2, task_records=True, w2_early_release=True,
-                                        staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
-                                        pingpong=True, k_interleave=True, w1_rows_interleaved=True, burst_halves=1,
-                                        step_stamps=True),
                     # ... and their consumers alone (no weight stream: Role2GemmConfig.dev_compute_only; timing only)
                     "_pc": dict(act_buffers=2, dev_compute_only=True),
                     "_p2c": dict(act_buffers=2, ctas_per_sm=2, dev_compute_only=True),
@@ -186,6 +168,14 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_pc4": dict(act_buffers=2, mma_steps_per_call=4, dev_compute_only=True),
                     "_p2d4": dict(act_buffers=2, ctas_per_sm=2, mma_steps_per_call=4),
                     "_p2c4": dict(act_buffers=2, ctas_per_sm=2, mma_steps_per_call=4, dev_compute_only=True)}
+
+
+#: ... and (session 53, Role2GemmConfig.burst_halves) the BM 64 / 80 turns form fed interleaved rows (``_ppksafwr``)
+#: with each burst's two slabs committed and promoted one at a time (h), slab 1 also decoded after slab 0's group is
+#: issued (h2), and the base and h forms stamping %clock at each K128 step's events (c: stamp_role2.py)
+ACT2_EXPERIMENTS.update({sfx: {**ACT2_EXPERIMENTS["_ppksafwr"], **kw} for sfx, kw in (
+    ("_ppksafwrh", dict(burst_halves=1)), ("_ppksafwrh2", dict(burst_halves=2)),
+    ("_ppksafwrc", dict(step_stamps=True)), ("_ppksafwrhc", dict(burst_halves=1, step_stamps=True)))})
 
 
 def configs(shapes, experiments: bool = False):
