@@ -228,21 +228,16 @@ class LoopSchedule:
 #: MXFP4 weight bytes one register-A QGMMA of role2 consumes: 64 rows x K32 of E2M1 codes (1 024 B) and their UE8M0
 #: scales (one byte per row and K32)
 ROLE2_BYTES_PER_QGMMA = 64 * 32 // 2 + 64
-#: consumer warpgroups of a role2 CTA (``role2_gemm.CONSUMER_THREADS`` / 128): a loop iteration's QGMMA count is one
-#: warpgroup's, the CTA streams this many times its bytes
-ROLE2_CONSUMER_WARPGROUPS = 2
 
 
-def issue_bound(schedule: LoopSchedule, ctas_per_sm: int, clock_ghz: float = 1.75, sms: int = 132,
-                read_tbs: float = 4.4) -> float:
-    """The weight stream a role2 K loop could sustain if issue were its only limit, as a fraction of ``read_tbs``:
-    each scheduler issues one instruction per cycle for its ``2 x ctas_per_sm`` consumer warps (one per warpgroup and
-    CTA), so an SM runs an iteration of every CTA in ``instructions x 2 x ctas_per_sm`` cycles, while each CTA's
-    iteration streams :data:`ROLE2_BYTES_PER_QGMMA` x QGMMA x :data:`ROLE2_CONSUMER_WARPGROUPS` bytes (34.8 KB for a
-    K256 iteration). Session 53 corrected a factor 2 that sessions 49-51 had (one warpgroup's bytes per iteration)."""
-    cycles = schedule.instructions * ROLE2_CONSUMER_WARPGROUPS * ctas_per_sm
-    sm_bytes = ctas_per_sm * ROLE2_CONSUMER_WARPGROUPS * schedule.qgmma * ROLE2_BYTES_PER_QGMMA
-    return sm_bytes * clock_ghz * 1e9 / cycles * sms / (read_tbs * 1e12)
+def issue_bound(schedule: LoopSchedule, clock_ghz: float = 1.75, sms: int = 132, read_tbs: float = 4.4) -> float:
+    """The weight stream a role2 K loop could sustain if issue were its only limit, as a fraction of ``read_tbs``. A
+    scheduler issues one instruction per cycle; each consumer warp on it (one per warpgroup and CTA) issues the
+    loop's ``instructions`` per iteration, in which its warpgroup streams ``qgmma`` x :data:`ROLE2_BYTES_PER_QGMMA`
+    bytes (34.8 KB per CTA for a K256 iteration of both warpgroups), so an SM streams ``qgmma x bytes / instructions``
+    per cycle whatever the number of warps per scheduler. Session 53 corrected a factor 2 that sessions 49-51 had
+    (one warpgroup's bytes for both warpgroups' iteration)."""
+    return schedule.qgmma * ROLE2_BYTES_PER_QGMMA / schedule.instructions * clock_ghz * 1e9 * sms / (read_tbs * 1e12)
 
 
 def mbar_slow_paths(insns: list[Insn], lines: list[str], labels: dict[str, int]) -> set[int]:
@@ -384,8 +379,8 @@ def main(argv: list[str] | None = None) -> int:
               f"({s.spill_ops_in_copy_loops}) | {loops} |")
         if a.stalls:
             for ls in mma_loop_schedules(disassemble(b.cubin(r.key), encodings=True)):
-                bound = (f"; issue bound {issue_bound(ls, int(r.variant.get('ctas_per_sm', 1))):.0%} of 4.4 TB/s "
-                         "(1.75 GHz, 132 SMs)" if a.role == "role2" else "")
+                bound = (f"; issue bound {issue_bound(ls):.0%} of 4.4 TB/s (1.75 GHz, 132 SMs)"
+                         if a.role == "role2" else "")
                 print(f"|   MMA loop, first-probe path: {ls.instructions} instructions ({ls.slow_path} more on the "
                       f"waits' slow paths), {ls.qgmma} QGMMA{bound} | {ls.stall_cycles} stall cycles | {ls.waits} "
                       "scoreboard waits | |")

@@ -314,14 +314,14 @@ def test_schedule_ab_pairs_records_across_bundles(capsys):
 
 
 def test_issue_bound_counts_both_warpgroups_bytes():
-    """gcmoe_build.sass.issue_bound: a K256 iteration (16 QGMMA per warpgroup) streams 34 816 bytes per CTA (4 slabs x
-    2 K128 stages of 4 096 code + 256 scale bytes, role2_gemm.SLAB_STAGE_BYTES), issued by 2 x ctas_per_sm consumer
-    warps per scheduler. BM 64's 476-instruction loop (one CTA) is then ~192 % of 4.4 TB/s at 1.75 GHz, the two-CTA
-    BM 8 loop of 445 ~205 % (session 53; sessions 49-51 wrote half of each)."""
-    from gcmoe_build.sass import ROLE2_BYTES_PER_QGMMA, ROLE2_CONSUMER_WARPGROUPS, LoopSchedule, issue_bound
+    """gcmoe_build.sass.issue_bound: a K256 iteration (16 QGMMA per warpgroup) streams 34 816 bytes per CTA (2
+    warpgroups; 4 slabs x 2 K128 stages of 4 096 code + 256 scale bytes, role2_gemm.SLAB_STAGE_BYTES), each warp on a
+    scheduler issuing its own iteration. BM 64's 476-instruction loop (one CTA) is then ~192 % of 4.4 TB/s at 1.75
+    GHz, the two-CTA BM 8 loop of 445 ~205 % (session 53; sessions 49-51 wrote half of each)."""
+    from gcmoe_build.sass import ROLE2_BYTES_PER_QGMMA, LoopSchedule, issue_bound
 
-    assert ROLE2_CONSUMER_WARPGROUPS * 16 * ROLE2_BYTES_PER_QGMMA == 2 * 4 * (4096 + 256)
-    assert issue_bound(LoopSchedule(476, 16, 771, 27), 1) == pytest.approx(1.92, abs=0.01)
-    assert issue_bound(LoopSchedule(445, 16, 747, 20), 2) == pytest.approx(2.05, abs=0.01)
+    assert 2 * 16 * ROLE2_BYTES_PER_QGMMA == 2 * 4 * (4096 + 256)
+    assert issue_bound(LoopSchedule(476, 16, 771, 27)) == pytest.approx(1.92, abs=0.01)
+    assert issue_bound(LoopSchedule(445, 16, 747, 20)) == pytest.approx(2.05, abs=0.01)
     # a K512 loop (BM 48's, 32 QGMMA) at twice the instructions has the same bound
-    assert issue_bound(LoopSchedule(952, 32, 1500, 50), 1) == pytest.approx(issue_bound(LoopSchedule(476, 16, 0, 0), 1))
+    assert issue_bound(LoopSchedule(952, 32, 1500, 50)) == pytest.approx(issue_bound(LoopSchedule(476, 16, 0, 0)))
