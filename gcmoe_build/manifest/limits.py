@@ -41,7 +41,7 @@ WHY_MAX_RANKS = "the 592-byte by-value peer descriptor carries 72 rank offsets"
 
 # ---- ours ---------------------------------------------------------------------------------------
 SM90_INTERMEDIATE_MULTIPLE = 256
-WHY_SM90_INTERMEDIATE = ("SM90 role2 (gcmoe_build/kernels/sm90/role2_gemm.py) contracts W2 over I in K256 "
+WHY_SM90_INTERMEDIATE = ("SM90 role2 (gcmoe_build/kernels/sm90/role2_config.py) contracts W2 over I in K256 "
                          "steps: two K128 halves with the weight registers double-buffered one K128 ahead")
 
 MAX_CAPACITY = 4096

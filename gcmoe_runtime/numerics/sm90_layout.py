@@ -134,7 +134,7 @@ def _permute_k128_lines(x: torch.Tensor, inverse: bool, what: str) -> torch.Tens
 def interleave_k128(x: torch.Tensor) -> torch.Tensor:
     """Activations ``[..., K]`` (one byte per E4M3 element, K a multiple of 128) in the interleaved K order: byte
     ``b`` of each K128 line holds original byte ``k128_column(b // 32, b % 32, True)``. What the role2 kernel's
-    in-place chunk permutation (``role2_gemm.interleave_chunk``) and role1's row permutation produce; host mirror for
+    in-place chunk permutation (``role2_chunks.interleave_chunk``) and role1's row permutation produce; host mirror for
     tests and harnesses."""
     return _permute_k128_lines(x, False, "interleave_k128")
 

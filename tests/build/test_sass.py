@@ -315,7 +315,7 @@ def test_schedule_ab_pairs_records_across_bundles(capsys):
 
 def test_issue_bound_counts_both_warpgroups_bytes():
     """gcmoe_build.sass.issue_bound: a K256 iteration (16 QGMMA per warpgroup) streams 34 816 bytes per CTA (2
-    warpgroups; 4 slabs x 2 K128 stages of 4 096 code + 256 scale bytes, role2_gemm.SLAB_STAGE_BYTES), each warp on a
+    warpgroups; 4 slabs x 2 K128 stages of 4 096 code + 256 scale bytes, role2_config.SLAB_STAGE_BYTES), each warp on a
     scheduler issuing its own iteration. BM 64's 476-instruction loop (one CTA) is then ~192 % of 4.4 TB/s at 1.75
     GHz, the two-CTA BM 8 loop of 445 ~205 % (session 53; sessions 49-51 wrote half of each)."""
     from gcmoe_build.sass import ROLE2_BYTES_PER_QGMMA, LoopSchedule, issue_bound

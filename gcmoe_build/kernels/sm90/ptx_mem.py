@@ -408,7 +408,7 @@ def bulk_wait_read(n: int, *, loc=None, ip=None):
 
 # ---------------------------------------------------------------------------------------------
 # Non-bulk asynchronous copies global -> shared (``cp.async``, LDGSTS): the consumers' prefetch of the next
-# activation chunk (role2_gemm.for_each_chunk). Generic proxy: wait, then fence.proxy.async before a barrier
+# activation chunk (role2_chunks.for_each_chunk). Generic proxy: wait, then fence.proxy.async before a barrier
 # if wgmma (async proxy) reads the bytes.
 # ---------------------------------------------------------------------------------------------
 @dsl_user_op
@@ -454,7 +454,7 @@ def cp_async_wait_all(*, loc=None, ip=None):
 
 # ---------------------------------------------------------------------------------------------
 # Tensor-map (TMA) copies global -> shared: the activation chunk as KC/128 boxes of [BM rows x 128 B]
-# (role2_gemm.for_each_chunk with Role2GemmConfig.act_tma). The tensor map lives in global memory, written by the
+# (role2_chunks.for_each_chunk with Role2GemmConfig.act_tma). The tensor map lives in global memory, written by the
 # host before the launch (gcmoe_runtime.workspace.act_tma): the kernel gets its address as a plain u64.
 # ---------------------------------------------------------------------------------------------
 @dsl_user_op

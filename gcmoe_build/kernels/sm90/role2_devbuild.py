@@ -179,7 +179,7 @@ ACT2_EXPERIMENTS.update({sfx: {**ACT2_EXPERIMENTS["_ppksafwr"], **kw} for sfx, k
 
 
 def configs(shapes, experiments: bool = False):
-    from .role2_gemm import Role2GemmConfig
+    from .role2_config import Role2GemmConfig
 
     if experiments:
         for sh in shapes:
@@ -267,7 +267,7 @@ def main(argv=None):
     from gcmoe_build.frontend.dsl import import_dsl
 
     import_dsl("sm_90a")
-    from .role2_gemm import STAMP_CTAS, STAMP_EVENTS, STAMP_STEPS
+    from .role2_config import STAMP_CTAS, STAMP_EVENTS, STAMP_STEPS
     out = Path(a.outdir)
     out.mkdir(parents=True, exist_ok=True)
     index = {}

@@ -41,12 +41,13 @@ from cutlass import Int32, Int64, Float32, Uint8, const_expr
 from .ptx_mem import (bar_sync, clock32, evict_first_policy, fence_tensormap_acquire, launch_coords, ld_global_f32,
                       ld_global_s32, mbar_init, mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
                       setmaxnreg, st_global_u32_if, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
-from .role2_gemm import (ActTma, CONSUMER_THREADS, act_tma_phase_flips, L2_SCALE_GROUP, PRODUCER_THREADS,
-                         SIGNAL_BAR, SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS, STAMP_CTAS, STAMP_EVENTS, STAMP_STEPS,
-                         Role2GemmConfig, TokenScales, _consumer_lane, _init_stage_barriers,
-                         _mma_k128_steps, _produce_k128, _token_major_scale_addr, _w1_epilogue, for_each_chunk,
-                         row_table_dst, stage_k128_step, all_w1_tile_bits, w1_tile_bits, w2_epilogue,
-                         w2_stash_slab, pingpong_close, pingpong_open, pingpong_turns)
+from .role2_chunks import (ActTma, act_tma_phase_flips, _token_major_scale_addr, for_each_chunk, all_w1_tile_bits,
+                           w1_tile_bits)
+from .role2_config import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, SIGNAL_BAR, SIGNAL_BAR_THREADS,
+                           SIGNAL_WARP_TIDS, STAMP_CTAS, STAMP_EVENTS, STAMP_STEPS, Role2GemmConfig, _consumer_lane)
+from .role2_epilogue import _w1_epilogue, row_table_dst, w2_epilogue, w2_stash_slab
+from .role2_mainloop import TokenScales, _mma_k128_steps, pingpong_close, pingpong_open, pingpong_turns
+from .role2_stages import _init_stage_barriers, _produce_k128, stage_k128_step
 from .task_queue import check_slot_reuse, claim_task, init_task_slots, next_task, publish_task
 
 TRAP_L1_FULL = 2  # gcmoe_runtime.workspace.trap.TRAP_CODES

@@ -2,11 +2,12 @@
 ring role1 fills (paper §4.3 "Token ring", "Producer-consumer handshake", "Direct partial scatter";
 §4.4 Hopper path; Algorithm 1 lines 4-9), W1 and W2 in one task stream.
 
-Arithmetic = the GPU-verified :mod:`.role2_gemm` / :mod:`.role2_persistent` kernels (shared helpers:
+Arithmetic = the GPU-verified :mod:`.role2_gemm` / :mod:`.role2_persistent` kernels, from the same parts:
 register-A ``wgmma m64nBMk32`` e4m3 with in-register FP4 decode, each K32 block's exponent folded into the
-decode table (``_k128_mma``, :mod:`.fp4_decode`), ``TokenScales``, the register weight stream ``_load_k128`` of the 256-thread
-variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring contract
-(``gcmoe_runtime.operator.ring``, ``gcmoe_runtime.workspace.layout``):
+decode table (:mod:`.role2_mainloop`, :mod:`.fp4_decode`), the weight streams (:mod:`.role2_stages`: the stage ring,
+the 256-thread variant's register stream), the activation chunks (:mod:`.role2_chunks`), the epilogues
+(:mod:`.role2_epilogue`, math in :mod:`.role2_math`), the variant (:mod:`.role2_config`). What is new here is the
+ring contract (``gcmoe_runtime.operator.ring``, ``gcmoe_runtime.workspace.layout``):
 
 * **Which blocks.** The replay's pool blocks are not a parameter: one warp waits until every
   ``recv_count[parity][e_local][src]`` has its arrival word (high 32 bits) equal to
@@ -55,7 +56,7 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   -3.5..-5.5 % at T >= 2 (call G). The 256-thread builds (no producer) acquire in the consumers as before.
 * **W1** reads ``ring_x[rb][row][H]`` (row stride ``bm_stride``), FP32 scales ``ring_sf[rb][H/128]
   [sf_stride]`` (MN-major), the routing weight from ``ring_meta[rb][row].x``; epilogue: BF16 round,
-  clamp, SwiGLU x routing weight, amax over the task's 128 I-columns (``role2_gemm.L2_SCALE_GROUP``), UE8M0 scale,
+  clamp, SwiGLU x routing weight, amax over the task's 128 I-columns (``role2_config.L2_SCALE_GROUP``), UE8M0 scale,
   E4M3 -> ``l2_x[rb][row][I]`` (staged in shared memory, 16-byte stores), ``l2_sf[rb][row][I/128]`` (UE8M0 bytes,
   the numerics reference's requantisation); then
   ``red.release.gpu.or l2_full_mask[rb] |= 0b11 << 2*tile`` (its two W1 N128 tiles) after the consumers' barrier
@@ -179,7 +180,7 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   consumer thread one K32 scale block for all four of its K32 slices (``gcmoe_runtime.numerics.sm90_layout``), so it
   builds one decode table pair per row and step (SASS: -63..-75 loop instructions per K256 at BM 8-80). W1's
   activations: at ``k_interleave`` = 1 (BM 8-32) each landed chunk (role1's plain ``ring_x`` rows) is permuted into
-  that order in shared memory at the chunk's top (``role2_gemm.interleave_chunk``); at 2 (BM 48-80, whose
+  that order in shared memory at the chunk's top (``role2_chunks.interleave_chunk``); at 2 (BM 48-80, whose
   issue-bound loops paid that on every task: session 51, W1 +3..+7 % kernel alone) role1 wrote the rows interleaved
   (``heuristics.sm90_role1_interleaves_rows``, role1's ``k_interleave``). W1's epilogue writes ``l2_x`` in that
   order already (``sm90_layout.k128_epilogue_position``), so W2's chunks need nothing. The weights must be
@@ -190,7 +191,7 @@ variant, the epilogue math of :mod:`.role2_math`). What is new here is the ring 
   thread when it begins the task's acquires, when it has them (a W2 task: its block's W1 bits) and after its last
   weight stage; consumer thread 0 at the task's top (record in hand), when its first activation chunk has landed, when
   its K loop is done and past its last barrier; plus the SM and the task's coordinates. Since session 48 the top in
-  parts too (``role2_gemm.for_each_chunk``'s ``stamps``): past the top's barrier, the first chunk's copy issued, its
+  parts too (``role2_chunks.for_each_chunk``'s ``stamps``): past the top's barrier, the first chunk's copy issued, its
   token scales stored, its wait over. ``python -m
   gcmoe_runtime.bench tasks`` reads it after one replay: which SM runs what when, how long W2 tasks wait for W1, where
   the grid idles. Plain stores, a few per task (tasks take microseconds). The trace builds' producer thread has at
@@ -451,7 +452,7 @@ class Role2RingConfig:
     """Compile-time shape of one role2 variant (validated; errors name the field and the limit)."""
 
     def __init__(self, params):
-        from .role2_gemm import Role2GemmConfig
+        from .role2_config import Role2GemmConfig
 
         p = dict(params)
 
@@ -555,7 +556,7 @@ class Role2RingConfig:
         return self.w2.row_tiles
 
     def smem_offsets(self):
-        from .role2_gemm import MAX_STAGES, STAGE_BYTES, task_smem_offsets
+        from .role2_config import MAX_STAGES, STAGE_BYTES, task_smem_offsets
         from .task_queue import TASK_SLOT_BYTES, task_slot_count
 
         bm = self.bm
@@ -648,12 +649,13 @@ def _trace_parts(cfg):
                             atom_add_release_gpu_u32, ld_relaxed_gpu_u32, ld_shared_b32, mbar_wait_rt, redux_min_u32,
                             shfl_bfly_s32, st_relaxed_gpu_u32, st_relaxed_gpu_u64, st_shared_b32, trap_if_ne,
                             wait_arrived_count, wait_geq_u32_rt, wait_mask_u64_rt)
-    from .role2_gemm import (CONSUMER_REGS_TURNS, CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_REGS_TURNS,
-                             PRODUCER_THREADS, ROWS_PER_CTA, SIGNAL_BAR,
-                             SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS, K128Step, TokenScales, _consumer_lane,
-                             _init_stage_barriers, _mma_k128_steps, stage_k128_step, _load_k128, _produce_k128,
-                             _w1_epilogue, ActTma, act_tma_phase_flips, all_w1_tile_bits, for_each_chunk,
-                             w1_tile_bits, w2_epilogue, pingpong_open, pingpong_turns)
+    from .role2_chunks import ActTma, act_tma_phase_flips, all_w1_tile_bits, for_each_chunk, w1_tile_bits
+    from .role2_config import (CONSUMER_REGS_TURNS, CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_REGS_TURNS,
+                               PRODUCER_THREADS, ROWS_PER_CTA, SIGNAL_BAR, SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS,
+                               _consumer_lane)
+    from .role2_epilogue import _w1_epilogue, w2_epilogue
+    from .role2_mainloop import K128Step, TokenScales, _mma_k128_steps, pingpong_open, pingpong_turns
+    from .role2_stages import _init_stage_barriers, stage_k128_step, _load_k128, _produce_k128
     from .role1_sync import shfl_idx
     from .task_queue import check_slot_reuse, init_task_slots, next_task, publish_task
 
@@ -720,13 +722,13 @@ def _trace_parts(cfg):
         """Word ``word`` of task ``task``'s trace row := ``value`` (``globaltimer()`` for a time)."""
         st_relaxed_gpu_u64(trace_addr(trace, task, word), value)
 
-    # the trace words of a task's top: ``role2_gemm.for_each_chunk``'s ``stamps`` parts
+    # the trace words of a task's top: ``role2_chunks.for_each_chunk``'s ``stamps`` parts
     top_stamps = {"top": wsl.TRACE_TOP_BAR, "issued": wsl.TRACE_CHUNK0_ISSUED, "scales": wsl.TRACE_CHUNK0_SCALES,
                   "landed": wsl.TRACE_CHUNK0_LANDED, "first": wsl.TRACE_CHUNK0}
 
     def ring_act_scale_addr(mode, base, rb, row0, sf_stride, grp, tok):
         """Address of the activation scale of token ``tok``, K group ``grp`` of ring block ``rb``
-        (``role2_gemm.load_act_scale``): W1 FP32 per K128 group, MN-major ``ring_sf[rb][H/128][sf_stride]``; W2
+        (``role2_chunks.load_act_scale``): W1 FP32 per K128 group, MN-major ``ring_sf[rb][H/128][sf_stride]``; W2
         UE8M0 per L2_SCALE_GROUP I-columns, token-major ``l2_sf[rb][bm_stride][I/L2_SCALE_GROUP]``."""
         if mode == "w1":
             return base + ((Int64(rb) * NKB + Int64(grp)) * Int64(sf_stride) + Int64(tok)) * 4

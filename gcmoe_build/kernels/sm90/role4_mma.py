@@ -5,7 +5,7 @@ fragments taken as they are (no FP4 decode), each warp's ``cp.async`` weight rin
 Tile layout: ``gcmoe_runtime.numerics.transforms_sm90_shared`` (per 64-row slab and K128 step, warpgroup thread
 ``t`` owns code bytes ``[64t, 64t + 64)`` = K32 steps q = 0..3 x A registers a0..a3, and 8 scale bytes at row
 group ``8w + g``: byte ``2q + hh`` is the UE8M0 code of row ``16w + g + 8hh`` for K32 ``q``). The scale FMA
-schedule is role2's ``_k128_mma`` (``role2_gemm``): per K32 a fresh partial (``p = false``), FMA'd with
+schedule is role2's ``_k128_mma`` (``role2_mainloop``): per K32 a fresh partial (``p = false``), FMA'd with
 ``weight_scale[row] * act_scale[token]`` while the next K32's MMAs run (``lag``); for the 1x128x128 recipe
 (``block_k128``) the four K32 MMAs chain on one partial and one FMA per K128 scales it (session 15: the per-K32 path
 was 1 024 of BM 64's 1 246 instructions per K256).
@@ -16,7 +16,7 @@ from cutlass import Int32, Int64
 
 from .ptx_mem import cp_async_16_if, cp_async_commit, cp_async_wait_group, ld_shared_v2, ld_shared_v4
 from .role1_sync import syncwarp
-from .role2_gemm import _k128_mma
+from .role2_mainloop import _k128_mma
 
 #: Int32 words of one K128 step of a thread: 2 slabs x 16 code words (64 bytes each), then 2 slabs x 2 scale words
 WORDS_PER_STAGE = 36
@@ -104,7 +104,7 @@ def k128_mma_fp8(words, ascl, acc, act_smem, kl128, bm: int, lag: int, block_k12
     scale words start at 32.
 
     ``words``: :data:`WORDS_PER_STAGE` Int32 (:meth:`WeightRing.words`); ``ascl[q]``: the token scales of the
-    thread's BM/4 tokens for K32 ``q`` (``role2_gemm.TokenScales``); ``acc``: 2 x BM/2 FP32 (slab 0, slab 1).
+    thread's BM/4 tokens for K32 ``q`` (``role2_mainloop.TokenScales``); ``acc``: 2 x BM/2 FP32 (slab 0, slab 1).
     ``block_k128``: the weight scale is one per slab and K128 (the 1x128x128 recipe): chained per K128."""
     _k128_mma(words, ascl, acc, act_smem, kl128, bm, lag,
               a_regs=lambda q: words[q * 4:q * 4 + 4] + words[16 + q * 4:16 + q * 4 + 4], scale_word=32,

@@ -23,7 +23,7 @@ W2 of the shared expert in one task stream, numerics exactly those of ``gcmoe_ru
   fragment: no CTA barrier, no producer warps. A W2 task issues its first steps before it waits for its W1 tiles,
   so its weights stream while W1 finishes.
 * **W1 epilogue** (role2's, without routing weight or expert factor): BF16 round, clamp, SwiGLU, amax over
-  the task's 128 I-columns (``role2_gemm.L2_SCALE_GROUP``), UE8M0 scale, E4M3 -> ``shared_l2_x[t][I]``,
+  the task's 128 I-columns (``role2_config.L2_SCALE_GROUP``), UE8M0 scale, E4M3 -> ``shared_l2_x[t][I]``,
   ``shared_l2_sf[t][I/128]``; then
   ``red.release.gpu.add shared_sync[2 + block] += 1``.
 * **W1 -> W2 dependency.** A W2 task of token block ``b`` waits (``ld.acquire``, bounded: trap code 14)
@@ -107,7 +107,7 @@ class Role4Config:
     """Compile-time shape of one role4 variant (validated; errors name the field and the limit)."""
 
     def __init__(self, params):
-        from .role2_gemm import Role2GemmConfig
+        from .role2_config import Role2GemmConfig
 
         p = dict(params)
 
@@ -169,7 +169,7 @@ class Role4Config:
     def smem_offsets(self):
         """The task areas (role2's ``task_smem_offsets``), then the weight ring (``ring``, :attr:`ring_slots`
         slots of ``RING_WARPS x RING_WARP_BYTES``), ``total``."""
-        from .role2_gemm import task_smem_offsets
+        from .role2_config import task_smem_offsets
         from .role_common import SMEM_LIMIT
         from .role4_mma import RING_WARP_BYTES, RING_WARPS
 
@@ -185,7 +185,7 @@ class Role4Config:
 
     def _ring_offset(self):
         """The weight ring's shared offset: after the task areas, 128-byte aligned."""
-        from .role2_gemm import task_smem_offsets
+        from .role2_config import task_smem_offsets
 
         return 128 * ((task_smem_offsets(self.w1s, self.w2s)["misc"] + 127) // 128)
 
@@ -193,7 +193,7 @@ class Role4Config:
     def ring_slots(self):
         """K128 weight steps each warp keeps in flight (:class:`.role4_mma.WeightRing`): as many as fit next to
         the task areas, up to ``MAX_RING_SLOTS``, at least 2."""
-        from .role2_gemm import SMEM_LIMIT
+        from .role_common import SMEM_LIMIT
         from .role4_mma import MAX_RING_SLOTS, RING_WARP_BYTES, RING_WARPS
 
         return max(2, min(MAX_RING_SLOTS, (SMEM_LIMIT - self._ring_offset()) // (RING_WARPS * RING_WARP_BYTES)))
@@ -241,9 +241,11 @@ def _trace_parts(cfg):
                           st_global_f32)
     from .ring_sync import (atom_add_acqrel_gpu_u32, atom_add_relaxed_gpu_u32_if, ld_shared_b32, st_relaxed_gpu_u32,
                             st_shared_b32, wait_geq_u32_rt)
-    from .role2_gemm import (L2_SCALE_GROUP, ROWS_PER_CTA, TokenScales, _consumer_lane, _copy_act_chunk_async,
-                             _copy_w1_chunk_scales_async, _load_chunk_scales, _stage_chunk, _store_chunk_scales,
-                             _w1_epilogue, load_act_scale, w2_epilogue)
+    from .role2_chunks import (_copy_act_chunk_async, _copy_w1_chunk_scales_async, _load_chunk_scales, _stage_chunk,
+                               _store_chunk_scales, load_act_scale)
+    from .role2_config import L2_SCALE_GROUP, ROWS_PER_CTA, _consumer_lane
+    from .role2_epilogue import _w1_epilogue, w2_epilogue
+    from .role2_mainloop import TokenScales
     from .role4_mma import CODE_TILE_BYTES, SCALE_TILE_BYTES, WeightRing, k128_mma_fp8
 
     H, I, BM, CAP, K_SLOT = cfg.hidden, cfg.inter, cfg.bm, cfg.capacity, cfg.topk

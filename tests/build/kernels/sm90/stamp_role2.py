@@ -4,7 +4,7 @@
 builds with ``Role2GemmConfig.step_stamps`` (``role2_devbuild --experiments``: ``_ppksafc``, ``_ppksafwc``,
 ``_pp2ksafc``), runs each point as ``bench_role2.py`` does (every local expert active with ``m`` tokens, the ring
 already full), and after warm-up launches once with the stamp buffer poisoned. Consumer thread 0 of each warpgroup of
-CTAs 0-3 stamped ``%clock`` at every K128 step's events (``role2_gemm.STAMP_EVENTS``: start, stage_ready, decoded,
+CTAs 0-3 stamped ``%clock`` at every K128 step's events (``role2_config.STAMP_EVENTS``: start, stage_ready, decoded,
 turn, issued, mma_done, promoted; the producer thread's ``produced`` in warpgroup 0's row). Writes ``DIR/<name>.json``
 (the raw stamps) and prints, per kernel and warpgroup, the median / p90 cycles of each phase over the steps inside a
 task (a task's first step, which waits for its activation chunk and record, apart).

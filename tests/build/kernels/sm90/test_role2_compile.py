@@ -19,7 +19,7 @@ def built():
 
     import_dsl("sm_90a")
     from gcmoe_build.kernels.sm90.role2_devbuild import compile_one
-    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
+    from gcmoe_build.kernels.sm90.role2_config import Role2GemmConfig
 
     out = {}
     for bm in BMS:
@@ -63,7 +63,7 @@ def test_config_rejects_bad_shapes():
     from gcmoe_build.frontend.dsl import import_dsl
 
     import_dsl("sm_90a")
-    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
+    from gcmoe_build.kernels.sm90.role2_config import Role2GemmConfig
 
     with pytest.raises(ValueError, match="BM=24"):
         Role2GemmConfig(mode="w1", k=1024, rows=1024, bm=24)
@@ -79,7 +79,7 @@ def test_persistent_variant_has_the_ring_handshake(mode):
 
     import_dsl("sm_90a")
     from gcmoe_build.kernels.sm90.role2_devbuild import compile_one
-    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
+    from gcmoe_build.kernels.sm90.role2_config import Role2GemmConfig
 
     k, rows = (1024, 1024) if mode == "w1" else (512, 1024)
     cfg = Role2GemmConfig(mode=mode, k=k, rows=rows, bm=16, pipelined=True)
@@ -110,7 +110,7 @@ def test_persistent_signal_warp_takes_the_releases(mode):
 
     import_dsl("sm_90a")
     from gcmoe_build.kernels.sm90.role2_devbuild import compile_one
-    from gcmoe_build.kernels.sm90.role2_gemm import SIGNAL_BAR, SIGNAL_BAR_THREADS, Role2GemmConfig
+    from gcmoe_build.kernels.sm90.role2_config import SIGNAL_BAR, SIGNAL_BAR_THREADS, Role2GemmConfig
 
     kw = dict(mode=mode, k=1024, rows=1024, bm=16, pipelined=True, act_buffers=2, task_records=True,
               w2_early_release=True)
@@ -142,7 +142,8 @@ def test_act_tma_copies_each_chunk_by_tensor_map(mode):
 
     import_dsl("sm_90a")
     from gcmoe_build.kernels.sm90.role2_devbuild import compile_one
-    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig, act_tma_phase_flips
+    from gcmoe_build.kernels.sm90.role2_chunks import act_tma_phase_flips
+    from gcmoe_build.kernels.sm90.role2_config import Role2GemmConfig
 
     kw = dict(mode=mode, k=2048, rows=1024, bm=32, pipelined=True, act_buffers=2, task_records=True,
               w2_early_release=True, staged_fold_scale=True, signal_warp=True)
@@ -170,7 +171,7 @@ def test_two_ctas_per_sm_experiment():
 
     import_dsl("sm_90a")
     from gcmoe_build.kernels.sm90.role2_devbuild import compile_one, configs
-    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
+    from gcmoe_build.kernels.sm90.role2_config import Role2GemmConfig
     from gcmoe_build.toolchain.ptxas import locate_ptxas
 
     with pytest.raises(ValueError, match="ctas_per_sm=3"):
@@ -199,7 +200,7 @@ def test_pipelined_two_ctas_per_sm_fit_an_sm():
 
     import_dsl("sm_90a")
     from gcmoe_build.kernels.sm90.role2_devbuild import compile_one
-    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
+    from gcmoe_build.kernels.sm90.role2_config import Role2GemmConfig
 
     for ctas in (1, 2):
         c = Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=8, pipelined=True, ctas_per_sm=ctas)
@@ -241,7 +242,7 @@ def test_slab_groups_commit_one_group_per_step_and_slab(groups):
 
     import_dsl("sm_90a")
     from gcmoe_build.kernels.sm90.role2_devbuild import ACT2_EXPERIMENTS, compile_one
-    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
+    from gcmoe_build.kernels.sm90.role2_config import Role2GemmConfig
 
     sfx, bm, ctas = ("_pp2ksag1", 32, 2) if groups == 1 else ("_ppksag", 64, 1)
     kw = ACT2_EXPERIMENTS[sfx]
@@ -275,7 +276,7 @@ def test_burst_halves_promote_slab_0_under_slab_1s_mmas():
 
     import_dsl("sm_90a")
     from gcmoe_build.kernels.sm90.role2_devbuild import ACT2_EXPERIMENTS, compile_one
-    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
+    from gcmoe_build.kernels.sm90.role2_config import Role2GemmConfig
 
     kw = ACT2_EXPERIMENTS["_ppksafwrh"]
     assert kw["burst_halves"] == 1 and {k: v for k, v in kw.items() if k != "burst_halves"} == ACT2_EXPERIMENTS["_ppksafwr"]
@@ -325,7 +326,7 @@ def test_slab_passes_one_slab_per_warpgroup_and_pass(mode):
 
     import_dsl("sm_90a")
     from gcmoe_build.kernels.sm90.role2_devbuild import ACT2_EXPERIMENTS, compile_one
-    from gcmoe_build.kernels.sm90.role2_gemm import STAGE_BYTES, Role2GemmConfig
+    from gcmoe_build.kernels.sm90.role2_config import STAGE_BYTES, Role2GemmConfig
 
     k, rows = (6144, 4096) if mode == "w1" else (2048, 6144)
     kw = ACT2_EXPERIMENTS["_pp2ksap"]
@@ -358,7 +359,7 @@ def test_no_decode_probe_feeds_the_raw_code_words():
 
     import_dsl("sm_90a")
     from gcmoe_build.kernels.sm90.role2_devbuild import ACT2_EXPERIMENTS, compile_one
-    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
+    from gcmoe_build.kernels.sm90.role2_config import Role2GemmConfig
 
     base = {k: v for k, v in ACT2_EXPERIMENTS["_ppksax"].items() if k != "dev_no_decode"}
     assert base == ACT2_EXPERIMENTS["_ppksa"] and ACT2_EXPERIMENTS["_ppksax"]["dev_no_decode"]
@@ -382,7 +383,7 @@ def test_activation_prefetch_config():
 
     import_dsl("sm_90a")
     from gcmoe_build.kernels.sm90.role2_devbuild import compile_one
-    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig, task_smem_offsets
+    from gcmoe_build.kernels.sm90.role2_config import Role2GemmConfig, task_smem_offsets
 
     one = Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=32, pipelined=True)
     two = Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=32, pipelined=True, act_buffers=2)
@@ -417,8 +418,9 @@ def test_prefetch_schedule_and_w1_epilogue():
 
     import_dsl("sm_90a")
     from gcmoe_build.kernels.sm90.role2_devbuild import compile_one
-    from gcmoe_build.kernels.sm90.role2_gemm import (CONSUMER_THREADS, SUPPORTED_BM, Role2GemmConfig,
-                                                     copy_rounds_per_call, w1_stage_bytes)
+    from gcmoe_build.kernels.sm90.role2_chunks import copy_rounds_per_call
+    from gcmoe_build.kernels.sm90.role2_config import CONSUMER_THREADS, SUPPORTED_BM, Role2GemmConfig
+    from gcmoe_build.kernels.sm90.role2_epilogue import w1_stage_bytes
 
     for mode, k, rows in (("w1", 6144, 4096), ("w2", 2048, 6144), ("w1", 5120, 4608), ("w2", 2304, 5120)):
         for bm in SUPPORTED_BM:

@@ -184,12 +184,12 @@ def test_k_interleaved_kernel_reads_rebuild_the_weights():
 
 
 def test_interleave_chunk_permutes_swizzled_lines_as_the_host_mirror(monkeypatch):
-    """``role2_gemm._interleave_line`` on an emulated shared memory holding a tensor-map chunk in the 128-byte swizzle
+    """``role2_chunks._interleave_line`` on an emulated shared memory holding a tensor-map chunk in the 128-byte swizzle
     (logical 16-byte chunk c of the line at address bits ``c ^ addr[7:9]``): read back through the swizzle, every
     line equals ``sm90_layout.interleave_k128`` of the original."""
     import numpy as np
 
-    from gcmoe_build.kernels.sm90 import role2_gemm
+    from gcmoe_build.kernels.sm90 import role2_chunks
     from gcmoe_runtime.numerics.sm90_layout import interleave_k128
 
     gen = torch.Generator().manual_seed(4)
@@ -207,15 +207,15 @@ def test_interleave_chunk_permutes_swizzled_lines_as_the_host_mirror(monkeypatch
 
     for kb, row, c, at in chunks():
         mem[at] = logical[kb, row, 16 * c:16 * c + 16].numpy()
-    monkeypatch.setattr(role2_gemm, "ld_shared_v4",
+    monkeypatch.setattr(role2_chunks, "ld_shared_v4",
                         lambda a: [int(x) for x in mem[a:a + 16].view("<u4")])
 
     def st(a, *w):
         mem[a:a + 16] = np.array(w, dtype="<u4").view(np.uint8)
 
-    monkeypatch.setattr(role2_gemm, "st_shared_v4", st)
+    monkeypatch.setattr(role2_chunks, "st_shared_v4", st)
     for line in range(nk * bm):
-        role2_gemm._interleave_line(base + line * 128)
+        role2_chunks._interleave_line(base + line * 128)
     got = torch.empty_like(logical)
     for kb, row, c, at in chunks():
         got[kb, row, 16 * c:16 * c + 16] = torch.from_numpy(mem[at].copy())
@@ -224,7 +224,7 @@ def test_interleave_chunk_permutes_swizzled_lines_as_the_host_mirror(monkeypatch
 
 def test_w1_epilogue_writes_l2_x_in_the_order_w2_reads():
     """A ``k_interleave`` build's W1 epilogue puts I-column ``32 slab + 8 warp + g`` of its task's 128 at
-    ``sm90_layout.k128_epilogue_position`` (``role2_gemm._w1_quantize_store``): the byte ``k128_position`` gives it, so
+    ``sm90_layout.k128_epilogue_position`` (``role2_epilogue._w1_quantize_store``): the byte ``k128_position`` gives it, so
     W2 reads its chunks of ``l2_x`` as they are; each byte of the line once."""
     from gcmoe_runtime.numerics.sm90_layout import (deinterleave_k128, interleave_k128, k128_epilogue_position,
                                                     k128_position)

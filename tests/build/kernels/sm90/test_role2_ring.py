@@ -135,8 +135,8 @@ def test_ring_protocol_order(role2_arts, bm, threads):
                            publish)
         assert "createpolicy.fractional.L2::evict_first" in ptx[:prod_bulk]
         # the consumers' registers: 240 from BM 48, but 232 in a turns build, whose producer claims tasks with 32
-        # (role2_gemm.PRODUCER_REGS_TURNS)
-        from gcmoe_build.kernels.sm90.role2_gemm import CONSUMER_REGS, CONSUMER_REGS_TURNS, CONSUMER_REGS_WIDE
+        # (role2_config.PRODUCER_REGS_TURNS)
+        from gcmoe_build.kernels.sm90.role2_config import CONSUMER_REGS, CONSUMER_REGS_TURNS, CONSUMER_REGS_WIDE
         from gcmoe_build.kernels.sm90.role2_ring import pingpong_build
         regs = (CONSUMER_REGS_TURNS if pingpong_build(True, bm, 1) else
                 CONSUMER_REGS_WIDE if bm >= 48 else CONSUMER_REGS)
@@ -361,7 +361,7 @@ def test_bad_params(bad, needle):
 
 def test_smem_layout_fits_production_shapes():
     """glm-5.2 / deepseek-v4.1-flash shapes at every BM: W2 staging fits, at least 2 weight stages (384)."""
-    from gcmoe_build.kernels.sm90.role2_gemm import SMEM_LIMIT
+    from gcmoe_build.kernels.sm90.role_common import SMEM_LIMIT
     from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig
 
     for h, i in ((6144, 2048), (5120, 2304), (512, 256)):
@@ -461,7 +461,7 @@ def test_pingpong_builds(role2_arts):
     and the hand-over of each K256 call's second step is predicated (warpgroup 1 skips it at the launch's last step,
     ``K128Step.final``), so no barrier follows the task loop (session 35: one there took the K loops off the uniform
     datapath). No other build has a register-named barrier."""
-    from gcmoe_build.kernels.sm90.role2_gemm import PINGPONG_BARS, SIGNAL_BAR
+    from gcmoe_build.kernels.sm90.role2_config import PINGPONG_BARS, SIGNAL_BAR
     from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig, pingpong_build
 
     assert [pingpong_build(True, bm, c) for bm, c in ((8, 1), (16, 1), (32, 1), (64, 1), (8, 2), (16, 2),
@@ -544,7 +544,7 @@ def test_trace_builds_stamp_each_task_and_shipped_builds_do_not(role2_arts, monk
     traced = compile_variant(v).ptx
     assert "%smid" not in plain and traced.count("%smid") == 1
     assert role2_ring.narrow_n_build(True, 64, 1)
-    top_parts = 3 * 4  # role2_gemm.for_each_chunk's stamps "top" / "issued" / "scales" / "landed" at three sites
+    top_parts = 3 * 4  # role2_chunks.for_each_chunk's stamps "top" / "issued" / "scales" / "landed" at three sites
     assert traced.count("%globaltimer") == plain.count("%globaltimer") + 10 + top_parts
     assert traced.count("st.relaxed.gpu.global.u64") >= plain.count("st.relaxed.gpu.global.u64") + 11 + top_parts
 

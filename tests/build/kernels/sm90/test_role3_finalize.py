@@ -172,7 +172,7 @@ def test_shipped_variants_ptxas_resources(shipped_arts):
 
 
 def test_smem_plan():
-    from gcmoe_build.kernels.sm90.role2_gemm import SMEM_LIMIT as ROLE2_LIMIT
+    from gcmoe_build.kernels.sm90.role_common import SMEM_LIMIT as ROLE2_LIMIT
     from gcmoe_build.kernels.sm90.role3_finalize import SMEM_LIMIT, Role3Config
 
     assert SMEM_LIMIT == ROLE2_LIMIT == 227 * 1024

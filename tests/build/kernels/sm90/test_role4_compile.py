@@ -232,7 +232,7 @@ def test_weight_ring_copies_coalesced_and_waits_per_step(role4_arts):
     ``bar.warp.sync``; no ``ld.global.nc`` is left (the register stream). The ring fits next to the task areas with
     ``MAX_RING_SLOTS`` slots at every BM of the shipped shapes up to 32, and one fewer at BM 64 (session 17: the second
     activation chunk buffer takes a slot's room there)."""
-    from gcmoe_build.kernels.sm90.role2_gemm import SMEM_LIMIT
+    from gcmoe_build.kernels.sm90.role_common import SMEM_LIMIT
     from gcmoe_build.kernels.sm90.role4_mma import MAX_RING_SLOTS
     from gcmoe_build.kernels.sm90.role4_shared import Role4Config
 
@@ -257,7 +257,7 @@ def test_activation_chunks_double_buffered(role4_arts):
     ``act_buffers=2``, each buffer within half the K budget, the areas sized for both); each chunk after the first is
     copied by 16-byte ``cp.async.cg`` (zero-filled for padded tokens) as its own commit group and waited for with
     ``wait_group`` = the chunk's K128 steps (the ring groups committed after it), so the ring's steps stay in flight."""
-    from gcmoe_build.kernels.sm90.role2_gemm import task_smem_offsets
+    from gcmoe_build.kernels.sm90.role2_config import task_smem_offsets
     from gcmoe_build.kernels.sm90.role4_shared import Role4Config
 
     for bm, art in role4_arts.items():

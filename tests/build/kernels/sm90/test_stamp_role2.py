@@ -45,7 +45,7 @@ def test_phases_split_a_step_and_set_task_tops_apart(turn):
 
 def test_step_stamps_only_where_the_chained_steps_are_stamped():
     pytest.importorskip("cutlass")
-    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
+    from gcmoe_build.kernels.sm90.role2_config import Role2GemmConfig
 
     ok = dict(mode="w1", k=1024, rows=1024, bm=64, pipelined=True, act_buffers=2, step_stamps=True)
     Role2GemmConfig(**ok)

@@ -41,7 +41,7 @@ def test_ring_slots_follow_the_stage_barriers():
 
 @pytest.mark.parametrize("kw", [dict(dynamic_tasks=True), dict(task_records=True)])
 def test_hand_offs_need_the_producer_warpgroup(kw):
-    from gcmoe_build.kernels.sm90.role2_gemm import Role2GemmConfig
+    from gcmoe_build.kernels.sm90.role2_config import Role2GemmConfig
 
     with pytest.raises(ValueError, match="pipelined"):
         Role2GemmConfig(mode="w2", k=2048, rows=6144, bm=16, pipelined=False, **kw)
