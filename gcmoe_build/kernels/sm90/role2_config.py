@@ -442,8 +442,6 @@ def task_smem_offsets(w1: "Role2GemmConfig", w2: "Role2GemmConfig") -> dict:
     return o
 
 
-
-
 def _consumer_lane(ctid):
     """A consumer thread's coordinates from its index ``ctid`` in ``[0, 256)``: (warpgroup, warp in the
     warpgroup, ``g`` = lane // 4, ``t`` = lane % 4, thread in the warpgroup)."""
