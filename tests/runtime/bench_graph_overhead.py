@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]  # gpu_selftest, the repo
 
 PLACEMENTS = ("green2", "green2-serial", "green1", "primary", "primary-serial")
 LAUNCHES = ("launch", "captured", "captured-x20")
