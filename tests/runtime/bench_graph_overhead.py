@@ -77,32 +77,21 @@ def table(rows: list[dict]) -> str:
 
 @dataclass(frozen=True)
 class OneGreenContext:
-    """A green partition's grids with every node on its compute context (``green1``): what ``LayerGraph`` reads."""
+    """What ``LayerGraph`` reads of a partition, with every node on one context (``green1``: the compute one)."""
 
-    gp: Any
+    device: int
+    dispatch_sms: int
+    compute_sms: int
+    dispatch_ctx: Any
+    compute_ctx: Any
+    green_key: tuple
 
-    @property
-    def device(self) -> int:
-        return self.gp.device
-
-    @property
-    def dispatch_sms(self) -> int:
-        return self.gp.dispatch_sms
-
-    @property
-    def compute_sms(self) -> int:
-        return self.gp.compute_sms
-
-    @property
-    def dispatch_ctx(self) -> Any:
-        return self.gp.compute_ctx
-
-    @property
-    def compute_ctx(self) -> Any:
-        return self.gp.compute_ctx
+    @classmethod
+    def of(cls, gp: Any) -> "OneGreenContext":
+        return cls(gp.device, gp.dispatch_sms, gp.compute_sms, gp.compute_ctx, gp.compute_ctx, tuple(gp.key()))
 
     def key(self) -> tuple:
-        return ("one-green-context",) + tuple(self.gp.key())
+        return ("one-green-context",) + self.green_key
 
 
 def main() -> None:
@@ -123,7 +112,7 @@ def main() -> None:
     hs = Handshake(0)
     vals = hs.values(work_ns=0)
     roles = {r: RoleNode(k, k.args(vals)) for r, k in hs.kernels.items()}
-    parts = {"green2": hs.gp, "green1": OneGreenContext(hs.gp),
+    parts = {"green2": hs.gp, "green1": OneGreenContext.of(hs.gp),
              "primary": green.full_device_partition(0, hs.gp.requested)}
     graphs = {}
     for p in PLACEMENTS:

@@ -34,7 +34,7 @@ def test_summary_is_the_median_and_its_difference_from_primary_in_the_same_launc
 def test_one_green_context_puts_every_node_on_the_compute_context():
     gp = SimpleNamespace(device=0, dispatch_sms=4, compute_sms=128, dispatch_ctx="D", compute_ctx="C",
                          key=lambda: (0, 4, 128, 11, 12))
-    one = OneGreenContext(gp)
+    one = OneGreenContext.of(gp)
     assert (one.dispatch_ctx, one.compute_ctx) == ("C", "C")
     assert (one.device, one.dispatch_sms, one.compute_sms) == (0, 4, 128)
     assert one.key() != gp.key() and one.key()[1:] == gp.key()
