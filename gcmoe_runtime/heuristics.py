@@ -52,8 +52,8 @@ SM90_BLOCK_MAX_BM = 80
 SM90_PASS_COST = {8: 0.86, 16: 0.87, 32: 1.0, 48: 1.22, 64: 1.48, 80: 1.61}
 assert set(SM90_PASS_COST) == set(SM90_BM_CANDIDATES)
 #: SM90: the narrower wgmma N a BM build's W1 K loop takes for a ring block of at most that many tokens (a branch per
-#: task on the block's token count, ``role2_ring.narrow_n_build``), with that block pass's cost as above: the BM 80
-#: build runs W1 (two thirds of an expert's weights) of a block of <= 64 tokens at N = 64 (session 36), so an expert
+#: task on the block's token count, ``role2_ring_config.narrow_n_build``), with that block pass's cost as above: the BM
+#: 80 build runs W1 (two thirds of an expert's weights) of a block of <= 64 tokens at N = 64 (session 36), so an expert
 #: below 65 tokens no longer pays all of BM 80's wider MMAs and promotes. Cost measured in the layer (session 36 call
 #: A, GLM-5.2 share forced onto each tile, every block narrow at T = 176 / 192): the BM 80 build 4.6 / 4.7 % above BM
 #: 64's pass (8.3 % before), 1.48 x 1.047 = 1.55 (predicted 1.52: W1 recovers about two thirds of its share of the gap).
@@ -64,9 +64,9 @@ assert set(SM90_PASS_COST) == set(SM90_BM_CANDIDATES)
 #: call D, every block narrow at GLM-5.2 share T = 96: 6.1 % faster than before, 1.22 x 0.939 = 1.15; predicted and
 #: kept 1.14): it moves the BM 32 -> 48 step one token-count step earlier, as measured there (GLM-5.2 T = 112: BM 48
 #: 2.5 % faster than BM 32; DSV-4.1-Flash T = 224: 4.1 %; BM 32 still faster at T = 96 / 208 by 5.2 / 3.7 %).
-#: Session 38: where W1 and W2 share one K loop (GLM-5.2's BM 48 / 64 / 80, ``role2_ring.shared_loop_build``) W2 runs
-#: at the narrow N too: every block narrow (call A) the BM 80 build -2.8 / -3.1 % at T = 176 / 192, so 1.55 x 0.970 =
-#: 1.50; BM 64 -2.3 % at T = 128, 1.42 x 0.977 = 1.39. BM 48 keeps 1.14: DSV-4.1-Flash's BM 48 build (W2 chunk K256
+#: Session 38: where W1 and W2 share one K loop (GLM-5.2's BM 48 / 64 / 80, ``role2_ring_config.shared_loop_build``) W2
+#: runs at the narrow N too: every block narrow (call A) the BM 80 build -2.8 / -3.1 % at T = 176 / 192, so 1.55 x 0.970
+#: = 1.50; BM 64 -2.3 % at T = 128, 1.42 x 0.977 = 1.39. BM 48 keeps 1.14: DSV-4.1-Flash's BM 48 build (W2 chunk K256
 #: beside W1's K512) has no shared loop, and GLM-5.2's -3.2 % at T = 96 (1.10) would move its BM 32 -> 48 step by
 #: three tokens (112 -> 109) only.
 SM90_NARROW_PASS = {48: (32, 1.14), 64: (48, 1.39), 80: (64, 1.50)}

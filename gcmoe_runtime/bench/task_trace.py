@@ -94,8 +94,8 @@ def point_tasks(point: dict) -> list[dict]:
 
 
 #: the quantiles of the K-loop times :func:`markdown` prints: a build whose blocks run two loops (a narrow N beside BM,
-#: ``role2_ring.narrow_n_build``) shows two modes, which a median hides (session 37: the wide mode of BM 48's W1 tasks
-#: moved 9-16 %, the narrow one 2-3 %)
+#: ``role2_ring_config.narrow_n_build``) shows two modes, which a median hides (session 37: the wide mode of BM 48's W1
+#: tasks moved 9-16 %, the narrow one 2-3 %)
 KLOOP_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
 

@@ -138,7 +138,7 @@ SELFTEST_PAYLOAD_WORDS = 32
 # role2's task trace (dev builds with ``role2_ring.TRACE``): one row of u64 words per task, by static task index
 ROLE2_TRACE_TASKS = 20480  # GLM-5.2 P = 1 T = 256: ~14 000 tasks (x ROLE2_TRACE_WORDS: the bytes of layout v7-11)
 ROLE2_TRACE_WORDS = 16
-#: role2_place (role2_ring, "Placement"; host mirror ``role2_ring.placed_cta``): word indices
+#: role2_place (role2_ring, "Placement"; host mirror ``role2_ring_config.placed_cta``): word indices
 PLACE_CLASS = 0  # two words: CTAs of class 0 (the first on their SM) and class 1 (the rest) started so far
 PLACE_STARTED = 2  # CTAs started so far (the one that reads grid - 1 zeroes the region)
 PLACE_SM = 4  # ROLE2_PLACE_SMS words: CTAs started on each SM (indexed by %smid modulo ROLE2_PLACE_SMS)

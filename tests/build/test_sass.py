@@ -29,7 +29,7 @@ def summaries():
     from gcmoe_build.sass import summarize
     from gcmoe_runtime.artifacts.bundle import open_bundle
 
-    from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig
+    from gcmoe_build.kernels.sm90.role2_ring_config import Role2RingConfig
 
     out = {}
     for name in ("test-tiny", "glm-5.2", "deepseek-v4.1-flash"):

@@ -120,7 +120,7 @@ class Role2GemmConfig:
     dev_no_decode: bool = False
     #: K128 steps per :func:`_mma_k128_steps` call (the K loop's body): the tensor cores drain once per call, so 4
     #: halves the drains of 2 (pipelined only; the chunk must hold a whole number of calls; the ring's one-CTA lag-1
-    #: builds take 4: ``role2_ring.steps_per_call_build``)
+    #: builds take 4: ``role2_ring_config.steps_per_call_build``)
     mma_steps_per_call: int = 2
     #: persistent kernels: claim each next task from a counter in global memory instead of the static split (CTA c
     #: takes c, c + G, ...): :mod:`.task_queue` (two task slots after the stage barriers)

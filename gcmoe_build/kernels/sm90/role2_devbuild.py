@@ -113,7 +113,7 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                                       staged_fold_scale=True, signal_warp=True, act_tma=True, fast_math=True,
                                       step_stamps=True),
                     # ... and the one-CTA form (lag 1 at BM <= 48) with four K128 steps per MMA call, one drain per
-                    # K512 as the ring's one-CTA BM 8-48 builds (session 35: role2_ring.steps_per_call_build)
+                    # K512 as the ring's one-CTA BM 8-48 builds (session 35: role2_ring_config.steps_per_call_build)
                     "_ppksaf4": dict(act_buffers=2, task_records=True, w2_early_release=True, staged_fold_scale=True,
                                      signal_warp=True, act_tma=True, fast_math=True, mma_steps_per_call=4),
                     "_ppksafc4": dict(act_buffers=2, task_records=True, w2_early_release=True,

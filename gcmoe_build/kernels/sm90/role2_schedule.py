@@ -31,8 +31,8 @@ def task_coords(task, nt1, nt2, nq, ring_blocks):
 
 def split_task_coords(task, nt1, nt2, nq, ring_blocks, split):
     """:func:`task_coords` of a replay that runs each W1 tile as ``split`` tasks over equal K ranges (``role2_ring``
-    "W1 split-K"; ``split`` = ``role2_ring.w1_split_runs``): task -> (pool block, W1 task?, tile, K range). A tile's
-    W1 tasks are consecutive, the K range fastest; the W2 tasks are unchanged."""
+    "W1 split-K"; ``split`` = ``role2_ring_config.w1_split_runs``): task -> (pool block, W1 task?, tile, K range). A
+    tile's W1 tasks are consecutive, the K range fastest; the W2 tasks are unchanged."""
     n1 = nt1 * split
     g, u = divmod(task, ring_blocks * (n1 + nt2))
     nb = min(ring_blocks, nq - g * ring_blocks)  # blocks in this generation (the last one may be partial)

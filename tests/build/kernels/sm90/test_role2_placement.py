@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from gcmoe_build.kernels.sm90.role2_ring import placed_cta
+from gcmoe_build.kernels.sm90.role2_ring_config import placed_cta
 from gcmoe_runtime.workspace.layout import (PLACE_CLASS, PLACE_SM, PLACE_STARTED, ROLE2_PLACE_SMS,
                                             ROLE2_PLACE_WORDS)
 

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from gcmoe_build.kernels.sm90.role2_ring import prefetch_search
+from gcmoe_build.kernels.sm90.role2_ring_config import prefetch_search
 from gcmoe_runtime.operator.ring import pool_blocks
 
 

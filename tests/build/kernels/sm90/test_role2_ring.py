@@ -36,7 +36,7 @@ def _ptx(arts, bm, threads, ranks=2):
 
 
 def test_every_test_tiny_variant_compiles(role2_arts):
-    from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig
+    from gcmoe_build.kernels.sm90.role2_ring_config import Role2RingConfig
 
     keys = set(role2_arts)
     # the heuristic reaches every BM with 256 threads (48 since session 29) and BM 64 with 384 threads, P = 1 and 2
@@ -62,7 +62,7 @@ def test_every_test_tiny_variant_compiles(role2_arts):
 def test_register_a_wgmma_with_bm_tokens(role2_arts):
     """Operands swapped: A = 4 decoded E4M3 registers (weight rows), B = shared descriptor (BM tokens, or the build's
     narrow N in W1's narrow copy: narrow_n_build)."""
-    from gcmoe_build.kernels.sm90.role2_ring import narrow_n_build
+    from gcmoe_build.kernels.sm90.role2_ring_config import narrow_n_build
 
     for (p, bm, th), art in role2_arts.items():
         mmas = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k32\.f32\.e4m3\.e4m3 \{[^}]*\}, "
@@ -137,7 +137,7 @@ def test_ring_protocol_order(role2_arts, bm, threads):
         # the consumers' registers: 240 from BM 48, but 232 in a turns build, whose producer claims tasks with 32
         # (role2_config.PRODUCER_REGS_TURNS)
         from gcmoe_build.kernels.sm90.role2_config import CONSUMER_REGS, CONSUMER_REGS_TURNS, CONSUMER_REGS_WIDE
-        from gcmoe_build.kernels.sm90.role2_ring import pingpong_build
+        from gcmoe_build.kernels.sm90.role2_ring_config import pingpong_build
         regs = (CONSUMER_REGS_TURNS if pingpong_build(True, bm, 1) else
                 CONSUMER_REGS_WIDE if bm >= 48 else CONSUMER_REGS)
         cons = _first(ptx, f"setmaxnreg.inc.sync.aligned.u32 {regs};", prod_bulk)
@@ -287,7 +287,7 @@ def test_every_wait_is_bounded_with_a_trap_record(role2_arts):
     assert waits >= 6  # recv counts, l1_full (producer, consumer), l2_empty, mask, stage full/empty
     assert ptx.count("%globaltimer") >= 2 * waits
     assert ptx.count("st.relaxed.sys.u32 [") >= 4 and str(TRAP_MAGIC) in ptx and "trap;" in ptx
-    from gcmoe_build.kernels.sm90 import role2_ring as r2
+    from gcmoe_build.kernels.sm90 import role2_ring_config as r2
 
     for code in (r2.CODE_L1_FULL, r2.CODE_L2_MASK, r2.CODE_L2_EMPTY, r2.CODE_HEADER, r2.CODE_RECV, r2.CODE_STAGE):
         assert code in TRAP_CODES
@@ -296,7 +296,8 @@ def test_every_wait_is_bounded_with_a_trap_record(role2_arts):
 def test_schema_matches_what_moe_packs(role2_arts):
     """The kernel's by-value parameters are exactly names the runtime provides: role_values' o_<region> offsets
     and scalars, and the weight names fp8_fp4_gc_moe adds."""
-    from gcmoe_build.kernels.sm90.role2_ring import OFFSET_PARAMS, SCALAR_PARAMS_S32, SCALAR_PARAMS_U64, WEIGHT_PARAMS
+    from gcmoe_build.kernels.sm90.role2_ring_config import (OFFSET_PARAMS, SCALAR_PARAMS_S32, SCALAR_PARAMS_U64,
+                                                            WEIGHT_PARAMS)
     from gcmoe_runtime import moe
     from gcmoe_runtime.operator.values import role_values
     from gcmoe_runtime.workspace.layout import LayoutSpec, WorkspaceLayout
@@ -353,7 +354,7 @@ BASE = dict(act_alpha=1.0, act_clamp=10.0, act_fast_math=True, activation="swigl
     ({"recipe_routed": "e4m3_x_e4m3"}, "recipe_routed"), ({"dispatch_sms": 0}, "dispatch_sms"),
     ({"k_interleave": 1}, "k_interleave=1 needs threads=384")])
 def test_bad_params(bad, needle):
-    from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig
+    from gcmoe_build.kernels.sm90.role2_ring_config import Role2RingConfig
 
     with pytest.raises(ValueError, match=needle):
         Role2RingConfig({**BASE, **bad})
@@ -362,7 +363,7 @@ def test_bad_params(bad, needle):
 def test_smem_layout_fits_production_shapes():
     """glm-5.2 / deepseek-v4.1-flash shapes at every BM: W2 staging fits, at least 2 weight stages (384)."""
     from gcmoe_build.kernels.sm90.role_common import SMEM_LIMIT
-    from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig
+    from gcmoe_build.kernels.sm90.role2_ring_config import Role2RingConfig
 
     for h, i in ((6144, 2048), (5120, 2304), (512, 256)):
         for bm in (8, 16, 32, 64):
@@ -413,13 +414,14 @@ def test_committed_bundle_serves_every_call_moe_makes():
 
 
 def test_signal_warp_builds():
-    """role2_ring.signal_warp_build: the 384-thread builds at two CTAs per SM or BM >= 32 hand their releases to the
-    signal warp; the one-CTA BM 8 / 16 builds (the heuristic's T = 1-2) keep consumer thread 0's release (GLM-5.2
+    """role2_ring_config.signal_warp_build: the 384-thread builds at two CTAs per SM or BM >= 32 hand their releases to
+    the signal warp; the one-CTA BM 8 / 16 builds (the heuristic's T = 1-2) keep consumer thread 0's release (GLM-5.2
     T = 1 measured 3.9 % slower with the signal warp), with no coordinates records in shared memory."""
     from gcmoe_build.frontend.dsl import import_dsl, trace_to_ptx
 
     import_dsl("sm_90a")
-    from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig, _trace_parts, signal_warp_build
+    from gcmoe_build.kernels.sm90.role2_ring import _trace_parts
+    from gcmoe_build.kernels.sm90.role2_ring_config import Role2RingConfig, signal_warp_build
 
     assert [signal_warp_build(True, bm, c) for bm, c in ((8, 1), (16, 1), (8, 2), (16, 2), (32, 1), (64, 1))] == [
         False, False, True, True, True, True]
@@ -436,10 +438,10 @@ def test_signal_warp_builds():
 
 
 def test_slab_groups_builds():
-    """role2_ring.slab_groups_build: only the 384-thread two-CTA builds above BM 16 (BM 32, which the heuristic now
-    runs at two CTAs) issue one slab's commit group at a time; every other ring build keeps one group per K128 step
+    """role2_ring_config.slab_groups_build: only the 384-thread two-CTA builds above BM 16 (BM 32, which the heuristic
+    now runs at two CTAs) issue one slab's commit group at a time; every other ring build keeps one group per K128 step
     (the BM 8 / 16 two-CTA records and the one-CTA records are unchanged by session 15)."""
-    from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig, slab_groups_build
+    from gcmoe_build.kernels.sm90.role2_ring_config import Role2RingConfig, slab_groups_build
     from gcmoe_runtime.heuristics import SM90_PIPELINED_TWO_CTAS_MAX_BM
 
     assert SM90_PIPELINED_TWO_CTAS_MAX_BM == 32
@@ -454,15 +456,15 @@ def test_slab_groups_builds():
 
 
 def test_pingpong_builds(role2_arts):
-    """role2_ring.pingpong_build: only the 384-thread one-CTA BM 64 build's warpgroups take turns at the tensor pipe
-    (session 26). In its PTX every K128 step is one burst: the turn taken at the warpgroup's own named barrier
+    """role2_ring_config.pingpong_build: only the 384-thread one-CTA BM 64 build's warpgroups take turns at the tensor
+    pipe (session 26). In its PTX every K128 step is one burst: the turn taken at the warpgroup's own named barrier
     (``bar.sync`` on a register: 3 + warpgroup), one ``wgmma.fence``, the step's 8 wgmmas, one commit, the turn
     handed over (``bar.arrive``); warpgroup 1's first hand-over is a predicated ``bar.arrive 3`` before the task loop,
     and the hand-over of each K256 call's second step is predicated (warpgroup 1 skips it at the launch's last step,
     ``K128Step.final``), so no barrier follows the task loop (session 35: one there took the K loops off the uniform
     datapath). No other build has a register-named barrier."""
     from gcmoe_build.kernels.sm90.role2_config import PINGPONG_BARS, SIGNAL_BAR
-    from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig, pingpong_build
+    from gcmoe_build.kernels.sm90.role2_ring_config import Role2RingConfig, pingpong_build
 
     assert [pingpong_build(True, bm, c) for bm, c in ((8, 1), (16, 1), (32, 1), (64, 1), (8, 2), (16, 2),
                                                       (32, 2))] == [False, False, False, True, False, False, False]
@@ -489,15 +491,16 @@ def test_pingpong_builds(role2_arts):
 
 @pytest.mark.parametrize("inter", [256, 512])
 def test_narrow_builds(inter):
-    """role2_ring.narrow_n_build: the 384-thread one-CTA BM 48 / 64 / 80 builds (heuristics.SM90_NARROW_PASS) run a
-    block of at most 32 / 48 / 64 tokens in a K loop at that wgmma N, chosen per task on the record's token count.
+    """role2_ring_config.narrow_n_build: the 384-thread one-CTA BM 48 / 64 / 80 builds (heuristics.SM90_NARROW_PASS) run
+    a block of at most 32 / 48 / 64 tokens in a K loop at that wgmma N, chosen per task on the record's token count.
     Where W1's and W2's chunks match (I = 512 here, GLM-5.2's shapes: shared_loop_build) one loop per N serves both
     GEMMs (two loops); else (I = 256: W2's chunk K256 beside W1's K512) W1 has its narrow copy and W2 one loop at BM
     (three: a narrow W2 copy too, four loops, took them all off the uniform datapath, session 36)."""
     from gcmoe_build.frontend.dsl import import_dsl, trace_to_ptx
 
     import_dsl("sm_90a")
-    from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig, _trace_parts, narrow_n_build
+    from gcmoe_build.kernels.sm90.role2_ring import _trace_parts
+    from gcmoe_build.kernels.sm90.role2_ring_config import Role2RingConfig, narrow_n_build
     from gcmoe_runtime.heuristics import SM90_NARROW_PASS
 
     assert {bm: n for bm, (n, _) in SM90_NARROW_PASS.items()} == {48: 32, 64: 48, 80: 64}
@@ -536,6 +539,7 @@ def test_trace_builds_stamp_each_task_and_shipped_builds_do_not(role2_arts, monk
     waits'."""
     from gcmoe_build.compile import compile_variant
     from gcmoe_build.kernels.sm90 import role2_ring
+    from gcmoe_build.kernels.sm90.role2_ring_config import narrow_n_build
 
     assert role2_ring.TRACE is False
     v = next(v for v in _role2_variants() if v.params["threads"] == 384 and v.params["ranks"] == 1)
@@ -543,7 +547,7 @@ def test_trace_builds_stamp_each_task_and_shipped_builds_do_not(role2_arts, monk
     monkeypatch.setattr(role2_ring, "TRACE", True)
     traced = compile_variant(v).ptx
     assert "%smid" not in plain and traced.count("%smid") == 1
-    assert role2_ring.narrow_n_build(True, 64, 1)
+    assert narrow_n_build(True, 64, 1)
     top_parts = 3 * 4  # role2_chunks.for_each_chunk's stamps "top" / "issued" / "scales" / "landed" at three sites
     assert traced.count("%globaltimer") == plain.count("%globaltimer") + 10 + top_parts
     assert traced.count("st.relaxed.gpu.global.u64") >= plain.count("st.relaxed.gpu.global.u64") + 11 + top_parts
@@ -574,7 +578,7 @@ def test_k_interleave_builds_tables_per_step_and_permutes_chunks(bm, ctas):
     p0, p1 = arts[0].ptx, arts[1].ptx
     assert "prmt.b32 $0" not in p1 and re.search(r"prmt\.b32 %r\d+, %r\d+, 0, %r\d+;", p1)
     assert not re.search(r"prmt\.b32 %r\d+, %r\d+, 0, %r\d+;", p0)
-    from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig
+    from gcmoe_build.kernels.sm90.role2_ring_config import Role2RingConfig
 
     # W1's chunk loops permute (W2's chunks come pre-interleaved from W1's epilogue): the W1 loop, or each of the two
     # shared loops (one per wgmma N, serving both GEMMs: a run-time branch on the task's GEMM)

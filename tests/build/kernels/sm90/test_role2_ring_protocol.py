@@ -1,25 +1,26 @@
-"""CPU model of the registered role2's ring protocol (gcmoe_build/kernels/sm90/role2_ring.py) against role1's
-producer rule (gcmoe_runtime/operator/ring.py): random interleavings of G persistent CTAs running the static task
-split or the dynamic claims (each CTA's first ``STATIC_ROUNDS`` tasks static, every later one claimed from the
-ticket when the CTA takes up the task before it, ``claimed_task`` / ``claim_zeroes_ticket``), with role1 filling pool blocks strictly in pool order (the most constraining producer) and waiting for
-``l1_empty_count >= gen`` before overwriting a ring block. Checks: no deadlock; a task only ever sees its own
-generation's ring data; W2 only ever sees mask bits set by its own generation's W1 tasks; every generation is
+"""CPU model of the registered role2's ring protocol (gcmoe_build/kernels/sm90/role2_ring.py; its host mirrors in
+role2_ring_config.py) against role1's producer rule (gcmoe_runtime/operator/ring.py): random interleavings of G
+persistent CTAs running the static task split or the dynamic claims (each CTA's first ``STATIC_ROUNDS`` tasks static,
+every later one claimed from the ticket when the CTA takes up the task before it, ``claimed_task`` /
+``claim_zeroes_ticket``), with role1 filling pool blocks strictly in pool order (the most constraining producer) and
+waiting for ``l1_empty_count >= gen`` before overwriting a ring block. Checks: no deadlock; a task only ever sees its
+own generation's ring data; W2 only ever sees mask bits set by its own generation's W1 tasks; every generation is
 handed back to role1 exactly once (+1 on l1_empty); final counters equal the kernel's targets. The model uses the
-kernel module's own task order and counter formulas (split_task_coords, w1_split_runs, l2_empty_target, last_w2_old).
-With the W1 split-K (role2_ring "W1 split-K"), only a tile's last K-range task publishes its bits, after every
-K range of the tile has arrived, and the arrival count is back at zero when the replay ends. With claims: every task
-runs exactly once, a launch makes ``ntasks - (STATIC_ROUNDS - 1) * G`` claims, and the ticket is back at zero
-when it ends; with too few
-tasks per CTA (``claims_run``) the replay keeps the static split, as the kernel does."""
+kernel's own task order and counter formulas (split_task_coords, w1_split_runs, l2_empty_target, last_w2_old). With
+the W1 split-K (role2_ring "W1 split-K"), only a tile's last K-range task publishes its bits, after every K range of
+the tile has arrived, and the arrival count is back at zero when the replay ends. With claims: every task runs
+exactly once, a launch makes ``ntasks - (STATIC_ROUNDS - 1) * G`` claims, and the ticket is back at zero when it
+ends; with too few tasks per CTA (``claims_run``) the replay keeps the static split, as the kernel does."""
 from __future__ import annotations
 
 import random
 
 import pytest
 
-from gcmoe_build.kernels.sm90.role2_ring import (CLAIM_MIN_TASKS_PER_CTA, STATIC_ROUNDS, claim_zeroes_ticket,
-                                                 claimed_task, claims_run, l2_empty_target, last_w2_old,
-                                                 split_task_coords, w1_split_runs)
+from gcmoe_build.kernels.sm90.role2_ring_config import (CLAIM_MIN_TASKS_PER_CTA, STATIC_ROUNDS, claim_zeroes_ticket,
+                                                        claimed_task, claims_run, l2_empty_target, last_w2_old,
+                                                        w1_split_runs)
+from gcmoe_build.kernels.sm90.role2_schedule import split_task_coords
 from gcmoe_runtime.operator.ring import ring_slot
 
 
@@ -145,7 +146,7 @@ def test_claims_run_only_with_enough_tasks_per_cta():
 
 def test_model_catches_a_wrong_claim():
     """The claim checks are not vacuous: a ticket the last claim does not zero, or a claim that skips a task, fail."""
-    import gcmoe_build.kernels.sm90.role2_ring as r2
+    import gcmoe_build.kernels.sm90.role2_ring_config as r2
 
     for wrong in ({"claim_zeroes_ticket": lambda old, ntasks, ncta: False},
                   {"claimed_task": lambda old, ncta, ntasks: (lambda t: t if t < ntasks else -1)(ncta + 2 * old)}):
@@ -163,7 +164,7 @@ def test_model_catches_a_wrong_claim():
 
 def test_model_catches_a_wrong_completion_target():
     """The model is not vacuous: with the mask never cleared, the next generation's W1 trips the stale-bit check."""
-    import gcmoe_build.kernels.sm90.role2_ring as r2
+    import gcmoe_build.kernels.sm90.role2_ring_config as r2
 
     with pytest.raises(AssertionError):
         orig = r2.last_w2_old

@@ -23,7 +23,7 @@ def test_ring_slots_follow_the_stage_barriers():
     """The 384-thread ring builds put their task slots after the stage barriers, inside the CTA's shared memory; the
     test model's W2 tasks (I = 256: two K128) need five slots against eight stages, the production shapes two. The
     signal warp's two 16-byte coordinates records follow, 16-byte aligned, where the build has one."""
-    from gcmoe_build.kernels.sm90.role2_ring import Role2RingConfig
+    from gcmoe_build.kernels.sm90.role2_ring_config import Role2RingConfig
     from gcmoe_build.kernels.sm90.task_queue import TASK_SLOT_BYTES
     from tests.build.kernels.sm90.test_role2_ring import BASE
 
@@ -31,7 +31,7 @@ def test_ring_slots_follow_the_stage_barriers():
         o = Role2RingConfig({**BASE, "hidden": h, "intermediate": i, "bm": bm, "threads": 384}).smem_offsets()
         assert o["nslots"] == slots
         assert o["slots"] == o["bar"] + 16 * o["stages"]
-        if "sigrec" in o:  # the builds whose releases run on the signal warp (role2_ring.signal_warp_build)
+        if "sigrec" in o:  # the builds whose releases run on the signal warp (role2_ring_config.signal_warp_build)
             assert o["sigrec"] == -(-(o["slots"] + slots * TASK_SLOT_BYTES) // 16) * 16
             assert o["total"] == o["sigrec"] + 32
         else:
