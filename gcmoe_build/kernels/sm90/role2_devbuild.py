@@ -172,9 +172,11 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
 
 #: ... and (session 53, Role2GemmConfig.burst_halves) the BM 64 / 80 turns form fed interleaved rows (``_ppksafwr``)
 #: with each burst's two slabs committed and promoted one at a time (h), slab 1 also decoded after slab 0's group is
-#: issued (h2), and the base and h forms stamping %clock at each K128 step's events (c: stamp_role2.py)
+#: issued (h2), and the base and h forms stamping %clock at each K128 step's events (c: stamp_role2.py); session 55:
+#: the next step's slab 0 decoded under this step's slab 1 MMAs (h3; two / four K128 steps per MMA call: h3, h34)
 ACT2_EXPERIMENTS.update({sfx: {**ACT2_EXPERIMENTS["_ppksafwr"], **kw} for sfx, kw in (
     ("_ppksafwrh", dict(burst_halves=1)), ("_ppksafwrh2", dict(burst_halves=2)),
+    ("_ppksafwrh3", dict(burst_halves=3)), ("_ppksafwrh34", dict(burst_halves=3, mma_steps_per_call=4)),
     ("_ppksafwrc", dict(step_stamps=True)), ("_ppksafwrhc", dict(burst_halves=1, step_stamps=True)))})
 
 

@@ -118,7 +118,9 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     (:func:`_read_k128_stage`) and each slab's table pair is built once per step from its bytes ``2t``, ``2t + 1``.
     ``burst_halves`` (``Role2GemmConfig.burst_halves``; ``turns`` at lag 0): a step's burst commits slab 0's four
     chained wgmmas and slab 1's as two groups, and its promote takes slab 0 after waiting for one group, slab 1 after
-    the other; at 2 slab 1's A fragments are decoded after slab 0's group is issued.
+    the other; at 2 slab 1's A fragments are decoded after slab 0's group is issued; at 3 the next step of the call
+    has its slab 0 fragments decoded once this step's slab 0 group is done, under slab 1's MMAs, before slab 0's promote
+    (those A registers are free then: nothing more is held for it).
 
     Chained per K128 (with or without slab groups), a step's (a slab group's) four K32 A fragments are decoded first
     and one ``wgmma.fence`` precedes its wgmmas: a fence orders every earlier register write of the warp, and the A
@@ -147,6 +149,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     # table pairs built at the step's first decode (trace-time cache: a step's K32 slices are decoded in one block)
     sels = [byte_selector((k_interleave_tig & 1) * 2 + hh) for hh in range(2)] if il else None
     luts_of = {}
+    ahead = {}  # burst_halves 3: id(step) -> its slab 0 fragments, decoded under the previous step's slab 1 MMAs
 
     def slab_luts(step, q, sl):
         words = step.words
@@ -206,6 +209,9 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         b_desc(step, 0)  # K32 0's descriptor ahead of the decode, where the turns have always built it
         if burst_halves == 2:  # slab 0's fragments now, slab 1's once slab 0's group is issued
             a_sl = [[slab_regs(step, q, 0) for q in range(4)]]
+        elif burst_halves == 3:  # slab 0's fragments from the previous step's promote, if it had this step
+            a_sl = [ahead.pop(id(step)) if id(step) in ahead else [slab_regs(step, q, 0) for q in range(4)],
+                    [slab_regs(step, q, 1) for q in range(4)]]
         else:
             a4 = [regs(step, q) for q in range(4)]
         mark(step, "decoded")
@@ -217,8 +223,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         if burst_halves:  # slab 0's chain, its group, then slab 1's: the promote waits for them one at a time
             parts = []
             for sl in range(nslab):
-                if burst_halves == 2:
-                    if sl:
+                if burst_halves >= 2:
+                    if sl and burst_halves == 2:
                         a_sl.append([slab_regs(step, q, sl) for q in range(4)])
                         wgmma_fence()
                     frags = a_sl[sl]
@@ -300,11 +306,13 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             promote_slab(len(pend) - 1)
         return
     if per_k128:
-        def promote(done, pending: int):
+        def promote(done, pending: int, nxt=None):
             parts, step = done
             if burst_halves:  # slab 0 while slab 1's group runs (lag 0: pending is 0)
                 tsc = folded(step.ascl[0])
                 wgmma_wait(1)
+                if burst_halves == 3 and nxt is not None:
+                    ahead[id(nxt)] = [slab_regs(nxt, q, 0) for q in range(4)]
                 fma(parts, tsc, slabs=(0,))
                 wgmma_wait(0)
                 mark(step, "mma_done")
@@ -320,7 +328,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             mark(step, "promoted")
 
         done = None  # (partials, step) of the previous step, its group still pending
-        for step in steps:
+        for j, step in enumerate(steps):
             parts = issue_step(step)
             if step.issued is not None:
                 step.issued()
@@ -328,7 +336,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                 promote(done, 1)
             done = (parts, step)
             if lag == 0:  # no room for a second partial set (BM 64): drain each step
-                promote(done, 0)
+                promote(done, 0, steps[j + 1] if j + 1 < len(steps) else None)
                 done = None
         if done is not None:
             promote(done, 0)

@@ -270,7 +270,8 @@ def test_burst_halves_promote_slab_0_under_slab_1s_mmas():
     chained wgmmas), and the step's promote waits for one group, promotes slab 0, then waits for the other — in SASS
     most of slab 0's 32 FFMAs sit between ``WARPGROUP.DEPBAR.LE gsb0, 0x1`` and ``0x0`` (ptxas keeps the overlap; a
     wait it hoisted would leave none), the same wgmmas, no spill in the K loop; at 2 slab 1 is decoded behind a second
-    fence per burst; refused without the turns at lag 0 and outside 0-2."""
+    fence per burst; at 3 the call's next step has its slab 0 decoded between the two waits; refused without the turns
+    at lag 0 and outside 0-3."""
     from gcmoe_build import sass
     from gcmoe_build.frontend.dsl import import_dsl
 
@@ -306,8 +307,28 @@ def test_burst_halves_promote_slab_0_under_slab_1s_mmas():
     assert ptx2.count("wgmma.commit_group") == ptx.count("wgmma.commit_group")
     assert ptx2.count("wgmma.fence") == 2 * ptx0.count("wgmma.fence")
     assert all(lp.count("STL", "LDL") == 0 for lp in sass.innermost_mma_loops(sass.disassemble(cubin2)))
-    with pytest.raises(ValueError, match="burst_halves=3"):
-        Role2GemmConfig(**shape, **{**kw, "burst_halves": 3})
+    # burst_halves = 3 (session 55): in the first of the iteration's two steps the next step's slab 0 is decoded once
+    # this step's slab 0 group is done — PRMTs (the table lookups) between the two waits, none in the base form's
+    counts = []
+    for sfx in ("_ppksafwrh", "_ppksafwrh3"):
+        _, cub, _ = compile_one(f"role2_w1_glm52_bm64{sfx}", Role2GemmConfig(**shape, **ACT2_EXPERIMENTS[sfx]))
+        t = sass.disassemble(cub)
+        tl = t.splitlines()
+        (lp,) = sass.innermost_mma_loops(t)
+        assert lp.count("STL", "LDL") == 0
+        prmt, inside = [], None
+        for i in lp.insns:
+            if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in tl[i.line]:
+                inside = 0
+            elif "WARPGROUP.DEPBAR.LE gsb0, 0x0" in tl[i.line] and inside is not None:
+                prmt.append(inside)
+                inside = None
+            elif inside is not None and i.opcode == "PRMT":
+                inside += 1
+        counts.append(prmt)
+    assert counts[0] == [0, 0] and counts[1][0] >= 8 and counts[1][1] == 0, counts
+    with pytest.raises(ValueError, match="burst_halves=4"):
+        Role2GemmConfig(**shape, **{**kw, "burst_halves": 4})
     with pytest.raises(ValueError, match="burst_halves: .*pingpong=True"):
         Role2GemmConfig(**shape, **{**ACT2_EXPERIMENTS["_ppksafwrh"], "pingpong": False})
     with pytest.raises(ValueError, match="burst_halves"):
