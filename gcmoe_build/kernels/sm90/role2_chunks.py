@@ -106,7 +106,7 @@ def _copy_act_chunk_async(buf, row_addr, ctid, kc, ntok, bm: int, kc_len: int):
         _copy_act_unit(buf, row_addr, u, kc, ntok, bm, kc_len)
 
 
-def copy_rounds_per_call(cfg: "Role2GemmConfig") -> int:
+def copy_rounds_per_call(cfg: Role2GemmConfig) -> int:
     """Rounds (one 16-byte ``cp.async`` per consumer thread each) of the next activation chunk that each MMA call of
     the current chunk issues (:func:`for_each_chunk`): spread over the first half of its calls (at least the first),
     so the last copies still have half a chunk of MMAs to land under (spread over all the calls, the last ones were
@@ -196,14 +196,14 @@ def _run_chunk(kc, c0):
     return kc if c0 is None else c0 + kc
 
 
-def act_tma_phase_flips(cfg: "Role2GemmConfig", nkc: int | None = None) -> int:
+def act_tma_phase_flips(cfg: Role2GemmConfig, nkc: int | None = None) -> int:
     """How one task of ``cfg`` (``nkc`` chunks; default every chunk of K) moves :class:`ActTma`'s ``phases``: bit
     ``b`` flips when the task fills buffer ``b`` an odd number of times (chunk ``kc`` uses buffer ``kc % 2``)."""
     nkc = cfg.k // cfg.kc if nkc is None else nkc
     return ((nkc + 1) // 2 & 1) | ((nkc // 2 & 1) << 1)
 
 
-def _issue_act_chunk_tma(cfg: "Role2GemmConfig", smem, buf, src: ActTma, kc, b):
+def _issue_act_chunk_tma(cfg: Role2GemmConfig, smem, buf, src: ActTma, kc, b):
     """Consumer thread 0: chunk ``kc``'s ``KC/128`` boxes into buffer ``b`` (shared offset ``buf``), completing on
     that buffer's mbarrier."""
     bar = smem + src.bar_off + 8 * b
@@ -258,7 +258,7 @@ def _stamp_top(stamps, part: str, ctid, kc=None):
 
 
 @cute.jit
-def for_each_chunk(cfg: "Role2GemmConfig", smem, act_off: int, asc_off: int, row_addr, scale_addr, ctid, ntok, body,
+def for_each_chunk(cfg: Role2GemmConfig, smem, act_off: int, asc_off: int, row_addr, scale_addr, ctid, ntok, body,
                    wait_chunk=None, c0=None, nkc=None, stamps=None, w1=None):
     """Consumers, one task: stage each K chunk of the block's activations and scales in shared memory and run
     ``body(kc, act_buf, asc_buf, prefetch)`` (the chunk's MMAs; every wgmma waited when it returns) on it.

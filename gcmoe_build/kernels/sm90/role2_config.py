@@ -424,7 +424,7 @@ class Role2GemmConfig:
         return self.rows // ROWS_PER_CTA
 
 
-def task_smem_offsets(w1: "Role2GemmConfig", w2: "Role2GemmConfig") -> dict:
+def task_smem_offsets(w1: Role2GemmConfig, w2: Role2GemmConfig) -> dict:
     """Byte offsets of the per-task shared-memory areas of a W1+W2 task-stream kernel (role2's ring consumer,
     role4): the activation chunk ``act`` (also W2's BF16 staging ``[BM][256]``), the token scales ``asc``, the
     W1 epilogue's amax partials ``amax`` (4 slabs x 4 warps per token), a 16-byte ``info`` word; ``misc`` = the end.

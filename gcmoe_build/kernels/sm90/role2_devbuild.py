@@ -1,9 +1,9 @@
 """Developer build of the SM90 role2 GEMM cubins for the GPU correctness/timing harness.
 
 ``python -m gcmoe_build.kernels.sm90.role2_devbuild OUTDIR [--shapes test,glm52,dsv41flash]``
-compiles W1 and W2 for every BM, in the 256-thread and the 384-thread pipelined variant (suffix ``_p``), through the project's chain (``gcmoe_build.frontend.dsl`` ->
-PTX -> locked ptxas) and writes ``OUTDIR/<name>.cubin``, ``<name>.ptx`` and ``index.json``
-(entry name, config, dynamic smem, threads). This is a stop-gap until role2 is registered with
+compiles W1 and W2 for every BM, in the 256-thread and the 384-thread pipelined variant (suffix ``_p``), through the
+project's chain (``gcmoe_build.frontend.dsl`` -> PTX -> locked ptxas) and writes ``OUTDIR/<name>.cubin``, ``<name>.ptx``
+and ``index.json`` (entry name, config, dynamic smem, threads). This is a stop-gap until role2 is registered with
 the bundle pipeline; the GPU harness loads these cubins with ``cuLibraryLoadData`` only.
 """
 from __future__ import annotations

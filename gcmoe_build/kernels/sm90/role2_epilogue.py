@@ -180,10 +180,11 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
     BF16 ``acc * efac`` of the task's 256 rows is staged in shared memory ``[bm][256]`` at ``stage_off`` (512 B per
     token, 16-byte chunks swizzled: :func:`w2_stage_chunk_off`; the activation area, free once every warpgroup's last
     wgmma has read it: the first barrier), then leaves in 16-byte stores, 32 per valid token, to ``dst_of(n)`` (the
-    address of token n's 256 output rows, 16-byte aligned; it may load, e.g. the ring's ``ring_meta`` row). ``dst_of`` runs once per token, in thread ``n``, before
-    the staging, and its address is handed over through shared memory at ``dst_off`` (8 B per token), so the loads
-    behind it run under the staging instead of before every store. ``efac=None`` (role4's shared expert): no factor,
-    the multiply is not emitted. The caller orders the next use of either area.
+    address of token n's 256 output rows, 16-byte aligned; it may load, e.g. the ring's ``ring_meta`` row). ``dst_of``
+    runs once per token, in thread ``n``, before the staging, and its address is handed over through shared memory at
+    ``dst_off`` (8 B per token), so the loads behind it run under the staging instead of before every store.
+    ``efac=None`` (role4's shared expert): no factor, the multiply is not emitted. The caller orders the next use of
+    either area.
 
     ``after_loads()``, when given, runs in every consumer thread after the barrier that follows the last ``dst_of``
     load and before the first store; its result is returned. A release there orders every global read of the task

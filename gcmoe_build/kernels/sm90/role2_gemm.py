@@ -5,10 +5,10 @@ What is the issue's target already: packed FP4 weights are decoded to E4M3 in re
 (:mod:`.fp4_decode`) and fed as the A operand of ``wgmma.mma_async m64nBMk32 .e4m3`` (operands
 swapped: weight rows = M, tokens = N = BM; SASS ``QGMMA ... R<a>, gdesc[..]``), the MXFP4 block
 scales are folded into the decode as exact E4M3 exponent offsets (so W1's four K32 MMAs of a K128
-step share one accumulator), weight loads carry an L2 EVICT_FIRST policy. Two thread-count variants (paper §4.4): 256 threads, each consumer thread loading its
-fragments straight from HBM into a two-stage register buffer; 384 threads ("pipelined"), a producer
-warpgroup streaming K128 stages with 1-D ``cp.async.bulk`` into up to 8 shared-memory stages on
-full/empty mbarriers (bounded waits: trap after ``timeout_ns``), ``setmaxnreg`` 40/232 (32/104 when built for two
+step share one accumulator), weight loads carry an L2 EVICT_FIRST policy. Two thread-count variants (paper §4.4): 256
+threads, each consumer thread loading its fragments straight from HBM into a two-stage register buffer; 384 threads
+("pipelined"), a producer warpgroup streaming K128 stages with 1-D ``cp.async.bulk`` into up to 8 shared-memory stages
+on full/empty mbarriers (bounded waits: trap after ``timeout_ns``), ``setmaxnreg`` 40/232 (32/104 when built for two
 CTAs per SM: :attr:`Role2GemmConfig.setmaxnreg`).
 
 These two are non-persistent (one CTA per (256-row tile, ring block), no ring handshake: the caller
@@ -32,8 +32,8 @@ Kernel contract (one layer, one rank; byte addresses as Int64 params; layouts fr
   of a warpgroup reads bytes ``[32t, 32t+32)`` of its slab's tile per K128 step), ``ws``: scale tiles
   ``uint8 [E, N/64, K/128, 256]`` (``sm90_layout.permute_scales`` of the transform's stored UE8M0
   scales), ``ef``: FP32 ``[E]`` expert factor. Weight value = decoded E4M3 (= fp4 x 2**(stored-133-5)) x
-  2**5 x ``ef`` = fp4/64 x ``2**(stored-127)`` x ``ef`` (the transform's x64 convention). W1 rows are gate/up interleaved in
-  8-row groups (``gate_up``): accumulator row halves 0/1 of a thread are gate/up of one I-column.
+  2**5 x ``ef`` = fp4/64 x ``2**(stored-127)`` x ``ef`` (the transform's x64 convention). W1 rows are gate/up
+  interleaved in 8-row groups (``gate_up``): accumulator row halves 0/1 of a thread are gate/up of one I-column.
 * Ring block ``b`` (``grid.y``): ``bexp[b]`` expert, ``bntok[b]`` valid tokens (<= BM), activations
   ``act[b][BM][K]`` E4M3; scales W1: FP32 ``[b][BM][H/128]``, W2: UE8M0 ``[b][BM][I/L2_SCALE_GROUP]``. Padded
   tokens are zeroed on the way into shared memory and produce no output, so stale ring contents (even

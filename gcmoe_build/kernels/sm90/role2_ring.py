@@ -70,10 +70,10 @@ here is the ring contract (``gcmoe_runtime.operator.ring``, ``gcmoe_runtime.work
   before publishing the task record. The chunk is the verified kernels' ``kc`` (a multiple of
   256, up to all of I at small BM), so a chunk waits on 4 or more bits, not the paper's two per W2
   K128 tile: per-K128 staging is a measured-next step. The 384-thread builds copy chunk kc + 1 (by tensor map)
-  into a second buffer while chunk kc is multiplied (``Role2GemmConfig.act_buffers = 2``, W1 and W2). Epilogue: BF16 partials staged through shared memory,
-  then 16-byte ``st.global.v4`` straight into the SOURCE rank's ``combine[slot][src_token][H]``
-  through the peer descriptor (``ring_meta[rb][row] = (weight, src_rank, src_token, slot)``).
-  Release: ``atom.release.gpu.add l2_empty_count[rb]``, issued inside the epilogue after the last read of the
+  into a second buffer while chunk kc is multiplied (``Role2GemmConfig.act_buffers = 2``, W1 and W2). Epilogue: BF16
+  partials staged through shared memory, then 16-byte ``st.global.v4`` straight into the SOURCE rank's
+  ``combine[slot][src_token][H]`` through the peer descriptor (``ring_meta[rb][row] = (weight, src_rank, src_token,
+  slot)``). Release: ``atom.release.gpu.add l2_empty_count[rb]``, issued inside the epilogue after the last read of the
   block (``ring_meta``) and before the first combine store (``w2_epilogue``'s ``after_loads``): the counts guard only
   reads (write-after-read: the next generation's W1 rewrites ``l2_x``, role1 ``ring_x`` / ``ring_meta``), so the
   fence in the release has none of the task's stores to wait for. Placed after the stores (session 11 and before,
@@ -166,16 +166,16 @@ here is the ring contract (``gcmoe_runtime.operator.ring``, ``gcmoe_runtime.work
   BM 8 build with the variant parameter ``w1_split = W1_SPLIT`` (its own build since session 22, picked by
   ``heuristics.sm90_w1_split`` only where every replay of T tokens can split; the other token counts run the
   build without any split code) therefore runs each W1 tile as ``W1_SPLIT`` tasks over equal K ranges when the
-  replay's tiles x split fit the grid, in one ring generation of at most ``W1_SPLIT_MAX_BLOCKS`` blocks (:func:`w1_split_runs`, uniform
-  over the grid: every CTA reads the same ``nq``). The order stays generation-phased, a tile's K ranges consecutive
-  (``role2_schedule.split_task_coords``). A K-range task streams and multiplies only its range (the producer's
-  stages, the consumers' chunks ``[c0, c0 + nch)``), stores its FP32 accumulators to ``w1_partials`` and counts
-  itself in at ``w1_split_count[rb][tile]`` (stores, barrier, fence + ``atom.acq_rel``; the pattern of role4's
-  split-K). The last arrival adds the other range's partial (L1-bypassing loads after the acquire), zeroes the count
-  for the next replay and runs the epilogue + release as above; the others hand the signal warp a record with
-  ``is1 = 2`` (release nothing). No task waits for another K range, so the order keeps its no-deadlock argument;
-  with two ranges the sum's bits do not depend on which arrives last. (Session 22 split the W2 tiles the same way,
-  DSV-4.1-Flash T = 1 with 120 W2 tiles: +6.9 % against the W1 split alone, ptxas' K loops 7 % longer; removed.)
+  replay's tiles x split fit the grid, in one ring generation of at most ``W1_SPLIT_MAX_BLOCKS`` blocks
+  (:func:`w1_split_runs`, uniform over the grid: every CTA reads the same ``nq``). The order stays generation-phased, a
+  tile's K ranges consecutive (``role2_schedule.split_task_coords``). A K-range task streams and multiplies only its
+  range (the producer's stages, the consumers' chunks ``[c0, c0 + nch)``), stores its FP32 accumulators to
+  ``w1_partials`` and counts itself in at ``w1_split_count[rb][tile]`` (stores, barrier, fence + ``atom.acq_rel``; the
+  pattern of role4's split-K). The last arrival adds the other range's partial (L1-bypassing loads after the acquire),
+  zeroes the count for the next replay and runs the epilogue + release as above; the others hand the signal warp a
+  record with ``is1 = 2`` (release nothing). No task waits for another K range, so the order keeps its no-deadlock
+  argument; with two ranges the sum's bits do not depend on which arrives last. (Session 22 split the W2 tiles the same
+  way, DSV-4.1-Flash T = 1 with 120 W2 tiles: +6.9 % against the W1 split alone, ptxas' K loops 7 % longer; removed.)
 
 * **K interleave (384-thread builds, session 50; variant param ``k_interleave``, the manifest target's
   ``k_interleave``; ``Role2GemmConfig.k_interleave``).** The routed tiles' K order inside each K128 step gives every
