@@ -265,6 +265,27 @@ def test_slab_groups_commit_one_group_per_step_and_slab(groups):
         Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=8, pipelined=False, slab_groups=1)
 
 
+def _between_burst_waits(cubin, opcode: str) -> list[int]:
+    """Per K128 step of the (single) K loop: how many ``opcode`` instructions sit between the step's
+    ``WARPGROUP.DEPBAR.LE gsb0, 0x1`` and ``0x0`` (the burst halves' two waits); the loop has no spill."""
+    from gcmoe_build import sass
+
+    text = sass.disassemble(cubin)
+    lines = text.splitlines()
+    (loop,) = sass.innermost_mma_loops(text)
+    assert loop.count("STL", "LDL") == 0
+    between, inside = [], None
+    for i in loop.insns:
+        if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in lines[i.line]:
+            inside = 0
+        elif "WARPGROUP.DEPBAR.LE gsb0, 0x0" in lines[i.line] and inside is not None:
+            between.append(inside)
+            inside = None
+        elif inside is not None and i.opcode == opcode:
+            inside += 1
+    return between
+
+
 def test_burst_halves_promote_slab_0_under_slab_1s_mmas():
     """``burst_halves`` (session 53, dev): a turns build's K128 burst is committed as two groups (each slab's four
     chained wgmmas), and the step's promote waits for one group, promotes slab 0, then waits for the other — in SASS
@@ -287,19 +308,7 @@ def test_burst_halves_promote_slab_0_under_slab_1s_mmas():
     assert ptx.count("wgmma.mma_async") == ptx0.count("wgmma.mma_async")
     assert ptx.count("wgmma.commit_group") == 2 * ptx0.count("wgmma.commit_group")
     assert "wgmma.wait_group.sync.aligned 1;" in ptx and "wgmma.wait_group.sync.aligned 1;" not in ptx0
-    text = sass.disassemble(cubin)
-    lines = text.splitlines()
-    loops = sass.innermost_mma_loops(text)
-    assert loops and all(lp.count("STL", "LDL") == 0 for lp in loops)
-    between, inside = [], None
-    for i in loops[0].insns:
-        if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in lines[i.line]:
-            inside = 0
-        elif "WARPGROUP.DEPBAR.LE gsb0, 0x0" in lines[i.line] and inside is not None:
-            between.append(inside)
-            inside = None
-        elif inside is not None and i.opcode == "FFMA":
-            inside += 1
+    between = _between_burst_waits(cubin, "FFMA")
     assert len(between) == 2 and min(between) >= 16, between  # two K128 steps per iteration
     # burst_halves = 2: slab 1's fragments decoded after slab 0's group is issued, behind a second fence per burst
     ptx2, cubin2, _ = compile_one("role2_w1_glm52_bm64_ppksafwrh2",
@@ -309,24 +318,10 @@ def test_burst_halves_promote_slab_0_under_slab_1s_mmas():
     assert all(lp.count("STL", "LDL") == 0 for lp in sass.innermost_mma_loops(sass.disassemble(cubin2)))
     # burst_halves = 3 (session 55): in the first of the iteration's two steps the next step's slab 0 is decoded once
     # this step's slab 0 group is done — PRMTs (the table lookups) between the two waits, none in the base form's
-    counts = []
-    for sfx in ("_ppksafwrh", "_ppksafwrh3"):
-        _, cub, _ = compile_one(f"role2_w1_glm52_bm64{sfx}", Role2GemmConfig(**shape, **ACT2_EXPERIMENTS[sfx]))
-        t = sass.disassemble(cub)
-        tl = t.splitlines()
-        (lp,) = sass.innermost_mma_loops(t)
-        assert lp.count("STL", "LDL") == 0
-        prmt, inside = [], None
-        for i in lp.insns:
-            if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in tl[i.line]:
-                inside = 0
-            elif "WARPGROUP.DEPBAR.LE gsb0, 0x0" in tl[i.line] and inside is not None:
-                prmt.append(inside)
-                inside = None
-            elif inside is not None and i.opcode == "PRMT":
-                inside += 1
-        counts.append(prmt)
-    assert counts[0] == [0, 0] and counts[1][0] >= 8 and counts[1][1] == 0, counts
+    _, cubin3, _ = compile_one("role2_w1_glm52_bm64_ppksafwrh3",
+                               Role2GemmConfig(**shape, **ACT2_EXPERIMENTS["_ppksafwrh3"]))
+    prmt, prmt3 = _between_burst_waits(cubin, "PRMT"), _between_burst_waits(cubin3, "PRMT")
+    assert prmt == [0, 0] and prmt3[0] >= 8 and prmt3[1] == 0, (prmt, prmt3)
     with pytest.raises(ValueError, match="burst_halves=4"):
         Role2GemmConfig(**shape, **{**kw, "burst_halves": 4})
     with pytest.raises(ValueError, match="burst_halves: .*pingpong=True"):
