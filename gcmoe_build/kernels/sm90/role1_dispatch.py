@@ -40,6 +40,9 @@ Steps (T = ``ntok`` local tokens; CTA c owns the contiguous token range c*ceil(T
    (the value role2 acquires). Before writing a block of generation ``gen > 0`` the warp releases
    its previous token (so no warp waits while holding back a token role2 may need) and then waits
    until ``l1_empty_count[block] >= gen`` (role2 adds 1 per consumed generation; trap code 6).
+   Lane 0 runs a row ahead (session 53): the next row's pull leaves at the top of this row's iteration, once the
+   other stage's bulk store has read it, and each row's routing entry and weight are loaded an iteration before
+   their use, so no global round trip but the copy's own flight sits on the warp's row-to-row chain.
 
 The ring's token-row stride is ``bm_stride`` (the layout's bm_max) and its scale-row stride
 ``sf_stride`` (the layout's sf_rows_max), both by-value parameters, so one workspace serves every
@@ -197,8 +200,8 @@ def _trace_parts(cfg):
         pd_ = PeerDesc(peer)
         return pd_.base() + pd_.offset(r)
 
-    from .ptx_mem import (fence_proxy_async_global, fence_proxy_async_shared, mbar_arrive_expect_tx, mbar_init,
-                          mbar_init_fence)
+    from .ptx_mem import (bulk_wait_read, fence_proxy_async_global, fence_proxy_async_shared, mbar_arrive_expect_tx,
+                          mbar_init, mbar_init_fence)
     from .role1_sync import (
         atom_add_gpu_u64, atom_add_shared_u32, bulk_commit, bulk_g2s, bulk_s2g, bulk_wait, fence_acq_rel_gpu,
         fence_acq_rel_peer, globaltimer, grid_sync, ld_peer_u32, ld_peer_u64, ld_s32,
@@ -280,6 +283,24 @@ def _trace_parts(cfg):
         e0 = ld_shared_u32(smem + S_TAB + el * P * 4)
         tot = ld_shared_u32(smem + S_TAB + (el + 1) * P * 4) - e0
         return lo, el, r, j, g - e0, tot
+
+    def routing_entry(smem, ws, o_src_index, pos):
+        """Lane 0: sequence position ``pos``'s routing entry (``src_token << 5 | slot``) and source rank."""
+        lo, _el, r, j, _je, _tot = locate(smem, pos)
+        return ld_peer_u32(ws + o_src_index + (Int64(lo * CAP) + Int64(j)) * 4, SCOPE), r
+
+    def routing_weight(peer, o_topk_weights, ent, r):
+        """Lane 0: the routing weight's bits of entry ``ent`` of rank ``r``."""
+        return ld_peer_u32(peer_ws(peer, r) + o_topk_weights + (Int64(ent >> 5) * K + Int64(ent & 31)) * 4, SCOPE)
+
+    def pull(peer, o_x, o_x_sf, stage0, mbar0, ent, r, s):
+        """Lane 0: entry ``ent``'s FP8 row and scale row from rank ``r`` into the warp's stage ``s``."""
+        src = peer_ws(peer, r)
+        stok = Int64(ent >> 5)
+        mb = mbar0 + s * 8
+        mbar_arrive_expect_tx(mb, H + SFB)
+        bulk_g2s(stage0 + s * STAGE, src + o_x + stok * H, H, mb)
+        bulk_g2s(stage0 + s * STAGE + H, src + o_x_sf + stok * SFB, SFB, mb)
 
     @cute.kernel
     def kernel(peer: cute.Pointer, o_x: Int64, o_x_sf: Int64, o_topk_idx: Int64, o_topk_weights: Int64,
@@ -397,15 +418,21 @@ def _trace_parts(cfg):
         gw = bid * WARPS + warp
         stage0 = smem + S_STAGE + warp * (STAGES * STAGE)
         mbar0 = smem + S_MBAR + warp * (STAGES * 8)
+
+        # Lane 0's loads run one row ahead of their use, so no global round trip sits on the row-to-row chain: the
+        # row's entry and routing weight (its metadata), the next row's entry and source rank (its pull, issued at
+        # the top of this row's iteration so that its flight overlaps this row's work).
+        ent = Int32(0)
+        wb = Int32(0)
+        nent = Int32(0)
+        nr = Int32(0)
         if gw < total:
             if lane == 0:
-                lo, el, r, j, je, tot = locate(smem, gw)
-                ent = ld_peer_u32(ws + o_src_index + (Int64(lo * CAP) + Int64(j)) * 4, SCOPE)
-                src = peer_ws(peer, r)
-                stok = Int64(ent >> 5)
-                mbar_arrive_expect_tx(mbar0, H + SFB)
-                bulk_g2s(stage0, src + o_x + stok * H, H, mbar0)
-                bulk_g2s(stage0 + H, src + o_x_sf + stok * SFB, SFB, mbar0)
+                ent, r0 = routing_entry(smem, ws, o_src_index, gw)
+                pull(peer, o_x, o_x_sf, stage0, mbar0, ent, r0, Int32(0))
+                wb = routing_weight(peer, o_topk_weights, ent, r0)
+                if gw + W_TOTAL < total:
+                    nent, nr = routing_entry(smem, ws, o_src_index, gw + W_TOTAL)
         g = gw
         it = Int32(0)
         prev_rb = Int32(0)
@@ -425,7 +452,18 @@ def _trace_parts(cfg):
                 inc = inc + (BM - nblk)
             s = it & 1
             stg = stage0 + s * STAGE
+            gn = g + W_TOTAL
+            nwb = Int32(0)
+            nnent = Int32(0)
+            nnr = Int32(0)
             if lane == 0:
+                if gn < total:  # the next row's pull first: its flight overlaps this row's work and ring wait
+                    bulk_wait_read(0)  # the other stage's row (the previous token) has left in its bulk store
+                    fence_proxy_async_shared()  # this warp's generic reads of that stage -> the bulk copy's writes
+                    pull(peer, o_x, o_x_sf, stage0, mbar0, nent, nr, 1 - s)
+                    nwb = routing_weight(peer, o_topk_weights, nent, nr)
+                    if gn + W_TOTAL < total:
+                        nnent, nnr = routing_entry(smem, ws, o_src_index, gn + W_TOTAL)
                 if gen > Int32(0):
                     # release the previous token first: role2 may need exactly that block before it can
                     # free this one (waiting with a token held back could deadlock the ring)
@@ -439,6 +477,14 @@ def _trace_parts(cfg):
                 prev_inc = Int32(0)  # released above (lane 0 is the only lane that releases)
             syncwarp()
             mbar_wait(mbar0 + s * 8, (it >> 1) & 1, timeout_ns, err)
+            trow = Int64(rb) * Int64(bm_stride) + Int64(row)
+            for kb in cutlass.range(lane, NKB, 32):
+                v = ld_shared_u32(stg + H + kb * 4)
+                st_u32(ws + o_ring_sf + ((Int64(rb) * NKB + Int64(kb)) * Int64(sf_stride) + Int64(row)) * 4, v)
+            if lane == 0:
+                st_v4(ws + o_ring_meta + trow * 16, wb, r, ent >> 5, ent & 31)
+                if row == 0:
+                    st_v4(ws + o_ring_block + Int64(rb) * 16, el, nblk, pool, gen)
             if const_expr(cfg.k_interleave):  # every word of the row loaded before any is stored: one warp sync
                 src_w = k128_word_source_bits(lane)
                 words = [ld_shared_u32(stg + kb * 128 + src_w * 4) for kb in range(NKB)]
@@ -446,19 +492,6 @@ def _trace_parts(cfg):
                 for kb in cutlass.range_constexpr(NKB):
                     st_shared_u32(stg + kb * 128 + lane * 4, words[kb])
                 fence_proxy_async_shared()  # the row's generic writes -> lane 0's bulk store (after syncwarp)
-            trow = Int64(rb) * Int64(bm_stride) + Int64(row)
-            for kb in cutlass.range(lane, NKB, 32):
-                v = ld_shared_u32(stg + H + kb * 4)
-                st_u32(ws + o_ring_sf + ((Int64(rb) * NKB + Int64(kb)) * Int64(sf_stride) + Int64(row)) * 4, v)
-            if lane == 0:
-                ent = ld_peer_u32(ws + o_src_index + (Int64(lo * CAP) + Int64(j)) * 4, SCOPE)
-                stok = ent >> 5
-                slot = ent & 31
-                wbits = ld_peer_u32(peer_ws(peer, r) + o_topk_weights + (Int64(stok) * K + Int64(slot)) * 4,
-                                    SCOPE)
-                st_v4(ws + o_ring_meta + trow * 16, wbits, r, stok, slot)
-                if row == 0:
-                    st_v4(ws + o_ring_block + Int64(rb) * 16, el, nblk, pool, gen)
             fence_acq_rel_gpu()
             syncwarp()
             if lane == 0:
@@ -468,19 +501,10 @@ def _trace_parts(cfg):
                     bulk_wait(1)  # its row has landed (only this token's store may be pending)
                     fence_proxy_async_global()  # the bulk store's row -> the release
                     red_release_gpu_add_u32(ws + o_l1_full_count + Int64(prev_rb) * 4, prev_inc)
-            gn = g + W_TOTAL
-            if gn < total:
-                if lane == 0:
-                    lo2, el2, r2, j2, je2, tot2 = locate(smem, gn)
-                    ent2 = ld_peer_u32(ws + o_src_index + (Int64(lo2 * CAP) + Int64(j2)) * 4, SCOPE)
-                    src2 = peer_ws(peer, r2)
-                    stok2 = Int64(ent2 >> 5)
-                    nxt = stage0 + (1 - s) * STAGE
-                    mb2 = mbar0 + (1 - s) * 8
-                    fence_proxy_async_shared()  # this warp's generic reads of that stage -> the bulk copy's writes
-                    mbar_arrive_expect_tx(mb2, H + SFB)
-                    bulk_g2s(nxt, src2 + o_x + stok2 * H, H, mb2)
-                    bulk_g2s(nxt + H, src2 + o_x_sf + stok2 * SFB, SFB, mb2)
+            ent = nent
+            wb = nwb
+            nent = nnent
+            nr = nnr
             prev_rb = rb
             prev_inc = inc
             g = gn
