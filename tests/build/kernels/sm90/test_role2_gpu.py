@@ -79,7 +79,8 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
                                                                        (80, "_ppksafwr"))]
          # ... and their turns form with each burst's two slabs committed and promoted one at a time (session 53:
          # Role2GemmConfig.burst_halves)
-         + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (64, 80) for v in ("_ppksafwrh", "_ppksafwrh2")])
+         + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (64, 80) for v in ("_ppksafwrh", "_ppksafwrh2")]
+         + [(sh, 64, v) for sh in ("glm52", "dsv41flash") for v in ("_ppksafwrh3", "_ppksafwrh34")])
 # BM 48 (wgmma N = 48, session 29): the one-CTA forms at lag 0, lag 1 (a second partial set fits, unlike BM 64) and
 # with the turns; BM 80 (session 31): lag 0 and the turns (the ring's BM 80 build), one block for 65-80 tokens
 #: ("_p_read" / "_p2_read", the racy release, are built for diag_two_cta.py, which shows the race, not tested here:
