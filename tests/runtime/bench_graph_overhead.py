@@ -6,6 +6,9 @@ five placements:
 
 * ``green2``: the layer as shipped — role1 on the dispatch green context, role2 and role3 on the compute one;
 * ``green2-serial``: the same with role2 after role1 (the overlap-off ablation's graph);
+* ``green2-r3``: the same with role3 after role2 only, one cross-context edge (role1 -> role3) fewer per layer (the
+  handshake still holds: role2 acquired role1's generation before it ended; session 55 measured green2 +4.0 µs per
+  layer over one context in ``captured-x20``, two cross-context edges per layer);
 * ``green1``: every node on the compute green context: one green context, not two;
 * ``primary`` / ``primary-serial``: every node in the primary context (baselines (b) / (a)'s graphs);
 
@@ -35,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]  # gpu_selftest, the repo
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]  # gpu_selftest, repo
 
-PLACEMENTS = ("green2", "green2-serial", "green1", "primary", "primary-serial")
+PLACEMENTS = ("green2", "green2-serial", "green2-r3", "green1", "primary", "primary-serial")
 LAUNCHES = ("launch", "captured", "captured-x20")
 INNER = {"launch": 1, "captured": 1, "captured-x20": 20}  # layers per launch call
 CONFIGS = tuple((p, m) for m in LAUNCHES for p in PLACEMENTS)
@@ -94,9 +97,19 @@ class OneGreenContext:
         return ("one-green-context",) + self.green_key
 
 
+def role3_after_role2_only(edges):
+    """``gcmoe_runtime.graph._edges`` with role3 waiting for role2 alone (``green2-r3``)."""
+    def patched(roles, serialize_roots):
+        deps = edges(roles, serialize_roots)
+        deps["role3"] = ["role2"]
+        return deps
+    return patched
+
+
 def main() -> None:
     import torch
 
+    from gcmoe_runtime import graph as layer_graph
     from gcmoe_runtime import green
     from gcmoe_runtime.graph import RoleNode, get_layer_graph
     from gpu_selftest import Handshake, environment
@@ -117,7 +130,15 @@ def main() -> None:
     graphs = {}
     for p in PLACEMENTS:
         base, serial = p.split("-")[0], p.endswith("-serial")
-        graphs[p] = get_layer_graph(roles, parts[base], serialize_roots=serial)
+        if p == "green2-r3":  # built apart (not cached): the runtime's graphs keep their edges
+            saved = layer_graph._edges
+            layer_graph._edges = role3_after_role2_only(saved)
+            try:
+                graphs[p] = layer_graph.LayerGraph(roles, parts[base])
+            finally:
+                layer_graph._edges = saved
+        else:
+            graphs[p] = get_layer_graph(roles, parts[base], serialize_roots=serial)
     stream = torch.cuda.current_stream()
     replay = {}
     for p, g in graphs.items():

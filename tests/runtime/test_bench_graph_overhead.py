@@ -3,7 +3,8 @@ on the device machine): every configuration in each run, alternating order, medi
 primary context in the same launch mode, and the one-green-context placement's contexts."""
 from types import SimpleNamespace
 
-from bench_graph_overhead import CONFIGS, INNER, PLACEMENTS, OneGreenContext, run_order, summarise, table
+from bench_graph_overhead import (CONFIGS, INNER, PLACEMENTS, OneGreenContext, role3_after_role2_only, run_order,
+                                  summarise, table)
 
 
 def test_every_configuration_runs_each_time_in_alternating_order():
@@ -38,3 +39,12 @@ def test_one_green_context_puts_every_node_on_the_compute_context():
     assert (one.dispatch_ctx, one.compute_ctx) == ("C", "C")
     assert (one.device, one.dispatch_sms, one.compute_sms) == (0, 4, 128)
     assert one.key() != gp.key() and one.key()[1:] == gp.key()
+
+
+def test_the_r3_placement_drops_only_role1_to_role3():
+    from gcmoe_runtime.graph import _edges
+
+    roles = dict.fromkeys(("role1", "role2", "role3"))
+    assert _edges(roles, False)["role3"] == ["role1", "role2"]
+    deps = role3_after_role2_only(_edges)(roles, False)
+    assert deps == {"role1": [], "role2": [], "role3": ["role2"]} and "green2-r3" in PLACEMENTS
