@@ -189,14 +189,6 @@ class Role2GemmConfig:
     #: with ``k_interleave``: W1's activation rows arrive in the interleaved order already (role1 permuted them,
     #: ``heuristics.sm90_role1_interleaves_rows``; session 51), so no chunk is permuted here
     w1_rows_interleaved: bool = False
-    #: dev experiment (session 53, turns builds): 1 = each K128 burst commits its two slabs' wgmmas as two groups (slab
-    #: 0's four K32 chained, then slab 1's), and the step's promote waits for slab 0's group only, promotes it while
-    #: slab 1's MMAs run, then waits for slab 1's: part of the own burst's ~250 cycles hidden per step at lag 0 (BM
-    #: 64), in the same registers (the two slabs' partials are separate already). 2 = as 1, and slab 1's A fragments
-    #: are decoded after slab 0's group is issued (inside the turn, behind a second ``wgmma.fence``), so slab 0's MMAs
-    #: run under slab 1's decode too. 3 = as 1, and the next K128 step of the MMA call has its slab 0 fragments decoded
-    #: once this step's slab 0 group is done (its A registers free), under slab 1's MMAs, before slab 0's promote
-    burst_halves: int = 0
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -265,11 +257,6 @@ class Role2GemmConfig:
             raise ValueError("role2 k_interleave: the interleaved decode tables fold each K32 block's exponent and "
                              "the chunk permutation works on tensor-map chunks, so pipelined=True, act_tma=True, "
                              "fold_scales=True, dev_no_decode=False")
-        if self.burst_halves not in (0, 1, 2, 3):
-            raise ValueError(f"role2 burst_halves={self.burst_halves}: must be 0 (off), 1, 2 or 3")
-        if self.burst_halves and not (self.pingpong and self.lag == 0 and self.slab_passes == 1):
-            raise ValueError("role2 burst_halves: splits the turns' per-K128 burst of both slabs at lag 0, so "
-                             "pingpong=True, mma_lag 0 (BM 64 / 80), slab_passes=1")
         if self.w1_rows_interleaved and not self.k_interleave:
             raise ValueError("role2 w1_rows_interleaved: only with k_interleave (the rows' order is that layout's)")
         if self.kc % (128 * self.mma_steps_per_call):

@@ -170,14 +170,11 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
                     "_p2c4": dict(act_buffers=2, ctas_per_sm=2, mma_steps_per_call=4, dev_compute_only=True)}
 
 
-#: ... and (session 53, Role2GemmConfig.burst_halves) the BM 64 / 80 turns form fed interleaved rows (``_ppksafwr``)
-#: with each burst's two slabs committed and promoted one at a time (h), slab 1 also decoded after slab 0's group is
-#: issued (h2), and the base and h forms stamping %clock at each K128 step's events (c: stamp_role2.py); session 55:
-#: the next step's slab 0 decoded under this step's slab 1 MMAs (h3; two / four K128 steps per MMA call: h3, h34)
-ACT2_EXPERIMENTS.update({sfx: {**ACT2_EXPERIMENTS["_ppksafwr"], **kw} for sfx, kw in (
-    ("_ppksafwrh", dict(burst_halves=1)), ("_ppksafwrh2", dict(burst_halves=2)),
-    ("_ppksafwrh3", dict(burst_halves=3)), ("_ppksafwrh34", dict(burst_halves=3, mma_steps_per_call=4)),
-    ("_ppksafwrc", dict(step_stamps=True)), ("_ppksafwrhc", dict(burst_halves=1, step_stamps=True)))})
+#: ... and (session 53) the BM 64 / 80 turns form fed interleaved rows (``_ppksafwr``) stamping %clock at each K128
+#: step's events (c: stamp_role2.py). Sessions 53-55's burst halves (each burst's slabs committed and promoted one at
+#: a time, ``Role2GemmConfig.burst_halves`` 1-3: forms h, h2, h3, h34, hc) were measured in session 55 without a gain
+#: and removed (code at ``92b8fdb8``)
+ACT2_EXPERIMENTS["_ppksafwrc"] = {**ACT2_EXPERIMENTS["_ppksafwr"], "step_stamps": True}
 
 
 def configs(shapes, experiments: bool = False):
@@ -298,8 +295,7 @@ def main(argv=None):
                        "step_stamps": [STAMP_CTAS, STAMP_STEPS, list(STAMP_EVENTS)] if cfg.step_stamps else None,
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
                        "mma_steps_per_call": cfg.mma_steps_per_call, "k_interleave": cfg.k_interleave,
-                       "w1_rows_interleaved": cfg.w1_rows_interleaved,
-                       "burst_halves": cfg.burst_halves, "row_tiles": cfg.row_tiles}
+                       "w1_rows_interleaved": cfg.w1_rows_interleaved, "row_tiles": cfg.row_tiles}
         print(f"{name}: {len(cubin)} B cubin, {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     tmp = out / ".index.json.tmp"
     tmp.write_text(json.dumps(index, indent=1, sort_keys=True))

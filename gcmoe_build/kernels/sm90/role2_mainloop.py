@@ -76,7 +76,7 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
                     block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None,
-                    mma_n: int | None = None, k_interleave_tig=None, burst_halves: int = 0):
+                    mma_n: int | None = None, k_interleave_tig=None):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -116,11 +116,6 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     ``k_interleave_tig`` (``Role2GemmConfig.k_interleave``; None: the plain K order): the thread's ``lane % 4`` (an
     Int32), the K32 block all four of its K32 slices come from; a step's words then hold one scale word per slab
     (:func:`_read_k128_stage`) and each slab's table pair is built once per step from its bytes ``2t``, ``2t + 1``.
-    ``burst_halves`` (``Role2GemmConfig.burst_halves``; ``turns`` at lag 0): a step's burst commits slab 0's four
-    chained wgmmas and slab 1's as two groups, and its promote takes slab 0 after waiting for one group, slab 1 after
-    the other; at 2 slab 1's A fragments are decoded after slab 0's group is issued; at 3 the next step of the call
-    has its slab 0 fragments decoded once this step's slab 0 group is done, under slab 1's MMAs, before slab 0's promote
-    (those A registers are free then: nothing more is held for it).
 
     Chained per K128 (with or without slab groups), a step's (a slab group's) four K32 A fragments are decoded first
     and one ``wgmma.fence`` precedes its wgmmas: a fence orders every earlier register write of the warp, and the A
@@ -139,8 +134,6 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     per_k128 = (block_k128 if a_regs is not None else fold) and steps[0].ascl.group == 128
     if turns is not None and not (per_k128 and not slab_groups):
         raise ValueError("_mma_k128_steps turns: the per-K128 chain without slab groups only")
-    if burst_halves and not (turns is not None and lag == 0 and nslab == 2 and a_regs is None):
-        raise ValueError("_mma_k128_steps burst_halves: the turns' two-slab FP4 bursts at lag 0 only")
     r0 = (Int32(FOLD_LUT_WORDS[0]), Int32(FOLD_LUT_WORDS[1]))
     il = k_interleave_tig is not None
     if il and not (fold and decode and a_regs is None):
@@ -149,7 +142,6 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     # table pairs built at the step's first decode (trace-time cache: a step's K32 slices are decoded in one block)
     sels = [byte_selector((k_interleave_tig & 1) * 2 + hh) for hh in range(2)] if il else None
     luts_of = {}
-    ahead = {}  # burst_halves 3: id(step) -> its slab 0 fragments, decoded under the previous step's slab 1 MMAs
 
     def slab_luts(step, q, sl):
         words = step.words
@@ -207,42 +199,19 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             step.words  # the stage wait and loads first, so the next stamp closes them
             mark(step, "stage_ready")
         b_desc(step, 0)  # K32 0's descriptor ahead of the decode, where the turns have always built it
-        if burst_halves == 2:  # slab 0's fragments now, slab 1's once slab 0's group is issued
-            a_sl = [[slab_regs(step, q, 0) for q in range(4)]]
-        elif burst_halves == 3:  # slab 0's fragments from the previous step's promote, if it had this step
-            a_sl = [ahead.pop(id(step)) if id(step) in ahead else [slab_regs(step, q, 0) for q in range(4)],
-                    [slab_regs(step, q, 1) for q in range(4)]]
-        else:
-            a4 = [regs(step, q) for q in range(4)]
+        a4 = [regs(step, q) for q in range(4)]
         mark(step, "decoded")
         if turns is not None:
             turns[0]()
             mark(step, "turn")
         wgmma_fence()
         parts = (None,) * nslab
-        if burst_halves:  # slab 0's chain, its group, then slab 1's: the promote waits for them one at a time
-            parts = []
-            for sl in range(nslab):
-                if burst_halves >= 2:
-                    if sl and burst_halves == 2:
-                        a_sl.append([slab_regs(step, q, sl) for q in range(4)])
-                        wgmma_fence()
-                    frags = a_sl[sl]
-                else:
-                    frags = [a4[q][4 * sl:4 * sl + 4] for q in range(4)]
-                p = None
-                for q in range(4):
-                    p = wgmma_rs_e4m3(mn, frags[q], b_desc(step, q), p)
-                wgmma_commit()
-                parts.append(p)
-            parts = tuple(parts)
-        else:
-            for q in range(4):
-                d = b_desc(step, q)
-                parts = tuple(wgmma_rs_e4m3(mn, a4[q][4 * sl:4 * sl + 4], d, parts[sl]) for sl in range(nslab))
-                if turns is None and q == step.release_q and step.release is not None:
-                    step.release()
-            wgmma_commit()
+        for q in range(4):
+            d = b_desc(step, q)
+            parts = tuple(wgmma_rs_e4m3(mn, a4[q][4 * sl:4 * sl + 4], d, parts[sl]) for sl in range(nslab))
+            if turns is None and q == step.release_q and step.release is not None:
+                step.release()
+        wgmma_commit()
         if turns is not None:
             turns[1](step)
             if step.release is not None:
@@ -263,12 +232,12 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                 rs.append(ue8m0_to_f32(b if a_regs is not None else b - 1))
         return rs
 
-    def fma(parts, tsc, rs=None, slabs=None):
+    def fma(parts, tsc, rs=None):
         for i in range(nv):
             ts = tsc[(i >> 2) * 2 + (i & 1)]
             hrow = (i >> 1) & 1
             sc = [ts if rs is None else rs[2 * sl + hrow] * ts for sl in range(nslab)]
-            for sl in range(nslab) if slabs is None else slabs:
+            for sl in range(nslab):
                 acc[sl * nd + i] = acc[sl * nd + i] + fence_f32(parts[sl][i]) * sc[sl]
 
     if per_k128 and slab_groups:
@@ -306,20 +275,9 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             promote_slab(len(pend) - 1)
         return
     if per_k128:
-        def promote(done, pending: int, nxt=None):
-            parts, step = done
-            if burst_halves:  # slab 0 while slab 1's group runs (lag 0: pending is 0)
-                tsc = folded(step.ascl[0])
-                wgmma_wait(1)
-                if burst_halves == 3 and nxt is not None:
-                    ahead[id(nxt)] = [slab_regs(nxt, q, 0) for q in range(4)]
-                fma(parts, tsc, slabs=(0,))
-                wgmma_wait(0)
-                mark(step, "mma_done")
-                fma(parts, tsc, slabs=(1,))
-                mark(step, "promoted")
-                return
+        def promote(done, pending: int):
             wgmma_wait(pending)
+            parts, step = done
             mark(step, "mma_done")
             if a_regs is None:
                 fma(parts, folded(step.ascl[0]))
@@ -328,7 +286,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             mark(step, "promoted")
 
         done = None  # (partials, step) of the previous step, its group still pending
-        for j, step in enumerate(steps):
+        for step in steps:
             parts = issue_step(step)
             if step.issued is not None:
                 step.issued()
@@ -336,7 +294,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                 promote(done, 1)
             done = (parts, step)
             if lag == 0:  # no room for a second partial set (BM 64): drain each step
-                promote(done, 0, steps[j + 1] if j + 1 < len(steps) else None)
+                promote(done, 0)
                 done = None
         if done is not None:
             promote(done, 0)

@@ -65,7 +65,7 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
          + [(sh, 80, v) for sh in ("glm52", "dsv41flash") for v in ("_ppksaf", "_ppksafw")]
          # the step-stamp builds (session 34: Role2GemmConfig.step_stamps): stamping must not change a result
          + [("glm52", 64, "_ppksafwc"), ("glm52", 48, "_ppksafc"), ("glm52", 16, "_pp2ksafc"),
-            ("glm52", 64, "_ppksafwrc"), ("glm52", 64, "_ppksafwrhc")]
+            ("glm52", 64, "_ppksafwrc")]
          # four K128 steps per MMA call at lag 1, as the ring's one-CTA BM 8-48 builds (session 35), and stamped
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 48) for v in ("_ppksaf4",)]
          + [("glm52", 48, "_ppksafc4")]
@@ -76,11 +76,7 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
             + (("_ppksaf4i",) if bm in (8, 48) else ()) + (("_ppksafwi",) if bm >= 64 else ())]
          # ... and the one-CTA BM 48-80 forms fed W1 rows already interleaved (session 51: role1 writes them so)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm, v in ((48, "_ppksaf4r"), (64, "_ppksafwr"),
-                                                                       (80, "_ppksafwr"))]
-         # ... and their turns form with each burst's two slabs committed and promoted one at a time (session 53:
-         # Role2GemmConfig.burst_halves)
-         + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (64, 80) for v in ("_ppksafwrh", "_ppksafwrh2")]
-         + [(sh, 64, v) for sh in ("glm52", "dsv41flash") for v in ("_ppksafwrh3", "_ppksafwrh34")])
+                                                                       (80, "_ppksafwr"))])
 # BM 48 (wgmma N = 48, session 29): the one-CTA forms at lag 0, lag 1 (a second partial set fits, unlike BM 64) and
 # with the turns; BM 80 (session 31): lag 0 and the turns (the ring's BM 80 build), one block for 65-80 tokens
 #: ("_p_read" / "_p2_read", the racy release, are built for diag_two_cta.py, which shows the race, not tested here:
