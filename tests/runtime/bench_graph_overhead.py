@@ -2,7 +2,7 @@
 
 The handshake self-test kernels (``results/runtime/selftest-sm90a.gcmoe``: the role1 / role2 / role3 slots, one warp
 each, ``work_ns = 0``: each checks its generation and returns) replayed back to back as the layer's 3-node graph in
-five placements:
+six placements:
 
 * ``green2``: the layer as shipped — role1 on the dispatch green context, role2 and role3 on the compute one;
 * ``green2-serial``: the same with role2 after role1 (the overlap-off ablation's graph);
