@@ -124,12 +124,27 @@ def parser() -> argparse.ArgumentParser:
     tk.add_argument("--tile", default=None, help="role2 BM:THREADS[:CTAS[:SPLIT]] at every T (a build the bundle holds)")
     tk.add_argument("--out", type=Path, required=True)
 
+    ly = sub.add_parser("layers", help="µs per layer with many layers in one torch graph, as in a model's decode "
+                        "step, against one layer per graph (world 1; bench.model_step)")
+    ly.add_argument("--model", required=True, help="as for sweep (one model)")
+    ly.add_argument("--tokens", type=_tokens, default=(1, 2, 4, 8, 64))
+    ly.add_argument("--shared", action="store_true")
+    ly.add_argument("--layers", type=int, default=20, help="layers in the many-layer graph (>= 2)")
+    ly.add_argument("--impl", action="append", default=None, help="implementations (default gc-moe)")
+    ly.add_argument("--replays", type=int, default=20, help="replays of the many-layer graph per run")
+    ly.add_argument("--runs", type=int, default=4)
+    ly.add_argument("--role3-after", choices=("all", "role2"), default="all", help="dev: role2 drops the role1 -> "
+                    "role3 edge in every layer graph of the process (measurement only; bench.model_step)")
+    ly.add_argument("--seed", type=int, default=0)
+    ly.add_argument("--out", type=Path, required=True)
+
     sub.add_parser("list", help="list registered implementations")
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = parser().parse_args(argv)
+    ap = parser()
+    a = ap.parse_args(argv)
 
     if a.cmd == "timeline":
         from .shapes import resolve_model
@@ -139,6 +154,17 @@ def main(argv: list[str] | None = None) -> int:
                   "python -m gcmoe_runtime.bench " + shlex.join(sys.argv[1:] if argv is None else argv), a.seed,
                   _tile(a.tile), a.cold, a.flush, a.other_layers)
         print(markdown(res))
+        return 0
+
+    if a.cmd == "layers":
+        from .model_step import markdown as layers_markdown, run as run_layers
+        from .shapes import resolve_model
+
+        res = run_layers(resolve_model(a.model), list(a.tokens), a.shared, a.layers, a.impl or ["gc-moe"], a.replays,
+                         a.runs, a.out, "python -m gcmoe_runtime.bench " + shlex.join(sys.argv[1:] if argv is None
+                                                                                      else argv),
+                         a.role3_after, a.seed)
+        print(layers_markdown(res))
         return 0
 
     if a.cmd == "tasks":
