@@ -10,7 +10,16 @@ blocks. role2 reads nothing role4 writes (role4: combine lane k and its own regi
 ``heuristics.sm90_role4_edge`` says so the edge leaves role4's launch-order port instead (``role4_edge =
 "launch_order"``: role2 is launched once every role4 CTA has begun, and its CTAs take SMs as role4's retire;
 role4's CTAs never wait for role2's, so role2 is fully resident by role4's end at the latest; session 45).
-role3 (compute context) depends on every other node.
+role3 (compute context) depends on every other node but, at P = 1, role1 (:func:`role3_waits_for_role1`): a graph
+edge between the two green contexts costs ~3.5 µs of the layer even when role1 ended long before (session 56: eight
+real layers per torch graph, GLM-5.2 -3.5..-4.1 µs per layer at T = 1-64 without it, H100), and at P = 1 role2 already
+orders role1 before role3. What role3 reads or resets of role1's writes — the send counts (final at role1's first grid
+barrier), the receive counts CTA 0 publishes after it, the ring signals — role2 acquires before it ends (it waits for
+the counts before its first task and for every row's ``l1_full_count`` release, whose release also covers the warp's
+earlier reads). The one role1 access role2 does not order is a warp with no row reading ``send_count`` for its
+tables after the barrier: after role3's zeroing it reads a lower total, and its rows (the global cursor's ``g`` below
+the total) stay none. At P > 1 a peer's role1 writes this rank's receive counts and readiness, so the edge stays; the
+overlap-off ablation (``serialize_roots``) keeps its chain and edges.
 
 Each node is a kernel node whose ``kern`` is the library ``CUkernel`` and whose ``ctx`` is ``cuCtxFromGreenCtx`` of
 its partition; block, cluster dimensions and dynamic
@@ -108,7 +117,13 @@ def _check_co_resident(drv: Any, lk: LoadedKernel, need: int, role: str) -> None
                          f"driver fits {got} ({lf.block[0]} threads, {lf.dynamic_smem} B dynamic shared memory)")
 
 
-def _edges(roles: Mapping[str, RoleNode], serialize_roots: bool) -> dict[str, list[str]]:
+def role3_waits_for_role1(world_size: int) -> bool:
+    """Whether the layer graph keeps the role1 -> role3 edge: at P > 1 only (module docstring)."""
+    return world_size > 1
+
+
+def _edges(roles: Mapping[str, RoleNode], serialize_roots: bool,
+           role3_after_role1: bool = True) -> dict[str, list[str]]:
     if "role1" not in roles or "role2" not in roles:
         raise GraphError(f"a layer graph needs role1 and role2; got {sorted(roles)}")
     unknown = set(roles) - set(ROLE_PARTITION)
@@ -121,7 +136,8 @@ def _edges(roles: Mapping[str, RoleNode], serialize_roots: bool) -> dict[str, li
         else:  # role4 first on the compute SMs, overlapping role1 (module docstring)
             deps["role4"], deps["role2"] = [], ["role4"]
     if "role3" in roles:
-        deps["role3"] = [r for r in ("role1", "role2", "role4") if r in roles]
+        skip = () if role3_after_role1 or serialize_roots else ("role1",)
+        deps["role3"] = [r for r in ("role1", "role2", "role4") if r in roles and r not in skip]
     return deps
 
 
@@ -140,10 +156,11 @@ class LayerGraph:
     """A built child graph and its executable instance."""
 
     def __init__(self, roles: Mapping[str, RoleNode], partition: Any, *, tokens: int | None = None,
-                 serialize_roots: bool = False, role4_edge: str = "full", drv: Any = None):
+                 serialize_roots: bool = False, role4_edge: str = "full", role3_after_role1: bool = True,
+                 drv: Any = None):
         self.drv = drv or driver.REAL
         self.partition = partition
-        self.deps = _edges(roles, serialize_roots)
+        self.deps = _edges(roles, serialize_roots, role3_after_role1)
         self.role4_edge = role4_edge
         if self.role4_edge not in ROLE4_EDGES:
             raise GraphError(f"role4_edge={self.role4_edge!r}: one of {', '.join(ROLE4_EDGES)}")
@@ -232,14 +249,14 @@ def _stream(drv: Any, stream: Any) -> Any:
 
 
 def cache_key(roles: Mapping[str, RoleNode], partition: Any, tokens: int | None, serialize_roots: bool,
-              role4_edge: str = "full") -> tuple:
-    """(cubin hash, entry, parameter bytes) per role + the partition identity and the role4 -> role2 edge."""
+              role4_edge: str = "full", role3_after_role1: bool = True) -> tuple:
+    """(cubin hash, entry, parameter bytes) per role + the partition identity and the edges' options."""
     parts = []
     for role in sorted(roles):
         rn = roles[role]
         parts.append((role, rn.kernel.record.cubin_sha256, rn.kernel.name,
                       hashlib.sha256(rn.args.packed).hexdigest(), rn.grid))
-    return (tuple(parts), partition.key(), tokens, serialize_roots, role4_edge)
+    return (tuple(parts), partition.key(), tokens, serialize_roots, role4_edge, role3_after_role1)
 
 
 _cache: dict[tuple, LayerGraph] = {}
@@ -247,14 +264,15 @@ _cache_lock = threading.Lock()
 
 
 def get_layer_graph(roles: Mapping[str, RoleNode], partition: Any, *, tokens: int | None = None,
-                    serialize_roots: bool = False, role4_edge: str = "full", drv: Any = None) -> LayerGraph:
-    """The cached graph for these kernels, arguments, partition and role4 -> role2 edge (built on first use)."""
-    key = cache_key(roles, partition, tokens, serialize_roots, role4_edge)
+                    serialize_roots: bool = False, role4_edge: str = "full", role3_after_role1: bool = True,
+                    drv: Any = None) -> LayerGraph:
+    """The cached graph for these kernels, arguments, partition and edges (built on first use)."""
+    key = cache_key(roles, partition, tokens, serialize_roots, role4_edge, role3_after_role1)
     with _cache_lock:
         g = _cache.get(key)
         if g is None:
             g = _cache[key] = LayerGraph(roles, partition, tokens=tokens, serialize_roots=serialize_roots,
-                                         role4_edge=role4_edge, drv=drv)
+                                         role4_edge=role4_edge, role3_after_role1=role3_after_role1, drv=drv)
         return g
 
 

@@ -454,7 +454,7 @@ def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: 
     """One MoE layer on this rank's ``T = y.shape[0]`` tokens from ``buffer.x/x_sf/topk_*``; ``y``
     written in place (and returned). ``shared_weights``: the transformed shared expert (third result of
     ``transform_weights_for_gc_moe(..., shared_weights=...)``) when the buffer fuses shared experts. Collective: every rank of the group calls it."""
-    from gcmoe_runtime.graph import RoleNode, get_layer_graph
+    from gcmoe_runtime.graph import RoleNode, get_layer_graph, role3_waits_for_role1
     from gcmoe_runtime.heuristics import choose_shared_bm, sm90_place_ctas, sm90_role4_edge, sm90_w1_prefetch_steps
 
     if hasattr(shared_weights, "args"):  # transform_weights_for_gc_moe's SharedSM90Weights
@@ -479,7 +479,8 @@ def fp8_fp4_gc_moe(y: torch.Tensor, w1: GcMoeWeights, w2: GcMoeWeights, buffer: 
     # role2's CTAs bring their first W1 task's weights into L2 while role1 still fills the ring
     vals["w1_prefetch_steps"] = sm90_w1_prefetch_steps(T, buffer.world_size, edge)
     roles = {r: RoleNode(k, kernel_args(k, vals)) for r, k in kernels.items()}
-    graph = get_layer_graph(roles, gp, tokens=T, serialize_roots=not buffer.overlap, role4_edge=edge)
+    graph = get_layer_graph(roles, gp, tokens=T, serialize_roots=not buffer.overlap, role4_edge=edge,
+                            role3_after_role1=role3_waits_for_role1(buffer.world_size))
     stream = torch.cuda.current_stream(buffer.device)
     capturing = _capturing()
     with buffer.ws.call(int(stream.cuda_stream), capturing=capturing):

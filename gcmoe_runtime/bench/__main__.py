@@ -133,8 +133,9 @@ def parser() -> argparse.ArgumentParser:
     ly.add_argument("--impl", action="append", default=None, help="implementations (default gc-moe)")
     ly.add_argument("--replays", type=int, default=20, help="replays of the many-layer graph per run")
     ly.add_argument("--runs", type=int, default=4)
-    ly.add_argument("--role3-after", choices=("all", "role2"), default="all", help="dev: role2 drops the role1 -> "
-                    "role3 edge in every layer graph of the process (measurement only; bench.model_step)")
+    ly.add_argument("--role3-after", choices=("shipped", "all", "role2"), default="shipped", help="A/B arm: role3 "
+                    "after every node (all: the graph before session 56) or after role2 / role4 only (role2) in every "
+                    "layer graph of the process (bench.model_step)")
     ly.add_argument("--seed", type=int, default=0)
     ly.add_argument("--out", type=Path, required=True)
 

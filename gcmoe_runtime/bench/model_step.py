@@ -6,15 +6,14 @@ ones and ``GcMoeBench.clone_layers`` copies: other addresses, the same bytes per
 L2) and captured twice: one layer per torch graph (the paper protocol's replay, here back to back on the loaded
 weights) and every layer in one torch graph, in order (a model's decode step without its attention). Both are replayed
 back to back, ``--runs`` times in alternating order, timed with CUDA events; per layer µs = a run's time / (replays x
-layers per graph). Why: ``tests/runtime/bench_graph_overhead.py`` (empty kernels) measured twenty layers per graph at
-+4.4 µs per layer on the two green contexts over one (session 56), ~3 µs of it the role1 -> role3 cross-context edge;
-with real kernels role1 ends long before role2, so whether that edge's latency reaches the layer's critical path is
-what this measures (the protocol's one-layer replays do not show it: their launch is host-bound at ~5 µs).
+layers per graph). Why: a graph edge between the two green contexts costs its latency on the next node even when
+the upstream kernel ended long before (``tests/runtime/bench_graph_overhead.py`` with empty kernels; session 56 with
+real ones: the role1 -> role3 edge ~3.5 µs per layer at every T), and the protocol's one-layer replays hide most of it
+behind their host-bound launch.
 
-``--role3-after role2`` (dev, measurement only) builds every layer graph of the process with role3 after role2 (and
-role4) only, the role1 -> role3 edge dropped (``graph._edges`` patched for the process; the handshake still holds at
-P = 1: role2 acquired every row role1 released, and role1's warps without rows read only counts). Run it in its own
-process, beside a run without it, and compare the same rows.
+``--role3-after all`` (an A/B arm) builds every layer graph of the process with role3 after every other node, the
+graph before session 56 (since then role3 follows role2 and role4 only at P = 1, ``graph.role3_waits_for_role1``);
+``role2`` the P = 1 graph whatever the rule says. Run each arm in its own process and compare the same rows.
 
 An instrument, not the protocol: no L2 flush (the one-layer graph reruns the same weights, the many-layer graph
 different ones: compare modes within a row kind, not the two kinds' absolute values).
@@ -27,32 +26,20 @@ import statistics
 from pathlib import Path
 from typing import Any, Optional
 
-ROLE3_AFTER = ("all", "role2")
-
-
-def _edges_role3_after_role2(roles, serialize_roots):
-    """``graph._edges`` with role3 after role2 (and role4) only (``--role3-after role2``)."""
-    deps = _ORIGINAL_EDGES(roles, serialize_roots)
-    if "role3" in deps and not serialize_roots:
-        deps["role3"] = [r for r in deps["role3"] if r != "role1"]
-    return deps
-
-
-_ORIGINAL_EDGES = None
+#: ``--role3-after``: ``shipped`` leaves the runtime's rule (``graph.role3_waits_for_role1``: at P = 1 role3 follows
+#: role2 and role4 only); ``all`` puts role3 after every other node (the layer graph before session 56); ``role2``
+#: drops the role1 -> role3 edge (the P = 1 graph)
+ROLE3_AFTER = ("shipped", "all", "role2")
 
 
 def patch_role3_edges(after: str) -> None:
-    """Apply ``--role3-after`` to every layer graph this process builds (before the first one)."""
-    global _ORIGINAL_EDGES
+    """Apply ``--role3-after`` to every layer graph this process builds from now on."""
     if after not in ROLE3_AFTER:
         raise ValueError(f"role3_after={after!r}: one of {ROLE3_AFTER}")
-    if after == "all":
-        return
     from gcmoe_runtime import graph
 
-    if _ORIGINAL_EDGES is None:
-        _ORIGINAL_EDGES = graph._edges
-        graph._edges = _edges_role3_after_role2
+    if after != "shipped":
+        graph.role3_waits_for_role1 = (lambda world_size: True) if after == "all" else (lambda world_size: False)
     graph.clear_cache()
 
 
@@ -94,7 +81,7 @@ def measure_point(preps: list, replays: int, runs: int) -> dict:
 
 
 def run(model, tokens: list[int], shared: bool, layers: int, impls: list[str], replays: int, runs: int, out: Path,
-        command: str, role3_after: str = "all", seed: int = 0) -> dict:
+        command: str, role3_after: str = "shipped", seed: int = 0) -> dict:
     """Every (implementation, T) of ``model`` at world 1; writes ``layers.json`` / ``layers.md`` / ``layers.png``."""
     import torch
 

@@ -4,11 +4,12 @@ The handshake self-test kernels (``results/runtime/selftest-sm90a.gcmoe``: the r
 each, ``work_ns = 0``: each checks its generation and returns) replayed back to back as the layer's 3-node graph in
 six placements:
 
-* ``green2``: the layer as shipped — role1 on the dispatch green context, role2 and role3 on the compute one;
+* ``green2``: role1 on the dispatch green context, role2 and role3 on the compute one, role3 after both (the layer
+  graph at P > 1);
 * ``green2-serial``: the same with role2 after role1 (the overlap-off ablation's graph);
 * ``green2-r3``: the same with role3 after role2 only, one cross-context edge (role1 -> role3) fewer per layer (the
-  handshake still holds: role2 acquired role1's generation before it ended; session 55 measured green2 +4.0 µs per
-  layer over one context in ``captured-x20``, two cross-context edges per layer);
+  layer graph at P = 1 since session 56, ``graph.role3_waits_for_role1``; session 55 measured green2 +4.0 µs per
+  layer over one context in ``captured-x20``, two cross-context edges per layer; session 56 green2-r3 +1.4);
 * ``green1``: every node on the compute green context: one green context, not two;
 * ``primary`` / ``primary-serial``: every node in the primary context (baselines (b) / (a)'s graphs);
 
@@ -97,19 +98,9 @@ class OneGreenContext:
         return ("one-green-context",) + self.green_key
 
 
-def role3_after_role2_only(edges):
-    """``gcmoe_runtime.graph._edges`` with role3 waiting for role2 alone (``green2-r3``)."""
-    def patched(roles, serialize_roots):
-        deps = edges(roles, serialize_roots)
-        deps["role3"] = ["role2"]
-        return deps
-    return patched
-
-
 def main() -> None:
     import torch
 
-    from gcmoe_runtime import graph as layer_graph
     from gcmoe_runtime import green
     from gcmoe_runtime.graph import RoleNode, get_layer_graph
     from gpu_selftest import Handshake, environment
@@ -130,15 +121,7 @@ def main() -> None:
     graphs = {}
     for p in PLACEMENTS:
         base, serial = p.split("-")[0], p.endswith("-serial")
-        if p == "green2-r3":  # built apart (not cached): the runtime's graphs keep their edges
-            saved = layer_graph._edges
-            layer_graph._edges = role3_after_role2_only(saved)
-            try:
-                graphs[p] = layer_graph.LayerGraph(roles, parts[base])
-            finally:
-                layer_graph._edges = saved
-        else:
-            graphs[p] = get_layer_graph(roles, parts[base], serialize_roots=serial)
+        graphs[p] = get_layer_graph(roles, parts[base], serialize_roots=serial, role3_after_role1=p != "green2-r3")
     stream = torch.cuda.current_stream()
     replay = {}
     for p, g in graphs.items():

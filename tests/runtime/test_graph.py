@@ -63,6 +63,22 @@ def test_role4_is_a_compute_root_role2_and_role3_wait_for_it(env):
     lg.destroy()
 
 
+def test_one_rank_graph_has_no_role1_to_role3_edge(env):
+    """At P = 1 (``role3_waits_for_role1(1)`` is False) role3 follows the compute context's nodes only: no edge between
+    the two green contexts but none at all from role1; the option is part of a cached graph's identity; the serialised
+    ablation keeps role1 -> role3."""
+    d, gp, roles = env
+    assert G.role3_waits_for_role1(1) is False and G.role3_waits_for_role1(2) is True
+    n = nodes_by_kernel(d, G.LayerGraph(roles, gp, tokens=1, role3_after_role1=False, drv=d))
+    assert sorted(n["role3"][2]) == sorted([n["role2"][0], n["role4"][0]])
+    serial = nodes_by_kernel(d, G.LayerGraph(roles, gp, tokens=1, serialize_roots=True, role3_after_role1=False,
+                                             drv=d))
+    assert serial["role1"][0] in serial["role3"][2]
+    a = G.get_layer_graph(roles, gp, tokens=1, drv=d)
+    b = G.get_layer_graph(roles, gp, tokens=1, role3_after_role1=False, drv=d)
+    assert a is not b and G.get_layer_graph(roles, gp, tokens=1, role3_after_role1=False, drv=d) is b
+
+
 def test_role4_to_role2_edge_from_the_launch_order_port(env):
     """role2 after role4's launch-order port (heuristics.sm90_role4_edge): only that edge carries edge data (default
     type, port CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER); every other edge stays full; the kind is part of a cached

@@ -1,4 +1,4 @@
-"""The many-layer graph instrument's CPU side (gcmoe_runtime.bench.model_step): the dev edge patch, the report."""
+"""The many-layer graph instrument's CPU side (gcmoe_runtime.bench.model_step): the A/B arms' edge rule, the report."""
 import pytest
 
 from gcmoe_runtime import graph
@@ -9,35 +9,34 @@ ROLES = {"role1": None, "role2": None, "role3": None, "role4": None}
 
 
 @pytest.fixture
-def restore_edges():
-    original = graph._edges
+def restore_rule():
+    original = graph.role3_waits_for_role1
     yield
-    graph._edges = original
-    model_step._ORIGINAL_EDGES = None
+    graph.role3_waits_for_role1 = original
 
 
-def test_role3_after_role2_drops_only_the_role1_edge(restore_edges):
-    shipped = graph._edges(ROLES, False)
-    assert shipped["role3"] == ["role1", "role2", "role4"]
-    model_step.patch_role3_edges("role2")
-    patched = graph._edges(ROLES, False)
-    assert patched["role3"] == ["role2", "role4"]
-    assert {r: d for r, d in patched.items() if r != "role3"} == {r: d for r, d in shipped.items() if r != "role3"}
-    # the serialised ablation keeps its one chain
-    assert graph._edges(ROLES, True) == model_step._ORIGINAL_EDGES(ROLES, True)
-    model_step.patch_role3_edges("role2")  # twice: still one level of patching
-    assert graph._edges(ROLES, False)["role3"] == ["role2", "role4"]
+def test_shipped_rule_drops_role1_to_role3_at_one_rank_only(restore_rule):
+    model_step.patch_role3_edges("shipped")
+    assert graph.role3_waits_for_role1(1) is False and graph.role3_waits_for_role1(2) is True
+    assert graph._edges(ROLES, False, graph.role3_waits_for_role1(1))["role3"] == ["role2", "role4"]
+    assert graph._edges(ROLES, False, graph.role3_waits_for_role1(8))["role3"] == ["role1", "role2", "role4"]
+    # the serialised ablation keeps its chain and its edges
+    assert graph._edges(ROLES, True, False) == graph._edges(ROLES, True, True)
 
 
-def test_role3_after_all_leaves_the_graph_as_shipped(restore_edges):
-    model_step.patch_role3_edges("all")
-    assert graph._edges(ROLES, False)["role3"] == ["role1", "role2", "role4"]
+@pytest.mark.parametrize("after, at_one_rank", [("all", True), ("role2", False)])
+def test_arms_override_the_rule(restore_rule, after, at_one_rank):
+    model_step.patch_role3_edges(after)
+    assert graph.role3_waits_for_role1(1) is at_one_rank and graph.role3_waits_for_role1(8) is at_one_rank
+
+
+def test_unknown_arm_is_refused(restore_rule):
     with pytest.raises(ValueError, match="role3_after"):
         model_step.patch_role3_edges("role1")
 
 
 def test_markdown_rows_and_skips():
-    res = {"model": "glm-5.2", "shared": False, "layers": 20, "gpu": "H200", "date": "d", "role3_after": "all",
+    res = {"model": "glm-5.2", "shared": False, "layers": 20, "gpu": "H200", "date": "d", "role3_after": "shipped",
            "command": "python -m gcmoe_runtime.bench layers ...",
            "rows": [{"impl": "gc-moe", "tokens": 1, "one_us": 64.0, "all_us": 69.5, "all_minus_one_us": 5.5,
                      "all_runs": [69.4, 69.6]},
