@@ -11,7 +11,7 @@ blocks. role2 reads nothing role4 writes (role4: combine lane k and its own regi
 "launch_order"``: role2 is launched once every role4 CTA has begun, and its CTAs take SMs as role4's retire;
 role4's CTAs never wait for role2's, so role2 is fully resident by role4's end at the latest; session 45).
 role3 (compute context) depends on every other node but, at P = 1, role1 (:func:`role3_waits_for_role1`): a graph
-edge between the two green contexts costs ~3.5 µs of the layer even when role1 ended long before (session 56: eight
+edge between the two green contexts costs ~3.5 µs of the layer even when role1 ended long before (session 56: six
 real layers per torch graph, GLM-5.2 -3.5..-4.1 µs per layer at T = 1-64 without it, H100), and at P = 1 role2 already
 orders role1 before role3. What role3 reads or resets of role1's writes — the send counts (final at role1's first grid
 barrier), the receive counts CTA 0 publishes after it, the ring signals — role2 acquires before it ends (it waits for
