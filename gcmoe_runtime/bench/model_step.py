@@ -56,6 +56,21 @@ def _time_replays(replay, n: int) -> float:
     return a.elapsed_time(b) * 1e3
 
 
+#: GPU time each graph kind replays before its timed runs: session 56's four-run A/B at DSV-4.1-Flash + shared T = 1
+#: (~20 ms a run) had every process's first two runs ~8 % slower than its last two in both arms (the clocks coming up
+#: after the model's load), with a quarter run of warm-up
+WARMUP_S = 0.25
+
+
+def warm_up(replay, count: int, seconds: float = WARMUP_S) -> None:
+    """Replay in rounds of ``count`` until ``seconds`` of GPU time have passed (at least one round)."""
+    spent = 0.0
+    while True:
+        spent += _time_replays(replay, count) * 1e-6
+        if spent >= seconds:
+            return
+
+
 def measure_point(preps: list, replays: int, runs: int) -> dict:
     """One (implementation, T): the one-layer and all-layer graphs' µs per layer over ``runs`` alternating runs."""
     from .protocol import capture_graph
@@ -65,7 +80,7 @@ def measure_point(preps: list, replays: int, runs: int) -> dict:
     n = len(preps)
     kinds = {"one": (one.replay, replays * n, 1), "all": (many.replay, replays, n)}  # the same layers per run
     for replay, count, _ in kinds.values():
-        _time_replays(replay, max(2, count // 4))  # warm-up
+        warm_up(replay, count)
     per_layer: dict[str, list[float]] = {k: [] for k in kinds}
     for r in range(runs):
         for k in (kinds if r % 2 == 0 else list(kinds)[::-1]):

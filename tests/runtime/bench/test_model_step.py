@@ -56,3 +56,18 @@ def test_sweep_refuses_an_unexplained_protocol_change(capsys):
     with pytest.raises(SystemExit):
         main(["sweep", "--model", "glm-5.2", "--replays", "10", "--out", "/nonexistent"])
     assert "--deviation" in capsys.readouterr().err
+
+
+def test_warm_up_replays_until_its_time_has_passed(monkeypatch):
+    calls = []
+
+    def fake_time(replay, n):
+        calls.append(n)
+        return 60_000.0  # µs per round
+
+    monkeypatch.setattr(model_step, "_time_replays", fake_time)
+    model_step.warm_up(None, 7, seconds=0.25)
+    assert calls == [7] * 5  # 5 x 60 ms >= 250 ms
+    calls.clear()
+    model_step.warm_up(None, 7, seconds=0.0)
+    assert calls == [7]
