@@ -18,8 +18,10 @@ barrier), the receive counts CTA 0 publishes after it, the ring signals — role
 the counts before its first task and for every row's ``l1_full_count`` release, whose release also covers the warp's
 earlier reads). The one role1 access role2 does not order is a warp with no row reading ``send_count`` for its
 tables after the barrier: after role3's zeroing it reads a lower total, and its rows (the global cursor's ``g`` below
-the total) stay none. At P > 1 a peer's role1 writes this rank's receive counts and readiness, so the edge stays; the
-overlap-off ablation (``serialize_roots``) keeps its chain and edges.
+the total) stay none. At P > 1 the edge stays: role3 publishes role1's tag-1 phase as its combine readiness, and
+role1's CTA 0 bumps that phase after publishing the counts role2 waits for, so a rank whose role2 has no task could
+publish the previous phase (the peers' combine would time out). The overlap-off ablation (``serialize_roots``) keeps
+its chain and edges.
 
 Each node is a kernel node whose ``kern`` is the library ``CUkernel`` and whose ``ctx`` is ``cuCtxFromGreenCtx`` of
 its partition; block, cluster dimensions and dynamic
