@@ -57,8 +57,8 @@ def _time_replays(replay, n: int) -> float:
 
 
 #: GPU time each graph kind replays before its timed runs: session 56's four-run A/B at DSV-4.1-Flash + shared T = 1
-#: (~20 ms a run) had every process's first two runs ~8 % slower than its last two in both arms (the clocks coming up
-#: after the model's load), with a quarter run of warm-up
+#: (~20 ms a run) had every process's first two runs ~8 % slower than its last two in both arms, with a quarter run
+#: of warm-up (likely the clocks coming up after the model's load: the first ~40 ms of GPU work)
 WARMUP_S = 0.25
 
 
