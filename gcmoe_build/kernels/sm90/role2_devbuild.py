@@ -175,6 +175,12 @@ ACT2_EXPERIMENTS = {"_pd": dict(act_buffers=2), "_ppd": dict(act_buffers=2),
 #: a time, ``Role2GemmConfig.burst_halves`` 1-3: forms h, h2, h3, h34, hc) were measured in session 55 without a gain
 #: and removed (code at ``92b8fdb8``)
 ACT2_EXPERIMENTS["_ppksafwrc"] = {**ACT2_EXPERIMENTS["_ppksafwr"], "step_stamps": True}
+#: ... and (session 56) the turns form in the plain K order without the FP4 decode (x: ``dev_no_decode``, the raw
+#: code words as the A registers, outputs meaningless; the interleaved order's tables need the decode), stamped too
+#: (xc, beside the stamped decode form _ppksafwc): what the decode costs the BM 64 turns form today (session 17
+#: measured it only for the slab passes)
+ACT2_EXPERIMENTS["_ppksafwx"] = {**ACT2_EXPERIMENTS["_ppksafw"], "dev_no_decode": True}
+ACT2_EXPERIMENTS["_ppksafwxc"] = {**ACT2_EXPERIMENTS["_ppksafwx"], "step_stamps": True}
 
 
 def configs(shapes, experiments: bool = False):

@@ -300,11 +300,13 @@ def test_slab_passes_one_slab_per_warpgroup_and_pass(mode):
         from gcmoe_build.kernels.sm90.role2_gemm import build_role2_gemm
         build_role2_gemm(cfg)
 
-def test_no_decode_probe_feeds_the_raw_code_words():
-    """``dev_no_decode`` (dev ``_ppksax`` / ``_pp2ksag1x`` / ``_pp2ksapx``, session 17: a timing probe, never shipped):
-    the shipped one-CTA form with the stage's raw code words as the wgmma A registers, i.e. the same kernel minus the
-    FP4 decode (its table PRMTs and the sign LOP3s), so the probe times everything else; the same QGMMAs from
-    registers, no spill in an MMA loop; refused outside the folded pipelined kernel."""
+@pytest.mark.parametrize("base_sfx, probe_sfx, bm", [("_ppksa", "_ppksax", 8), ("_ppksafw", "_ppksafwx", 64)])
+def test_no_decode_probe_feeds_the_raw_code_words(base_sfx, probe_sfx, bm):
+    """``dev_no_decode`` (dev ``_ppksax`` / ``_pp2ksag1x`` / ``_pp2ksapx``, session 17; the BM 64 turns form's
+    ``_ppksafwx``, session 56: timing probes, never shipped): the form with the stage's raw code words as the wgmma A
+    registers, i.e. the same kernel minus the FP4 decode (its table PRMTs and the sign LOP3s), so the probe times
+    everything else; the same QGMMAs from registers, no spill in an MMA loop; refused outside the folded pipelined
+    kernel."""
     from gcmoe_build import sass
     from gcmoe_build.frontend.dsl import import_dsl
 
@@ -312,16 +314,16 @@ def test_no_decode_probe_feeds_the_raw_code_words():
     from gcmoe_build.kernels.sm90.role2_devbuild import ACT2_EXPERIMENTS, compile_one
     from gcmoe_build.kernels.sm90.role2_config import Role2GemmConfig
 
-    base = {k: v for k, v in ACT2_EXPERIMENTS["_ppksax"].items() if k != "dev_no_decode"}
-    assert base == ACT2_EXPERIMENTS["_ppksa"] and ACT2_EXPERIMENTS["_ppksax"]["dev_no_decode"]
+    base = {k: v for k, v in ACT2_EXPERIMENTS[probe_sfx].items() if k != "dev_no_decode"}
+    assert base == ACT2_EXPERIMENTS[base_sfx] and ACT2_EXPERIMENTS[probe_sfx]["dev_no_decode"]
     ptx = {}
-    for sfx, kw in (("_ppksa", base), ("_ppksax", ACT2_EXPERIMENTS["_ppksax"])):
-        cfg = Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=8, pipelined=True, **kw)
-        ptx[sfx], cubin, _ = compile_one(f"role2_w1_glm52_bm8{sfx}", cfg)
+    for sfx, kw in ((base_sfx, base), (probe_sfx, ACT2_EXPERIMENTS[probe_sfx])):
+        cfg = Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=bm, pipelined=True, **kw)
+        ptx[sfx], cubin, _ = compile_one(f"role2_w1_glm52_bm{bm}{sfx}", cfg)
         summary = sass.summarize(cubin)
         assert summary.spill_ops_in_mma_loops == 0 and summary.qgmma_register_a == summary.qgmma > 0
-    assert ptx["_ppksax"].count("wgmma.mma_async") == ptx["_ppksa"].count("wgmma.mma_async")
-    assert ptx["_ppksax"].count("prmt.b32") < ptx["_ppksa"].count("prmt.b32") // 4
+    assert ptx[probe_sfx].count("wgmma.mma_async") == ptx[base_sfx].count("wgmma.mma_async")
+    assert ptx[probe_sfx].count("prmt.b32") < ptx[base_sfx].count("prmt.b32") // 4
     with pytest.raises(ValueError, match="dev_no_decode"):
         Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=8, pipelined=False, dev_no_decode=True)
 
