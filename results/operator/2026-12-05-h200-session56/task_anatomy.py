@@ -1,10 +1,12 @@
 """A role2 task's cycles split into its steady K128 steps and its fixed parts, from session 55's stamped BM 64 kernels
-(``../2026-12-05-h200-session55/call-a/stamps/h/``, ``stamp_role2.py``'s raw stamps, base form ``_ppksafwrc``):
+(``../2026-12-05-h200-session55/call-a/stamps/h/``, ``stamp_role2.py``'s raw stamps gzipped, base form
+``_ppksafwrc``):
 per warpgroup the median task (first step's start to the next task's first step's start), the median steady step
 period, and what the task would be without its fixed parts (steady period x steps per task).
 
     python3 results/operator/2026-12-05-h200-session56/task_anatomy.py
 """
+import gzip
 import json
 import statistics
 from pathlib import Path
@@ -19,7 +21,7 @@ def cyc(a: int, b: int) -> int:
 
 
 def anatomy(path: Path) -> list[dict]:
-    d = json.loads(path.read_text())
+    d = json.loads(gzip.decompress(path.read_bytes()))
     ev = {e: i for i, e in enumerate(d["events"])}
     spt = d["steps_per_task"]
     out = []
@@ -49,9 +51,9 @@ def anatomy(path: Path) -> list[dict]:
 def main() -> None:
     print("| kernel | wg | task (cycles) | steady step | steps | last promote -> next task | steady x steps / task |")
     print("|---|---|---|---|---|---|---|")
-    for f in sorted(STAMPS.glob("role2_w*_glm52_bm64_ppksafwrc_m64.json")):
+    for f in sorted(STAMPS.glob("role2_w*_glm52_bm64_ppksafwrc_m64.json.gz")):
         for r in anatomy(f):
-            print(f"| {f.stem} | {r['wg']} | {r['task']:.0f} | {r['step']:.0f} | {r['steps']} | {r['tail']:.0f} | "
+            print(f"| {f.name.split('.')[0]} | {r['wg']} | {r['task']:.0f} | {r['step']:.0f} | {r['steps']} | {r['tail']:.0f} | "
                   f"{100 * r['steady_share']:.1f} % |")
 
 
