@@ -139,3 +139,27 @@ def test_cold_timeline_runs_with_each_flush(flush, tmp_path):
     f()
     torch.cuda.synchronize()
     assert int(f.buf.min()) == (0 if flush == "write" else 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("role3_after", ["shipped", "all"])
+def test_layers_graph_times_both_row_kinds(role3_after, tmp_path):
+    """``bench layers`` on the test model (P = 1, routed, T = 1 / 16, two layers): both row kinds timed for every point,
+    the report written, no device-side wait trapped (``measure_point`` closes every prepared call); ``all`` restores the
+    role1 -> role3 edge for the process and ``shipped`` leaves the runtime's P = 1 rule (no such edge)."""
+    from gcmoe_runtime import graph
+    from gcmoe_runtime.bench import model_step
+
+    if make("gc-moe").unsupported(TINY, Layout(1, 1), False):
+        pytest.skip(make("gc-moe").unsupported(TINY, Layout(1, 1), False))
+    rule = graph.role3_waits_for_role1
+    try:
+        res = model_step.run(TINY, [1, 16], False, 2, ["gc-moe"], 3, 2, tmp_path, "test", role3_after=role3_after)
+        assert graph.role3_waits_for_role1(1) is (role3_after == "all")
+    finally:
+        graph.role3_waits_for_role1 = rule
+        graph.clear_cache()
+    assert [r["tokens"] for r in res["rows"]] == [1, 16]
+    for r in res["rows"]:
+        assert r["one_us"] > 0 and r["all_us"] > 0 and len(r["all_runs"]) == 2
+    assert (tmp_path / "layers.json").is_file() and (tmp_path / "layers.md").is_file()
