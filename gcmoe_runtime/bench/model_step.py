@@ -32,14 +32,21 @@ from typing import Any, Optional
 ROLE3_AFTER = ("shipped", "all", "role2")
 
 
+_SHIPPED_RULE = None  # graph.role3_waits_for_role1 as the runtime has it, kept at the first patch
+
+
 def patch_role3_edges(after: str) -> None:
-    """Apply ``--role3-after`` to every layer graph this process builds from now on."""
+    """Apply ``--role3-after`` to every layer graph this process builds from now on (``shipped`` also undoes an
+    earlier arm)."""
+    global _SHIPPED_RULE
     if after not in ROLE3_AFTER:
         raise ValueError(f"role3_after={after!r}: one of {ROLE3_AFTER}")
     from gcmoe_runtime import graph
 
-    if after != "shipped":
-        graph.role3_waits_for_role1 = (lambda world_size: True) if after == "all" else (lambda world_size: False)
+    if _SHIPPED_RULE is None:
+        _SHIPPED_RULE = graph.role3_waits_for_role1
+    graph.role3_waits_for_role1 = {"shipped": _SHIPPED_RULE, "all": lambda world_size: True,
+                                   "role2": lambda world_size: False}[after]
     graph.clear_cache()
 
 

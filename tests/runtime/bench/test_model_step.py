@@ -28,6 +28,8 @@ def test_shipped_rule_drops_role1_to_role3_at_one_rank_only(restore_rule):
 def test_arms_override_the_rule(restore_rule, after, at_one_rank):
     model_step.patch_role3_edges(after)
     assert graph.role3_waits_for_role1(1) is at_one_rank and graph.role3_waits_for_role1(8) is at_one_rank
+    model_step.patch_role3_edges("shipped")  # undoes the arm
+    assert graph.role3_waits_for_role1(1) is False and graph.role3_waits_for_role1(8) is True
 
 
 def test_unknown_arm_is_refused(restore_rule):
