@@ -103,8 +103,10 @@ def test_captured_gcmoe_modes_match_reference(name, T, shared):
     prep.output.fill_(float("nan"))
     g.replay()
     g.replay()
-    torch.cuda.synchronize()
-    prep.close()  # raises if a device-side wait trapped
+    try:
+        torch.cuda.synchronize()
+    finally:
+        prep.close()  # a device-side wait that trapped raises here with its record (code, expected, observed)
     out = prep.output.float()
     assert torch.isfinite(out).all()
     cos = torch.nn.functional.cosine_similarity
