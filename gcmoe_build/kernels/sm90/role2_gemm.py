@@ -156,7 +156,8 @@ def build_role2_gemm(cfg: Role2GemmConfig):
                     if const_expr(prefetch is not None):
                         steps[-1].issued = lambda k2=k2: prefetch(k2)
                     _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales, overlap=PIPE,
-                                    prescaled=cfg.staged_fold_scale, slab_groups=cfg.slab_groups)
+                                    prescaled=cfg.staged_fold_scale, slab_groups=cfg.slab_groups,
+                                    scales_before_wait=cfg.scales_before_wait)
 
             for_each_chunk(cfg, smem, ACT_OFF, ASC_OFF, lambda tok: act + (Int64(blk) * BM + Int64(tok)) * K,
                            lambda kc, tok, kk: _token_major_scale_addr(asc, W1, blk, BM, NKG, kc, NGS, tok, kk),

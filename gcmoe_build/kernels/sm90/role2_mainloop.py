@@ -66,17 +66,17 @@ class K128Step:
 
 
 def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None, scale_word: int = 16,
-              fold: bool = True, block_k128: bool = False):
+              fold: bool = True, block_k128: bool = False, scales_before_wait: bool = False):
     """One K128 step on its own (every MMA waited before returning): :func:`_mma_k128_steps` of one step."""
     _mma_k128_steps([K128Step(lambda: words, ascl, kl128)], acc, act_smem, bm, lag,
                     a_regs=None if a_regs is None else (lambda step, q: a_regs(q)), scale_word=scale_word, fold=fold,
-                    block_k128=block_k128)
+                    block_k128=block_k128, scales_before_wait=scales_before_wait)
 
 
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
                     block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None,
-                    mma_n: int | None = None, k_interleave_tig=None):
+                    mma_n: int | None = None, k_interleave_tig=None, scales_before_wait: bool = False):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -116,6 +116,9 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     ``k_interleave_tig`` (``Role2GemmConfig.k_interleave``; None: the plain K order): the thread's ``lane % 4`` (an
     Int32), the K32 block all four of its K32 slices come from; a step's words then hold one scale word per slab
     (:func:`_read_k128_stage`) and each slab's table pair is built once per step from its bytes ``2t``, ``2t + 1``.
+    ``scales_before_wait`` (``Role2GemmConfig.scales_before_wait``; chained per K128, drained steps): a step's token
+    (and weight) scales are loaded before its ``wgmma.wait_group``, so their shared-memory latency runs under its MMAs
+    instead of after them; the FMAs and their order are unchanged (bit-identical outputs).
 
     Chained per K128 (with or without slab groups), a step's (a slab group's) four K32 A fragments are decoded first
     and one ``wgmma.fence`` precedes its wgmmas: a fence orders every earlier register write of the warp, and the A
@@ -124,7 +127,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     if not overlap and len(steps) > 1:
         for step in steps:
             _mma_k128_steps([step], acc, act_smem, bm, lag, a_regs, scale_word, fold, prescaled=prescaled,
-                            sw128=sw128, slab_groups=slab_groups, block_k128=block_k128, nslab=nslab, mma_n=mma_n)
+                            sw128=sw128, slab_groups=slab_groups, block_k128=block_k128, nslab=nslab, mma_n=mma_n,
+                            scales_before_wait=scales_before_wait)
         return
     nd = bm // 2  # the accumulator's values per slab (its layout), whatever N the wgmmas run at
     mn = bm if mma_n is None else mma_n
@@ -276,10 +280,15 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
         return
     if per_k128:
         def promote(done, pending: int):
-            wgmma_wait(pending)
             parts, step = done
+            if scales_before_wait:  # their shared-memory latency runs under the step's MMAs
+                tsc = folded(step.ascl[0]) if a_regs is None else step.ascl[0]
+                rs = None if a_regs is None else block_scales(step, 0)
+            wgmma_wait(pending)
             mark(step, "mma_done")
-            if a_regs is None:
+            if scales_before_wait:
+                fma(parts, tsc, rs)
+            elif a_regs is None:
                 fma(parts, folded(step.ascl[0]))
             else:
                 fma(parts, step.ascl[0], block_scales(step, 0))

@@ -275,7 +275,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                             _mma_k128_steps(steps, acc, act_buf, BM, cfg.lag, fold=cfg.fold_scales,
                                             prescaled=cfg.staged_fold_scale, sw128=cfg.act_tma,
                                             slab_groups=cfg.slab_groups, nslab=NSL, decode=not cfg.dev_no_decode,
-                                            turns=turns, k_interleave_tig=t if const_expr(cfg.k_interleave) else None)
+                                            turns=turns, k_interleave_tig=t if const_expr(cfg.k_interleave) else None,
+                                            scales_before_wait=cfg.scales_before_wait)
 
                     if const_expr(cfg.act_tma):
                         # each pass moves the chunk buffers' parities by act_tma_phase_flips: two passes per task

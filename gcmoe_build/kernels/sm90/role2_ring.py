@@ -674,7 +674,8 @@ def _trace_parts(cfg):
                     steps[-1].final = Int32(kc == final_kc) * Int32(k2 == KC // (128 * SPC) - 1)
                 _mma_k128_steps(steps, acc, act_buf, BM, mc.lag, overlap=PIPE, prescaled=mc.staged_fold_scale,
                                 sw128=mc.act_tma, slab_groups=mc.slab_groups, turns=turns, mma_n=mma_n,
-                                k_interleave_tig=t if const_expr(mc.k_interleave) else None)
+                                k_interleave_tig=t if const_expr(mc.k_interleave) else None,
+                                scales_before_wait=mc.scales_before_wait)
 
         if const_expr(mode == "any"):
             slot2 = act_map_slot("w2", BM)

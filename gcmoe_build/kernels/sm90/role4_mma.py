@@ -98,7 +98,8 @@ class WeightRing:
         self._issue(self._slot_addr(i), kb, kend)
 
 
-def k128_mma_fp8(words, ascl, acc, act_smem, kl128, bm: int, lag: int, block_k128: bool = False):
+def k128_mma_fp8(words, ascl, acc, act_smem, kl128, bm: int, lag: int, block_k128: bool = False,
+                 scales_before_wait: bool = False):
     """One K128 step of one warpgroup: role2's ``_k128_mma`` with the A registers taken as they are (no FP4
     decode): K32 ``q`` uses code words ``[4q, 4q + 4)`` of slab 0 and ``[16 + 4q, 16 + 4q + 4)`` of slab 1, the
     scale words start at 32.
@@ -108,4 +109,4 @@ def k128_mma_fp8(words, ascl, acc, act_smem, kl128, bm: int, lag: int, block_k12
     ``block_k128``: the weight scale is one per slab and K128 (the 1x128x128 recipe): chained per K128."""
     _k128_mma(words, ascl, acc, act_smem, kl128, bm, lag,
               a_regs=lambda q: words[q * 4:q * 4 + 4] + words[16 + q * 4:16 + q * 4 + 4], scale_word=32,
-              block_k128=block_k128)
+              block_k128=block_k128, scales_before_wait=scales_before_wait)

@@ -376,7 +376,8 @@ def _trace_parts(cfg):
                     ring = WeightRing(smem + RING_OFF, ctid // 32, ctid % 32, SLOTS, wb, sb)
                     words = ring.words(kb - kb0, g)
                     ascl = TokenScales(smem + ASC_OFF + cur * SB, kl128, t, BM, GS)
-                    k128_mma_fp8(words, ascl, acc, smem + ACT_OFF + cur * AB, kl128, BM, mc.lag, cfg.block_k128)
+                    k128_mma_fp8(words, ascl, acc, smem + ACT_OFF + cur * AB, kl128, BM, mc.lag, cfg.block_k128,
+                                 mc.scales_before_wait)
                     ring.refill(kb - kb0, kb + SLOTS, kend)  # its MMAs are issued: the slot's words were read
             # (at the last chunk the scale prefetch repeated this chunk into the buffer not being read: harmless)
             _store_chunk_scales(smem + ASC_OFF + (1 - cur) * SB, sv, mode == "w1", ctid, BM, NGS)

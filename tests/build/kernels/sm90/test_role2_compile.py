@@ -417,3 +417,37 @@ def test_qgmma_probe_builds_register_a_and_shared_a():
         total, reg_a = qgmma_register_a(sass)
         assert total == 16 and reg_a == (16 if mode == "rs" else 0), (mode, total, reg_a)
         assert [sum(i.opcode == "QGMMA" for i in lp.insns) for lp in innermost_mma_loops(sass)] == [16]
+
+
+def test_scales_before_wait_rule_and_sass():
+    """``Role2GemmConfig.scales_before_wait`` (session 57): a drained step's scales are loaded before its wgmma wait at
+    one CTA per SM up to BM 64 and at two only for BM <= 16 (not at lag 1, not at BM 80, not the two-CTA BM 64 slab
+    passes: they spilled). In the BM 64 turns form's MMA loops (``_ppksafwr``, the shipped ring kernel's mirror) no
+    shared load is left after a loop's last ``WARPGROUP.DEPBAR``; BM 80 keeps its loads there."""
+    from gcmoe_build import sass
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.role2_devbuild import ACT2_EXPERIMENTS, compile_one
+    from gcmoe_build.kernels.sm90.role2_config import Role2GemmConfig
+
+    def cfg(bm, **kw):
+        return Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=bm, pipelined=True, **kw)
+
+    assert [cfg(bm).scales_before_wait for bm in (32, 48, 64, 80)] == [False, False, True, False]
+    assert cfg(8, ctas_per_sm=2).scales_before_wait and cfg(16, ctas_per_sm=2).scales_before_wait
+    assert not cfg(64, **ACT2_EXPERIMENTS["_pp2ksap"]).scales_before_wait
+    assert not cfg(64, mma_lag=1).scales_before_wait
+    after = {}
+    for bm in (64, 80):
+        _, cubin, _ = compile_one(f"role2_w1_glm52_bm{bm}_ppksafwr", cfg(bm, **ACT2_EXPERIMENTS["_ppksafwr"]))
+        loops = sass.innermost_mma_loops(sass.disassemble(cubin))
+        assert loops and all(lp.count("STL", "LDL") == 0 for lp in loops)
+        tails = []
+        for lp in loops:
+            waits = [i for i, x in enumerate(lp.insns) if x.opcode == "WARPGROUP" and x.modifiers.startswith(".DEPBAR")]
+            assert waits, f"BM {bm}: an MMA loop without a wgmma wait"
+            tails.append(sum(1 for x in lp.insns[waits[-1]:] if x.opcode == "LDS"))
+        after[bm] = tails
+    assert all(n == 0 for n in after[64]), after
+    assert all(n > 0 for n in after[80]), after
