@@ -20,7 +20,8 @@ request's driver-aligned split (it fixes their grids: dispatch/compute SM counts
 for role1/role3), but every CTA may land on any SM. Baseline (b) has no guarantee that role1 finds
 free SMs while role2's persistent CTAs spin on the ring: a device-side wait then traps after
 ``GCMOE_BENCH_TIMEOUT_S`` (default 10 s) and the point is recorded as failed — the CUDA context is
-then unusable, so run (b) in its own invocation (results/bench/NEXT.md does).
+then unusable, so run (b) in its own invocation (results/bench/NEXT.md does, and so does its GPU test,
+where that trap is an expected failure).
 
 Bundles: ``GCMOE_BENCH_BUNDLES`` lists bundle files or folders (``*.gcmoe``), separated by
 ``os.pathsep``; default ``<repo>/build/bundles``. The request's driver-aligned split is read from the driver
