@@ -283,9 +283,9 @@ class Role2GemmConfig:
     def scales_before_wait(self) -> bool:
         """A drained step's (lag 0) scales are loaded before its wgmma wait (:func:`_mma_k128_steps`), where the
         registers they hold across it fit: one CTA per SM up to BM 64, two CTAs per SM only at BM <= 16 (session 57:
-        the 8 post-wait ``LDS.64`` of a BM 64 step go; GLM-5.2's share at T = 192, BM 64, -2.3 % on an H100. At BM 80 the
-        spills outside the loop grew and the layer was +5 %; at lag 1 two partial sets are live and the BM 48 loops
-        spilled; the BM 64 two-CTA slab passes spilled in the MMA loop)."""
+        the 8 post-wait ``LDS.64`` of a BM 64 step go; GLM-5.2's share at T = 192, BM 64, -2.3 % on an H100. At BM 80
+        the spills outside the loop grew and the layer was +5 %; at lag 1 two partial sets are live and the BM 48
+        loops spilled; the BM 64 two-CTA slab passes spilled in the MMA loop)."""
         return self.lag == 0 and self.bm <= 64 and (self.ctas_per_sm == 1 or self.bm <= 16)
 
     @property

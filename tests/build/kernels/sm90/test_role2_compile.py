@@ -229,7 +229,6 @@ def test_pipelined_two_ctas_per_sm_fit_an_sm():
         assert waits * 8 <= lp.count("QGMMA"), (waits, lp.count("QGMMA"))
 
 
-
 @pytest.mark.parametrize("groups", [1, 2])
 def test_slab_groups_commit_one_group_per_step_and_slab(groups):
     """``slab_groups``: each K128 step's MMAs are committed as two groups (one per 64-row slab, four chained wgmmas
@@ -299,6 +298,7 @@ def test_slab_passes_one_slab_per_warpgroup_and_pass(mode):
     with pytest.raises(ValueError, match="slab_passes=2 is built by the persistent kernels"):
         from gcmoe_build.kernels.sm90.role2_gemm import build_role2_gemm
         build_role2_gemm(cfg)
+
 
 @pytest.mark.parametrize("base_sfx, probe_sfx, bm", [("_ppksa", "_ppksax", 8), ("_ppksafw", "_ppksafwx", 64)])
 def test_no_decode_probe_feeds_the_raw_code_words(base_sfx, probe_sfx, bm):
