@@ -184,18 +184,35 @@ def tile_nibble_destination(device=None, k_interleave: bool = False) -> torch.Te
     return dst
 
 
+#: codes (one per byte) the tile (un)permutation transforms at once: its gathers and nibble folds make several
+#: temporaries of a chunk's size, so a whole model's matrix at once (DSV-4.1-Flash's W1 at P = 1: 9 GB of codes) ran
+#: an H100 out of memory (session 57); the result is the same chunked or not
+PERMUTE_CHUNK_CODES = 1 << 28
+
+
+def _expert_chunks(experts: int, codes_per_expert: int):
+    step = max(1, PERMUTE_CHUNK_CODES // max(1, codes_per_expert))
+    return (slice(e0, min(e0 + step, experts)) for e0 in range(0, experts, step))
+
+
 def permute_tiles(codes: torch.Tensor, k_interleave: bool = False) -> torch.Tensor:
     """E2M1 codes ``uint8 [E, N, K]`` (one code per byte) -> tiles ``uint8 [E, N/64, K/128, 4096]`` (``k_interleave``:
-    the interleaved K order inside each step, module docstring)."""
+    the interleaved K order inside each step, module docstring); a few experts at a time
+    (:data:`PERMUTE_CHUNK_CODES`)."""
     if codes.dim() != 3 or codes.shape[1] % TILE_ROWS or codes.shape[2] % TILE_K:
         raise ValueError(f"sm90 tiles: codes {tuple(codes.shape)} must be [E, N, K] with N % {TILE_ROWS} == 0 "
                          f"and K % {TILE_K} == 0")
     e, n, k = codes.shape
-    t = codes.reshape(e, n // TILE_ROWS, TILE_ROWS, k // TILE_K, TILE_K).permute(0, 1, 3, 2, 4)
-    flat = t.reshape(e, n // TILE_ROWS, k // TILE_K, TILE_ROWS * TILE_K)
-    nib = flat[..., tile_nibble_source(codes.device, k_interleave)].to(torch.uint8)
-    nib = fold_word_nibbles(nib.reshape(*nib.shape[:-1], -1, 8)).reshape(nib.shape)
-    return nib[..., 0::2] | (nib[..., 1::2] << 4)
+    src = tile_nibble_source(codes.device, k_interleave)
+    out = torch.empty(e, n // TILE_ROWS, k // TILE_K, TILE_BYTES, dtype=torch.uint8, device=codes.device)
+    for sl in _expert_chunks(e, n * k):
+        c = codes[sl]
+        t = c.reshape(c.shape[0], n // TILE_ROWS, TILE_ROWS, k // TILE_K, TILE_K).permute(0, 1, 3, 2, 4)
+        flat = t.reshape(c.shape[0], n // TILE_ROWS, k // TILE_K, TILE_ROWS * TILE_K)
+        nib = flat[..., src].to(torch.uint8)
+        nib = fold_word_nibbles(nib.reshape(*nib.shape[:-1], -1, 8)).reshape(nib.shape)
+        out[sl] = nib[..., 0::2] | (nib[..., 1::2] << 4)
+    return out
 
 
 def unpermute_tiles(tiles: torch.Tensor, k_interleave: bool = False) -> torch.Tensor:
@@ -203,11 +220,16 @@ def unpermute_tiles(tiles: torch.Tensor, k_interleave: bool = False) -> torch.Te
     if tiles.dim() != 4 or tiles.shape[-1] != TILE_BYTES:
         raise ValueError(f"sm90 tiles: expected [E, N/64, K/128, {TILE_BYTES}], got {tuple(tiles.shape)}")
     e, nt, kt, _ = tiles.shape
-    nib = torch.stack([tiles & 15, tiles >> 4], dim=-1).reshape(e, nt, kt, 2 * TILE_BYTES // 8, 8)
-    nib = unfold_word_nibbles(nib).reshape(e, nt, kt, 2 * TILE_BYTES)
-    flat = nib[..., tile_nibble_destination(tiles.device, k_interleave)]
-    t = flat.reshape(e, nt, kt, TILE_ROWS, TILE_K).permute(0, 1, 3, 2, 4)
-    return t.reshape(e, nt * TILE_ROWS, kt * TILE_K).contiguous()
+    dst = tile_nibble_destination(tiles.device, k_interleave)
+    out = torch.empty(e, nt * TILE_ROWS, kt * TILE_K, dtype=tiles.dtype, device=tiles.device)
+    for sl in _expert_chunks(e, nt * kt * 2 * TILE_BYTES):
+        x = tiles[sl]
+        nib = torch.stack([x & 15, x >> 4], dim=-1).reshape(x.shape[0], nt, kt, 2 * TILE_BYTES // 8, 8)
+        nib = unfold_word_nibbles(nib).reshape(x.shape[0], nt, kt, 2 * TILE_BYTES)
+        flat = nib[..., dst]
+        t = flat.reshape(x.shape[0], nt, kt, TILE_ROWS, TILE_K).permute(0, 1, 3, 2, 4)
+        out[sl] = t.reshape(x.shape[0], nt * TILE_ROWS, kt * TILE_K)
+    return out
 
 
 def _thread_words(tiles: torch.Tensor, thread: int, j: int) -> torch.Tensor:

@@ -146,6 +146,20 @@ def test_tile_permutation_is_a_bijection_and_inverts():
     assert torch.equal(L.unpermute_tiles(tiles), codes)
 
 
+@pytest.mark.parametrize("k_interleave", [False, True])
+def test_tile_permutation_by_expert_chunks_is_the_whole_permutation(monkeypatch, k_interleave):
+    """permute_tiles / unpermute_tiles work a few experts at a time (``PERMUTE_CHUNK_CODES``, so a production matrix's
+    temporaries fit the GPU): one expert per chunk, two, and a chunk that holds them all give the same bytes."""
+    g = torch.Generator().manual_seed(1)
+    codes = torch.randint(0, 16, (5, 128, 256), dtype=torch.uint8, generator=g)
+    monkeypatch.setattr(L, "PERMUTE_CHUNK_CODES", 1 << 40)
+    whole = L.permute_tiles(codes, k_interleave)
+    for chunk in (1, 2 * 128 * 256):  # below one expert (-> one per chunk), two experts
+        monkeypatch.setattr(L, "PERMUTE_CHUNK_CODES", chunk)
+        assert torch.equal(L.permute_tiles(codes, k_interleave), whole)
+        assert torch.equal(L.unpermute_tiles(whole, k_interleave), codes)
+
+
 def test_tile_lane_semantics_match_wgmma_a_fragment():
     g = torch.Generator().manual_seed(1)
     codes = torch.randint(0, 16, (1, 64, 128), dtype=torch.uint8, generator=g)
