@@ -98,6 +98,20 @@ def innermost_mma_loops(sass: str) -> list[Loop]:
     return _mma_loops(sass.splitlines(), *parse(sass))
 
 
+def loads_under_mma(loop: Loop, opcode: str = "LDS", modifiers: str = ".128") -> int:
+    """How many of ``loop``'s loads (``opcode`` with ``modifiers`` among its modifiers) issue while a QGMMA group is
+    pending, i.e. after a QGMMA and before the next ``WARPGROUP.DEPBAR``: their latency runs under the MMAs."""
+    pending, n = False, 0
+    for i in loop.insns:
+        if i.opcode == "QGMMA":
+            pending = True
+        elif i.opcode == "WARPGROUP" and i.modifiers.startswith(".DEPBAR"):
+            pending = False
+        elif pending and i.opcode == opcode and modifiers in i.modifiers:
+            n += 1
+    return n
+
+
 def innermost_copy_loops(sass: str) -> list[Loop]:
     """The producer's stage loops: for every bulk copy (``UBLKCP``), the smallest backward-branch range that holds
     it (the pipelined role2 kernels issue a K128 weight stage per iteration; spills there delay every stage)."""

@@ -118,6 +118,11 @@ class Role2GemmConfig:
     #: IMAD chains and their register traffic) on the real weight stream; its outputs are meaningless. What a decode
     #: moved off the MMA warps (a decode warpgroup writing E4M3 tiles to shared memory) could gain at most.
     dev_no_decode: bool = False
+    #: dev harness experiment (session 57, never in a bundle yet): in the per-K128 chain, the next step of the same
+    #: :func:`_mma_k128_steps` call has its stage wait and word loads issued right after this step's MMAs, so their
+    #: shared-memory latency (the no-decode probe's longer "stage wait") runs under them instead of at the next step's
+    #: start (``mma_steps_per_call`` 4: three steps of four get it, 2: one of two)
+    dev_words_ahead: bool = False
     #: K128 steps per :func:`_mma_k128_steps` call (the K loop's body): the tensor cores drain once per call, so 4
     #: halves the drains of 2 (pipelined only; the chunk must hold a whole number of calls; the ring's one-CTA lag-1
     #: builds take 4: ``role2_ring_config.steps_per_call_build``)
@@ -242,6 +247,10 @@ class Role2GemmConfig:
                              "mma_steps_per_call=2")
         if self.act_buffers not in (1, 2):
             raise ValueError(f"role2 act_buffers={self.act_buffers}: must be 1 or 2")
+        if self.dev_words_ahead and not (self.pipelined and self.fold_scales and not self.slab_groups
+                                         and self.slab_passes == 1):
+            raise ValueError("role2 dev_words_ahead: the producer's stages read per K128 step (the chained path), so "
+                             "pipelined=True, fold_scales=True, slab_groups=0, slab_passes=1")
         if self.pingpong and not (self.pipelined and self.fold_scales and not self.dev_compute_only
                                   and not self.slab_groups):
             raise ValueError("role2 pingpong: the turns order the per-K128 wgmma bursts of the persistent pipelined "

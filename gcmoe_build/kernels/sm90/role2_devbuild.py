@@ -181,6 +181,14 @@ ACT2_EXPERIMENTS["_ppksafwrc"] = {**ACT2_EXPERIMENTS["_ppksafwr"], "step_stamps"
 #: measured it only for the slab passes)
 ACT2_EXPERIMENTS["_ppksafwx"] = {**ACT2_EXPERIMENTS["_ppksafw"], "dev_no_decode": True}
 ACT2_EXPERIMENTS["_ppksafwxc"] = {**ACT2_EXPERIMENTS["_ppksafwx"], "step_stamps": True}
+#: ... and (session 57) the shipped mirror with the next step's words loaded under this step's MMAs (a:
+#: ``dev_words_ahead``; a4: four K128 steps per call, so three of four steps get it; a4c stamped), beside _ppksafwr
+#: with four steps per call alone (4): the no-decode probe's "stage wait" grew by the word loads' latency
+ACT2_EXPERIMENTS["_ppksafwra"] = {**ACT2_EXPERIMENTS["_ppksafwr"], "dev_words_ahead": True}
+ACT2_EXPERIMENTS["_ppksafwr4"] = {**ACT2_EXPERIMENTS["_ppksafwr"], "mma_steps_per_call": 4}
+ACT2_EXPERIMENTS["_ppksafwra4"] = {**ACT2_EXPERIMENTS["_ppksafwra"], "mma_steps_per_call": 4}
+ACT2_EXPERIMENTS["_ppksafwra4c"] = {**ACT2_EXPERIMENTS["_ppksafwra4"], "step_stamps": True}
+ACT2_EXPERIMENTS["_ppksafwr4c"] = {**ACT2_EXPERIMENTS["_ppksafwr4"], "step_stamps": True}
 
 
 def configs(shapes, experiments: bool = False):

@@ -76,7 +76,8 @@ def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None,
 def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_word: int = 16, fold: bool = True,
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
                     block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None,
-                    mma_n: int | None = None, k_interleave_tig=None, scales_before_wait: bool = False):
+                    mma_n: int | None = None, k_interleave_tig=None, scales_before_wait: bool = False,
+                    words_ahead: bool = False):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -118,7 +119,9 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     (:func:`_read_k128_stage`) and each slab's table pair is built once per step from its bytes ``2t``, ``2t + 1``.
     ``scales_before_wait`` (``Role2GemmConfig.scales_before_wait``; chained per K128, drained steps): a step's token
     (and weight) scales are loaded before its ``wgmma.wait_group``, so their shared-memory latency runs under its MMAs
-    instead of after them; the FMAs and their order are unchanged (bit-identical outputs).
+    instead of after them; the FMAs and their order are unchanged (bit-identical outputs). ``words_ahead``
+    (``Role2GemmConfig.dev_words_ahead``, chained per K128): the next step of this call waits for its stage and loads
+    its words right after this step's MMAs are issued, before this step's promote.
 
     Chained per K128 (with or without slab groups), a step's (a slab group's) four K32 A fragments are decoded first
     and one ``wgmma.fence`` precedes its wgmmas: a fence orders every earlier register write of the warp, and the A
@@ -295,10 +298,12 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             mark(step, "promoted")
 
         done = None  # (partials, step) of the previous step, its group still pending
-        for step in steps:
+        for i, step in enumerate(steps):
             parts = issue_step(step)
             if step.issued is not None:
                 step.issued()
+            if words_ahead and i + 1 < len(steps):
+                steps[i + 1].words  # its stage wait and loads, emitted here: under this step's MMAs
             if done is not None:
                 promote(done, 1)
             done = (parts, step)

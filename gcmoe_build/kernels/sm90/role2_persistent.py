@@ -276,7 +276,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                                             prescaled=cfg.staged_fold_scale, sw128=cfg.act_tma,
                                             slab_groups=cfg.slab_groups, nslab=NSL, decode=not cfg.dev_no_decode,
                                             turns=turns, k_interleave_tig=t if const_expr(cfg.k_interleave) else None,
-                                            scales_before_wait=cfg.scales_before_wait)
+                                            scales_before_wait=cfg.scales_before_wait,
+                                            words_ahead=cfg.dev_words_ahead)
 
                     if const_expr(cfg.act_tma):
                         # each pass moves the chunk buffers' parities by act_tma_phase_flips: two passes per task

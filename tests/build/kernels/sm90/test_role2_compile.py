@@ -451,3 +451,25 @@ def test_scales_before_wait_rule_and_sass():
         after[bm] = tails
     assert all(n == 0 for n in after[64]), after
     assert all(n > 0 for n in after[80]), after
+
+
+def test_words_ahead_loads_the_next_step_under_the_mmas():
+    """``dev_words_ahead`` (dev ``_ppksafwra`` / ``_ppksafwra4``, session 57): the next K128 step of a call waits for its
+    stage and loads its words (two ``LDS.128`` per slab) while this step's MMAs are pending — one step of two per call,
+    three of four with four steps per call — where the shipped mirror (``_ppksafwr``) loads every step after the last
+    wait; no spill in an MMA loop; refused outside the chained stage path."""
+    from gcmoe_build import sass
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.role2_devbuild import ACT2_EXPERIMENTS, compile_one
+    from gcmoe_build.kernels.sm90.role2_config import Role2GemmConfig
+
+    for sfx, ahead in (("_ppksafwr", 0), ("_ppksafwra", 4), ("_ppksafwra4", 12)):
+        cfg = Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=64, pipelined=True, **ACT2_EXPERIMENTS[sfx])
+        _, cubin, _ = compile_one(f"role2_w1_glm52_bm64{sfx}", cfg)
+        loops = sass.innermost_mma_loops(sass.disassemble(cubin))
+        assert len(loops) == 1 and loops[0].count("STL", "LDL") == 0
+        assert sass.loads_under_mma(loops[0]) == ahead, sfx
+    with pytest.raises(ValueError, match="dev_words_ahead"):
+        Role2GemmConfig(mode="w1", k=6144, rows=4096, bm=64, pipelined=True, slab_groups=2, dev_words_ahead=True)

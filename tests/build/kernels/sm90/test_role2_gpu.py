@@ -76,7 +76,11 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
             + (("_ppksaf4i",) if bm in (8, 48) else ()) + (("_ppksafwi",) if bm >= 64 else ())]
          # ... and the one-CTA BM 48-80 forms fed W1 rows already interleaved (session 51: role1 writes them so)
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm, v in ((48, "_ppksaf4r"), (64, "_ppksafwr"),
-                                                                       (80, "_ppksafwr"))])
+                                                                       (80, "_ppksafwr"))]
+         # ... with the next step's words loaded under this step's MMAs (session 57: dev_words_ahead), two and four
+         # K128 steps per call, and four alone; stamped
+         + [(sh, 64, v) for sh in ("glm52", "dsv41flash") for v in ("_ppksafwra", "_ppksafwr4", "_ppksafwra4")]
+         + [("glm52", 64, "_ppksafwra4c")])
 # BM 48 (wgmma N = 48, session 29): the one-CTA forms at lag 0, lag 1 (a second partial set fits, unlike BM 64) and
 # with the turns; BM 80 (session 31): lag 0 and the turns (the ring's BM 80 build), one block for 65-80 tokens
 #: ("_p_read" / "_p2_read", the racy release, are built for diag_two_cta.py, which shows the race, not tested here:
