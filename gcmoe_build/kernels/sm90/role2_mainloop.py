@@ -282,19 +282,15 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             promote_slab(len(pend) - 1)
         return
     if per_k128:
+        def step_scales(step):  # (token scales, weight block scales or None: FP4's are folded into the decode)
+            return (folded(step.ascl[0]), None) if a_regs is None else (step.ascl[0], block_scales(step, 0))
+
         def promote(done, pending: int):
             parts, step = done
-            if scales_before_wait:  # their shared-memory latency runs under the step's MMAs
-                tsc = folded(step.ascl[0]) if a_regs is None else step.ascl[0]
-                rs = None if a_regs is None else block_scales(step, 0)
+            early = step_scales(step) if scales_before_wait else None  # their latency runs under the step's MMAs
             wgmma_wait(pending)
             mark(step, "mma_done")
-            if scales_before_wait:
-                fma(parts, tsc, rs)
-            elif a_regs is None:
-                fma(parts, folded(step.ascl[0]))
-            else:
-                fma(parts, step.ascl[0], block_scales(step, 0))
+            fma(parts, *(early or step_scales(step)))
             mark(step, "promoted")
 
         done = None  # (partials, step) of the previous step, its group still pending
