@@ -28,7 +28,8 @@ from .wgmma_rs import _asm, _v
 
 # outputs are written last: every input is read before either result register is defined. PRMT reads only the low
 # 16 bits of its selector, so one mask serves both rows (``u = s >> 16`` needs no second AND); ALU-pipe ops per word:
-# LOP3, SHF, 2 PRMT, 2 LOP3 (the sign ORs), plus the ``x << 4`` that ptxas places on the FMA pipe (IMAD.SHL).
+# LOP3 (the mask), 2 PRMT, 2 LOP3 (the sign ORs, each fused with its AND); ``s >> 16`` written as ``mul.hi`` and the
+# ``x << 4`` run on the FMA pipe (IMAD.HI, IMAD.SHL; SASS of session 58), off the ALU pipe the decode keeps busiest.
 _DECODE_PTX = (
     "{\n.reg .b32 s, u, m, v;\n"
     "and.b32 s, $2, 0x77777777;\n"

@@ -47,16 +47,19 @@ def _issue_k128_stage(smem, bar_off: int, stage_off: int, s, w, ws, slab0, nk, k
         bulk_copy_g2s(dst + nsl * 4096 + j * 256, ws + tile * 256, 256, full, policy)
 
 
-def _read_k128_stage(stage, wg, tw, warp, g, nslab: int = 2, k_interleave: bool = False):
+def _read_k128_stage(stage, wg, tw, warp, g, nslab: int = 2, k_interleave: bool = False, stage_slabs: int = 0):
     """Consumer: this thread's words of a shared-memory K128 stage (``nslab`` slabs per warpgroup), in
     :func:`_mma_k128_steps`' order (each slab's codes, 16 B each half, then each slab's UE8M0 scales, 8 B each;
-    ``k_interleave``: 4 B each, the word holding its K32 block's bytes, ``sm90_layout.scale_tile_position``)."""
+    ``k_interleave``: 4 B each, the word holding its K32 block's bytes, ``sm90_layout.scale_tile_position``).
+    ``stage_slabs``: the slabs the stage holds (its scale tiles follow their code tiles), default two warpgroups'
+    ``2 * nslab``; the four-warpgroup probe (:mod:`.kloop_probe`) reads one slab of four."""
+    stage_slabs = stage_slabs or 2 * nslab
     words = []
     for sl in range(nslab):
         for h2 in range(2):
             words.extend(ld_shared_v4(stage + (wg * nslab + sl) * 4096 + tw * 32 + 16 * h2))
     for sl in range(nslab):
-        sc = stage + 2 * nslab * 4096 + (wg * nslab + sl) * 256 + (warp * 8 + g) * 8
+        sc = stage + stage_slabs * 4096 + (wg * nslab + sl) * 256 + (warp * 8 + g) * 8
         if k_interleave:  # K32 block t = lane % 4: bytes 2t, 2t + 1 of the 8, in word t // 2
             words.append(ld_shared_b32(sc + ((tw & 3) >> 1) * 4))
         else:
@@ -64,13 +67,13 @@ def _read_k128_stage(stage, wg, tw, warp, g, nslab: int = 2, k_interleave: bool 
     return words
 
 
-def _init_stage_barriers(smem, bar_off: int, ns: int):
+def _init_stage_barriers(smem, bar_off: int, ns: int, consumers: int = CONSUMER_THREADS):
     """One thread: the ``ns`` full barriers of the weight stages (one arrival: the producer's expect_tx) and the
-    ``ns`` empty barriers (every consumer thread arrives), then the fence that makes them visible to the async
-    proxy (the bulk copies complete on them). Plain Python: the loop unrolls at trace time."""
+    ``ns`` empty barriers (each of the ``consumers`` threads arrives), then the fence that makes them visible to the
+    async proxy (the bulk copies complete on them). Plain Python: the loop unrolls at trace time."""
     for s in range(ns):
         mbar_init(smem + bar_off + 8 * s, 1)
-        mbar_init(smem + bar_off + 8 * (ns + s), CONSUMER_THREADS)
+        mbar_init(smem + bar_off + 8 * (ns + s), consumers)
     mbar_init_fence()
 
 
@@ -96,14 +99,14 @@ def _produce_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_empty, w
 
 
 def _consume_k128(smem, bar_off: int, stage_off: int, ns: int, gs, wait_full, wg, tw, warp, g, release: str,
-                  nslab: int = 2, stage_bytes: int = STAGE_BYTES, k_interleave: bool = False):
+                  nslab: int = 2, stage_bytes: int = STAGE_BYTES, k_interleave: bool = False, stage_slabs: int = 0):
     """Consumer, stream step ``gs``: wait for the stage's full barrier (``wait_full(bar, parity)``), read
     this thread's words of its ``nslab`` slabs (:func:`_read_k128_stage`) and, unless ``release``
     (Role2GemmConfig.stage_release) is "decoded" (then :func:`_release_k128` after the step's MMAs), arrive on the
     empty barrier. Returns the words."""
     s, use = stage_slot(gs, ns)
     wait_full(smem + bar_off + 8 * s, use & 1)
-    words = _read_k128_stage(smem + stage_off + s * stage_bytes, wg, tw, warp, g, nslab, k_interleave)
+    words = _read_k128_stage(smem + stage_off + s * stage_bytes, wg, tw, warp, g, nslab, k_interleave, stage_slabs)
     if release == "fence":
         fence_proxy_async_shared()
     if not release.startswith("decoded"):

@@ -1,0 +1,129 @@
+"""Benchmark (not a test): the steady-state BM 64 K loop of role2 in two CTA shapes (the dev probe
+:mod:`gcmoe_build.kernels.sm90.kloop_probe`: two consumer warpgroups of two slabs, as shipped, against four of one
+slab), each CTA streaming its own K128 weight stages; bytes / time against the streaming read of the same run.
+
+``GCMOE_KLOOP_CUBINS=DIR python3 tests/build/kernels/sm90/bench_kloop.py [--iters 384] [--json OUT]`` on the GPU
+machine (DIR from ``python -m gcmoe_build.kernels.sm90.kloop_probe DIR``). Before timing, every form's output is
+checked against the weights (poisoned output; all activations 1, so a CTA's accumulators sum to 64 x the dequantised
+sum of its tiles: a lost or doubled stage moves it by 1 / (4 x iters)) and the forms against each other. Repeats the
+forms in the order given, then reversed (``--rounds``), with the SM clock of each timed window (NVML).
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
+from tests.build.kernels.sm90.bench_role2 import stream_read_bw  # noqa: E402
+from tests.build.kernels.sm90.role2_harness import ClockSampler, Role2Kernels, time_raw_launch  # noqa: E402
+
+#: E2M1 magnitudes x 2 (integers), the probe's codes being positive (every byte & 0x77)
+_MAG2 = (0, 1, 2, 3, 4, 6, 8, 12)
+REL_TOL = 1e-4  # FP32 sums over ~10**5 products each; one lost stage of 4 * 384 moves a CTA's sum by 6.5e-4
+
+
+def make_weights(torch, ntiles: int, gen, device: str = "cuda"):
+    """(codes uint8 [ntiles, 4096], scales uint8 [ntiles, 256], per-tile dequantised sums float64): positive codes,
+    one relative exponent r in 0..3 per tile (scale byte 133 + r; the probe's sums then need no layout)."""
+    codes = torch.randint(0, 256, (ntiles, 4096), dtype=torch.uint8, device=device, generator=gen) & 0x77
+    r = torch.randint(0, 4, (ntiles,), device=device, generator=gen)
+    scales = (133 + r).to(torch.uint8)[:, None].expand(ntiles, 256).contiguous()
+    byte_mag2 = torch.tensor([_MAG2[b & 7] + _MAG2[(b >> 4) & 7] for b in range(256)], dtype=torch.int32,
+                             device=device)
+    sums = torch.empty(ntiles, dtype=torch.float64, device=device)
+    for lo in range(0, ntiles, 16384):  # 16384 x 4096 int32 lookups at a time
+        sums[lo:lo + 16384] = byte_mag2[codes[lo:lo + 16384].long()].sum(1).to(torch.float64) / 2
+    return codes, scales, sums * torch.pow(2.0, r.to(torch.float64))
+
+
+def launch_args(codes, scales, out, iters: int):
+    """The probe kernel's formals (w, ws, out, iters) as ctypes scalars."""
+    return [ctypes.c_uint64(codes.data_ptr()), ctypes.c_uint64(scales.data_ptr()), ctypes.c_uint64(out.data_ptr()),
+            ctypes.c_int32(iters)]
+
+
+def checked_sums(torch, k, form: str, codes, scales, ref, iters: int, sms: int):
+    """One launch of ``form`` on a poisoned output: its per-CTA sums (float64), after checking every output is written
+    and each CTA's sum is within :data:`REL_TOL` of ``ref`` (ValueError otherwise); also the largest error."""
+    _, _, fn, info = k.function(f"kloop_probe_{form}")
+    out = torch.full((sms * info["consumer_threads"],), float("nan"), dtype=torch.float32, device="cuda")
+    time_raw_launch(fn, sms, info["threads"], info["smem"], launch_args(codes, scales, out, iters), warm=0, reps=1)
+    torch.cuda.synchronize()
+    if not torch.isfinite(out).all():
+        raise ValueError(f"kloop_probe_{form}: {int((~torch.isfinite(out)).sum())} outputs not written or not finite")
+    got = out.view(sms, -1).to(torch.float64).sum(1)
+    err = ((got - ref).abs() / ref.abs()).max().item()
+    if err > REL_TOL:
+        raise ValueError(f"kloop_probe_{form}: a CTA's sum is {err:.2e} off the weights' (> {REL_TOL}): a stage "
+                         f"lost or read twice?")
+    return got, err
+
+
+def main():
+    import torch
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iters", type=int, default=384, help="K128 steps per CTA (a multiple of 4)")
+    ap.add_argument("--forms", default="wg2,wg4,wg4n")
+    ap.add_argument("--rounds", type=int, default=2, help="passes over the forms, every other one reversed")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--ctas", type=int, default=0,
+                    help="CTAs (one per SM; default every SM). Fewer CTAs than SMs keep the stream below the read "
+                         "bandwidth, so the K loop's own rate shows on a card whose read would bind it (an H100)")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    if a.iters % 4:
+        raise SystemExit(f"--iters {a.iters}: must be a multiple of 4 (the probe's K512 chunk)")
+    k = Role2Kernels(Path(os.environ.get("GCMOE_KLOOP_CUBINS", "build/kloop_probe")))
+    forms = a.forms.split(",")
+    sms = a.ctas or torch.cuda.get_device_properties(0).multi_processor_count
+    ntiles = sms * 4 * a.iters
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    codes, scales, tile_sums = make_weights(torch, ntiles, gen)
+    ref = tile_sums.view(sms, 4 * a.iters).sum(1) * 64  # per CTA: 64 tokens of all-ones activations
+    nbytes = ntiles * (4096 + 256)
+    print(f"{torch.cuda.get_device_name(0)}: {sms} CTAs x {a.iters} K128 steps, {nbytes / 1e6:.0f} MB of weights")
+    # the K loop's own rate per SM, projected onto role2's 128-SM compute partition: its share of the read if the
+    # stream did not bind (equal to the measured share when every SM runs and the read does not bind)
+    part = 128
+
+    sums = {}
+    for form in forms:  # correctness first
+        sums[form], err = checked_sums(torch, k, form, codes, scales, ref, a.iters, sms)
+        print(f"{form}: a CTA's sum against the weights' within {err:.2e} (relative)")
+    spread = max(((v - sums[forms[0]]).abs() / ref.abs()).max().item() for v in sums.values())
+    print(f"forms against each other: within {spread:.2e}")
+    bw = stream_read_bw(torch)
+    clocks = ClockSampler()
+    rows = []
+    print(f"stream read {bw / 1e12:.2f} TB/s")
+    print(f"{'form':6} {'round':>5} {'us':>8} {'TB/s':>6} {'% read':>7} {'GB/s/SM':>8} {'128 SMs':>8} "
+          f"{'SM MHz':>7} {'capped':>6}")
+    for rnd in range(a.rounds):
+        for form in (forms if rnd % 2 == 0 else forms[::-1]):
+            _, _, fn, info = k.function(f"kloop_probe_{form}")
+            out = torch.empty(sms * info["consumer_threads"], dtype=torch.float32, device="cuda")
+            t0 = time.perf_counter()
+            us = time_raw_launch(fn, sms, info["threads"], info["smem"], launch_args(codes, scales, out, a.iters),
+                                 warm=3, reps=a.reps)
+            clk = clocks.summary(t0, time.perf_counter())
+            per_sm = nbytes / us * 1e6 / sms
+            row = dict(form=form, round=rnd, ctas=sms, us=us, tbps=nbytes / us / 1e6, frac_read=nbytes / us * 1e6 / bw,
+                       gbps_per_sm=per_sm / 1e9, frac_read_128=per_sm * part / bw, **clk)
+            rows.append(row)
+            print(f"{form:6} {rnd:5d} {us:8.1f} {row['tbps']:6.2f} {100 * row['frac_read']:6.1f}% "
+                  f"{row['gbps_per_sm']:8.2f} {100 * row['frac_read_128']:7.1f}% "
+                  f"{clk.get('sm_mhz', 0):7.0f} {100 * clk.get('power_capped', 0):5.0f}%")
+    clocks.close()
+    if a.json:
+        Path(a.json).write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(0), sms=sms, iters=a.iters,
+                                                bytes=nbytes, read_bps=bw, rows=rows), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""The K-loop probe (gcmoe_build.kernels.sm90.kloop_probe, a dev measurement kernel, never bundled): each form builds
+with its warpgroups, register split and MMA count, without local memory (CPU); the bench's reference sums are the
+weights' (CPU); on a GPU, with cubins from ``python -m gcmoe_build.kernels.sm90.kloop_probe DIR``
+(``GCMOE_KLOOP_CUBINS``), every form's output matches the weights and the forms match each other."""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+#: form -> (threads, producer / consumer registers, register-A wgmmas per K loop iteration: 2 K128 steps x 4 K32 x
+#: the warpgroup's slabs, named-barrier syncs + arrives in the PTX)
+EXPECT = {"wg2": (384, (24, 240), 16), "wg4": (640, (24, 112), 8), "wg4n": (640, (24, 112), 8)}
+
+
+@pytest.fixture(scope="module")
+def built():
+    from cutlass import Int32, Int64
+
+    from gcmoe_build.frontend.dsl import import_dsl, trace_to_ptx
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.kloop_probe import build_probe
+    from gcmoe_build.toolchain.ptxas import assemble, effective_options
+
+    out = {}
+    for form in EXPECT:
+        host, kern = build_probe(form)
+        ptx = trace_to_ptx(host, kern, (Int64(0), Int64(0), Int64(0), Int32(4), Int32(1)), f"kloop_probe_{form}",
+                           "sm_90a").ptx
+        out[form] = (ptx, assemble(ptx, effective_options("sm_90a", []), what=form))
+    return out
+
+
+@pytest.mark.parametrize("form", sorted(EXPECT))
+def test_probe_forms_build_as_described(built, form):
+    ptx, cubin = built[form]
+    threads, (prod, cons), wgmmas = EXPECT[form]
+    assert cubin[:4] == b"\x7fELF"
+    assert f".reqntid {threads}, 1, 1" in ptx and ".minnctapersm 1" in ptx
+    assert f"setmaxnreg.dec.sync.aligned.u32 {prod};" in ptx and f"setmaxnreg.inc.sync.aligned.u32 {cons};" in ptx
+    shapes = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k32\.f32\.e4m3\.e4m3\s+\{[^}]*\},\s*"
+                        r"\{%r\d+, %r\d+, %r\d+, %r\d+\}", ptx)
+    assert shapes == ["64"] * wgmmas, shapes
+    # the turns: a named-barrier sync per burst and an arrive per hand-over, none without them
+    turns = len(re.findall(r"bar\.arrive", ptx))
+    assert (turns > 0) == (form != "wg4n"), turns
+    assert "ld.local" not in ptx and "st.local" not in ptx
+
+
+def test_probe_forms_do_not_spill(built):
+    from gcmoe_build import sass
+
+    try:
+        sass.locate_nvdisasm()
+    except sass.SassError as e:
+        pytest.skip(str(e))
+    for form in EXPECT:
+        text = sass.disassemble(built[form][1])
+        loops = sass.innermost_mma_loops(text)
+        assert len(loops) == 1 and loops[0].count("QGMMA") == EXPECT[form][2], form
+        assert "STL" not in text and "LDL" not in text, form
+
+
+def test_reference_sums_are_the_dequantised_weights():
+    torch = pytest.importorskip("torch")
+    from bench_kloop import make_weights
+
+    gen = torch.Generator().manual_seed(3)
+    codes, scales, sums = make_weights(torch, 3, gen, device="cpu")
+    assert codes.shape == (3, 4096) and scales.shape == (3, 256) and (codes & 0x88).eq(0).all()
+    e2m1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+    for t in range(3):
+        r = int(scales[t, 0]) - 133
+        assert 0 <= r <= 3 and scales[t].eq(scales[t, 0]).all()  # one exponent per tile: no layout needed
+        nibbles = [b & 7 for b in codes[t].tolist()] + [(b >> 4) & 7 for b in codes[t].tolist()]
+        assert sums[t].item() == sum(e2m1[n] for n in nibbles) * 2.0 ** r
+
+
+def test_unknown_form_is_refused():
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.kloop_probe import build_probe
+
+    with pytest.raises(KeyError):
+        build_probe("wg3")
+
+
+@pytest.mark.gpu
+def test_every_form_matches_the_weights_and_each_other():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU; none visible")
+    d = Path(os.environ.get("GCMOE_KLOOP_CUBINS", "build/kloop_probe"))
+    if not (d / "index.json").is_file():
+        pytest.skip(f"K-loop probe cubins not built at {d}")
+    from bench_kloop import checked_sums, make_weights
+
+    from tests.build.kernels.sm90.role2_harness import Role2Kernels
+
+    k = Role2Kernels(d)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    iters = 16  # two turns round the 8 stages
+    codes, scales, tile_sums = make_weights(torch, sms * 4 * iters, torch.Generator(device="cuda").manual_seed(1))
+    ref = tile_sums.view(sms, 4 * iters).sum(1) * 64
+    sums = {form: checked_sums(torch, k, form, codes, scales, ref, iters, sms)[0] for form in EXPECT}
+    for form, got in sums.items():
+        assert torch.allclose(got, sums["wg2"], rtol=1e-5, atol=0), form
