@@ -14,6 +14,9 @@ chunk that stays in shared memory (the B operand; what a task's fixed parts cost
   per thread), turns passed round the four; 640 threads, 24 / 112 registers (the launch allocation of 96 per
   thread: ``65536 // 640`` rounded down to 8).
 * ``wg4n``: ``wg4`` without turns (each warpgroup issues its burst when it is ready).
+* ``wg2x``, ``wg2p``, ``wg2xp`` (timing only, their outputs are not the GEMM's): ``wg2`` without the FP4 decode (the
+  code words are the A registers: ``decode=False``), without the promote's FMAs (``promote_fmas=False``), without both:
+  which part of the step the per-SM rate is bound by.
 
 Each CTA streams its own ``iters`` K128 steps of slabs ``4 * cta .. 4 * cta + 3`` (``tile = slab * iters + k``: the
 host lays the weights out so), so the bytes read are ``grid * 4 * iters * 4352``. The activation chunk holds E4M3
@@ -56,8 +59,12 @@ SMEM_BYTES = BAR_OFF + 2 * 8 * NS
 E4M3_ONES = 0x38383838
 FOLDED_ONE_BITS = struct.unpack("<I", struct.pack("<f", 2.0 ** FOLD_LOG2))[0]  # a token scale of 1, pre-folded
 
-#: form -> (consumer warpgroups, slabs per warpgroup, turns, producer / consumer registers after setmaxnreg)
-FORMS = {"wg2": (2, 2, True, (24, 240)), "wg4": (4, 1, True, (24, 112)), "wg4n": (4, 1, False, (24, 112))}
+#: form -> (consumer warpgroups, slabs per warpgroup, turns, producer / consumer registers after setmaxnreg, FP4
+#: decode, promote FMAs); forms without the decode or the promote compute no GEMM (:data:`TIMING_ONLY`)
+FORMS = {"wg2": (2, 2, True, (24, 240), True, True), "wg4": (4, 1, True, (24, 112), True, True),
+         "wg4n": (4, 1, False, (24, 112), True, True), "wg2x": (2, 2, True, (24, 240), False, True),
+         "wg2p": (2, 2, True, (24, 240), True, False), "wg2xp": (2, 2, True, (24, 240), False, False)}
+TIMING_ONLY = tuple(f for f, v in FORMS.items() if not (v[4] and v[5]))
 #: the four-warpgroup turns' named barriers (the shipped two use PINGPONG_BARS = 3, 4; 0: every thread)
 RING_BARS = tuple(range(PINGPONG_BARS[0], PINGPONG_BARS[0] + 4))
 
@@ -99,7 +106,7 @@ def probe_step(smem, gs, kl128, lane, t, nsl: int) -> K128Step:
 
 def build_probe(form: str):
     """``(host_fn, kernel_fn)`` of one form; host args ``(w, ws, out, iters, ncta)``."""
-    nwg, nsl, with_turns, (prod_regs, cons_regs) = FORMS[form]
+    nwg, nsl, with_turns, (prod_regs, cons_regs), decode, promote = FORMS[form]
     ct = 128 * nwg
     threads = PRODUCER_THREADS + ct
     if PRODUCER_THREADS * prod_regs + ct * cons_regs > threads * (65536 // threads // 8 * 8):
@@ -150,7 +157,9 @@ def build_probe(form: str):
                     steps = [probe_step(smem, c * CHUNK_K128 + k2 * SPC + h, k2 * SPC + h, (wg, tw, warp, g), t, nsl)
                              for h in range(SPC)]
                     _mma_k128_steps(steps, acc, smem + ACT_OFF, BM, 0, prescaled=True, sw128=True, nslab=nsl,
-                                    turns=turns, k_interleave_tig=t, scales_before_wait=True)
+                                    turns=turns, k_interleave_tig=t if const_expr(decode) else None,
+                                    scales_before_wait=True, decode=decode,
+                                    promote_fmas=promote)
             if const_expr(with_turns):
                 if const_expr(nwg == 2):
                     pingpong_close(wg)
@@ -170,9 +179,9 @@ def build_probe(form: str):
 
 
 def probe_info(form: str) -> dict:
-    nwg, nsl, with_turns, regs = FORMS[form]
-    return {"form": form, "warpgroups": nwg, "slabs_per_warpgroup": nsl, "turns": with_turns, "setmaxnreg": list(regs),
-            "threads": threads_of(form), "consumer_threads": 128 * nwg, "smem": SMEM_BYTES, "bm": BM,
+    nwg, nsl, with_turns, regs, _, _ = FORMS[form]
+    return {"form": form, "timing_only": form in TIMING_ONLY, "warpgroups": nwg, "slabs_per_warpgroup": nsl,
+            "turns": with_turns, "setmaxnreg": list(regs), "threads": threads_of(form), "consumer_threads": 128 * nwg, "smem": SMEM_BYTES, "bm": BM,
             "stage_bytes": STAGE_BYTES, "slab_stage_bytes": SLAB_STAGE_BYTES, "chunk_k128": CHUNK_K128}
 
 

@@ -77,7 +77,7 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
                     overlap: bool = True, prescaled: bool = False, sw128: bool = False, slab_groups: int = 0,
                     block_k128: bool = False, nslab: int = 2, decode: bool = True, turns=None,
                     mma_n: int | None = None, k_interleave_tig=None, scales_before_wait: bool = False,
-                    words_ahead: bool = False):
+                    words_ahead: bool = False, promote_fmas: bool = True):
     """Consecutive K128 steps of one consumer warpgroup (:class:`K128Step`), each 4 x (2 x 4 A registers, 2 wgmma),
     into ``acc``; the promotions (partial x scales -> ``acc``) of one step wait only for its own MMAs while the
     next step's are in flight, so the tensor-core drain is paid once per call, not once per K128.
@@ -121,7 +121,10 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     (and weight) scales are loaded before its ``wgmma.wait_group``, so their shared-memory latency runs under its MMAs
     instead of after them; the FMAs and their order are unchanged (bit-identical outputs). ``words_ahead``
     (``Role2GemmConfig.dev_words_ahead``, chained per K128): the next step of this call waits for its stage and loads
-    its words right after this step's MMAs are issued, before this step's promote.
+    its words right after this step's MMAs are issued, before this step's promote. ``promote_fmas=False`` (chained per
+    K128; the timing probe :mod:`.kloop_probe` only): each step's MMAs are waited for and only the first value of each
+    slab's partial is added (ptxas drops a wgmma none of whose outputs is read), so the outputs are meaningless and the
+    time is the step's without its promote FMAs.
 
     Chained per K128 (with or without slab groups), a step's (a slab group's) four K32 A fragments are decoded first
     and one ``wgmma.fence`` precedes its wgmmas: a fence orders every earlier register write of the warp, and the A
@@ -290,7 +293,11 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
             early = step_scales(step) if scales_before_wait else None  # their latency runs under the step's MMAs
             wgmma_wait(pending)
             mark(step, "mma_done")
-            fma(parts, *(early or step_scales(step)))
+            if promote_fmas:
+                fma(parts, *(early or step_scales(step)))
+            else:
+                for sl in range(nslab):
+                    acc[sl * nd] = acc[sl * nd] + fence_f32(parts[sl][0])
             mark(step, "promoted")
 
         done = None  # (partials, step) of the previous step, its group still pending

@@ -15,7 +15,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 #: form -> (threads, producer / consumer registers, register-A wgmmas per K loop iteration: 2 K128 steps x 4 K32 x
 #: the warpgroup's slabs, named-barrier syncs + arrives in the PTX)
-EXPECT = {"wg2": (384, (24, 240), 16), "wg4": (640, (24, 112), 8), "wg4n": (640, (24, 112), 8)}
+EXPECT = {"wg2": (384, (24, 240), 16), "wg4": (640, (24, 112), 8), "wg4n": (640, (24, 112), 8),
+          "wg2x": (384, (24, 240), 16), "wg2p": (384, (24, 240), 16), "wg2xp": (384, (24, 240), 16)}
+#: what the timing-only forms leave out, in the SASS of their K loop: (PRMT, FFMA) there
+LEFT_OUT = {"wg2": (72, 128), "wg2x": (0, 128), "wg2p": (72, 0), "wg2xp": (0, 0)}
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +68,8 @@ def test_probe_forms_do_not_spill(built):
         loops = sass.innermost_mma_loops(text)
         assert len(loops) == 1 and loops[0].count("QGMMA") == EXPECT[form][2], form
         assert "STL" not in text and "LDL" not in text, form
+        if form in LEFT_OUT:  # the decode's PRMTs and the promote's FFMAs, or not
+            assert (loops[0].count("PRMT"), loops[0].count("FFMA")) == LEFT_OUT[form], form
 
 
 def test_reference_sums_are_the_dequantised_weights():
@@ -109,6 +114,9 @@ def test_every_form_matches_the_weights_and_each_other():
     iters = 16  # two turns round the 8 stages
     codes, scales, tile_sums = make_weights(torch, sms * 4 * iters, torch.Generator(device="cuda").manual_seed(1))
     ref = tile_sums.view(sms, 4 * iters).sum(1) * 64
+    from gcmoe_build.kernels.sm90.kloop_probe import TIMING_ONLY
+
     sums = {form: checked_sums(torch, k, form, codes, scales, ref, iters, sms)[0] for form in EXPECT}
     for form, got in sums.items():
-        assert torch.allclose(got, sums["wg2"], rtol=1e-5, atol=0), form
+        if form not in TIMING_ONLY:
+            assert torch.allclose(got, sums["wg2"], rtol=1e-5, atol=0), form
