@@ -182,7 +182,8 @@ def probe_info(form: str) -> dict:
     nwg, nsl, with_turns, regs, _, _ = FORMS[form]
     return {"form": form, "timing_only": form in TIMING_ONLY, "warpgroups": nwg, "slabs_per_warpgroup": nsl,
             "turns": with_turns, "setmaxnreg": list(regs), "threads": threads_of(form), "consumer_threads": 128 * nwg,
-            "smem": SMEM_BYTES, "bm": BM, "stage_bytes": STAGE_BYTES, "slab_stage_bytes": SLAB_STAGE_BYTES, "chunk_k128": CHUNK_K128}
+            "smem": SMEM_BYTES, "bm": BM, "stage_bytes": STAGE_BYTES, "slab_stage_bytes": SLAB_STAGE_BYTES,
+            "chunk_k128": CHUNK_K128}
 
 
 def main(argv=None):
