@@ -17,6 +17,9 @@ chunk that stays in shared memory (the B operand; what a task's fixed parts cost
 * ``wg2x``, ``wg2p``, ``wg2xp`` (timing only, their outputs are not the GEMM's): ``wg2`` without the FP4 decode (the
   code words are the A registers: ``decode=False``), without the promote's FMAs (``promote_fmas=False``), without both:
   which part of the step the per-SM rate is bound by.
+* ``wg2c``, ``wg4c``: ``wg2`` / ``wg4`` with the consumers' named barrier at every K512 chunk that role2's chunk loop
+  has (:func:`.role2_chunks.for_each_chunk`; here without the chunk's copy and scale staging): what that barrier costs
+  the turns.
 
 Each CTA streams its own ``iters`` K128 steps of slabs ``4 * cta .. 4 * cta + 3`` (``tile = slab * iters + k``: the
 host lays the weights out so), so the bytes read are ``grid * 4 * iters * 4352``. The activation chunk holds E4M3
@@ -31,6 +34,7 @@ of its row's dequantised weights and a CTA's values sum to ``64 x`` the dequanti
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 import cutlass
 import cutlass.cute as cute
@@ -59,18 +63,28 @@ SMEM_BYTES = BAR_OFF + 2 * 8 * NS
 E4M3_ONES = 0x38383838
 FOLDED_ONE_BITS = struct.unpack("<I", struct.pack("<f", 2.0 ** FOLD_LOG2))[0]  # a token scale of 1, pre-folded
 
-#: form -> (consumer warpgroups, slabs per warpgroup, turns, producer / consumer registers after setmaxnreg, FP4
-#: decode, promote FMAs); forms without the decode or the promote compute no GEMM (:data:`TIMING_ONLY`)
-FORMS = {"wg2": (2, 2, True, (24, 240), True, True), "wg4": (4, 1, True, (24, 112), True, True),
-         "wg4n": (4, 1, False, (24, 112), True, True), "wg2x": (2, 2, True, (24, 240), False, True),
-         "wg2p": (2, 2, True, (24, 240), True, False), "wg2xp": (2, 2, True, (24, 240), False, False)}
-TIMING_ONLY = tuple(f for f, v in FORMS.items() if not (v[4] and v[5]))
+class Form(NamedTuple):
+    warpgroups: int  # consumer warpgroups
+    slabs: int  # 64-row slabs per warpgroup
+    turns: bool
+    regs: tuple[int, int]  # producer / consumer registers after setmaxnreg
+    decode: bool = True  # the FP4 decode (False: the code words are the A registers)
+    promote: bool = True  # the promote FMAs (False: one FADD per slab keeps the MMAs)
+    chunk_barrier: bool = False  # the consumers' named barrier at each K512 chunk, as role2's chunk loop has
+
+
+FORMS = {"wg2": Form(2, 2, True, (24, 240)), "wg4": Form(4, 1, True, (24, 112)), "wg4n": Form(4, 1, False, (24, 112)),
+         "wg2x": Form(2, 2, True, (24, 240), decode=False), "wg2p": Form(2, 2, True, (24, 240), promote=False),
+         "wg2xp": Form(2, 2, True, (24, 240), decode=False, promote=False),
+         "wg2c": Form(2, 2, True, (24, 240), chunk_barrier=True), "wg4c": Form(4, 1, True, (24, 112), chunk_barrier=True)}
+#: forms whose outputs are not the GEMM's (no decode or no promote): timed, not checked against the weights
+TIMING_ONLY = tuple(f for f, v in FORMS.items() if not (v.decode and v.promote))
 #: the four-warpgroup turns' named barriers (the shipped two use PINGPONG_BARS = 3, 4; 0: every thread)
 RING_BARS = tuple(range(PINGPONG_BARS[0], PINGPONG_BARS[0] + 4))
 
 
 def threads_of(form: str) -> int:
-    return PRODUCER_THREADS + 128 * FORMS[form][0]
+    return PRODUCER_THREADS + 128 * FORMS[form].warpgroups
 
 
 def ring_turns(wg, nwg: int):
@@ -106,7 +120,7 @@ def probe_step(smem, gs, kl128, lane, t, nsl: int) -> K128Step:
 
 def build_probe(form: str):
     """``(host_fn, kernel_fn)`` of one form; host args ``(w, ws, out, iters, ncta)``."""
-    nwg, nsl, with_turns, (prod_regs, cons_regs), decode, promote = FORMS[form]
+    nwg, nsl, with_turns, (prod_regs, cons_regs), decode, promote, chunk_barrier = FORMS[form]
     ct = 128 * nwg
     threads = PRODUCER_THREADS + ct
     if PRODUCER_THREADS * prod_regs + ct * cons_regs > threads * (65536 // threads // 8 * 8):
@@ -153,6 +167,8 @@ def build_probe(form: str):
                     ring_open(wg, nwg)
 
             for c in cutlass.range(iters // CHUNK_K128, unroll=1):
+                if const_expr(chunk_barrier):
+                    bar_sync(1, ct)
                 for k2 in cutlass.range(CHUNK_K128 // SPC, unroll=1):
                     steps = [probe_step(smem, c * CHUNK_K128 + k2 * SPC + h, k2 * SPC + h, (wg, tw, warp, g), t, nsl)
                              for h in range(SPC)]
@@ -179,7 +195,7 @@ def build_probe(form: str):
 
 
 def probe_info(form: str) -> dict:
-    nwg, nsl, with_turns, regs, _, _ = FORMS[form]
+    nwg, nsl, with_turns, regs = FORMS[form][:4]
     return {"form": form, "timing_only": form in TIMING_ONLY, "warpgroups": nwg, "slabs_per_warpgroup": nsl,
             "turns": with_turns, "setmaxnreg": list(regs), "threads": threads_of(form), "consumer_threads": 128 * nwg,
             "smem": SMEM_BYTES, "bm": BM, "stage_bytes": STAGE_BYTES, "slab_stage_bytes": SLAB_STAGE_BYTES,

@@ -16,7 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 #: form -> (threads, producer / consumer registers, register-A wgmmas per K loop iteration: 2 K128 steps x 4 K32 x
 #: the warpgroup's slabs, named-barrier syncs + arrives in the PTX)
 EXPECT = {"wg2": (384, (24, 240), 16), "wg4": (640, (24, 112), 8), "wg4n": (640, (24, 112), 8),
-          "wg2x": (384, (24, 240), 16), "wg2p": (384, (24, 240), 16), "wg2xp": (384, (24, 240), 16)}
+          "wg2x": (384, (24, 240), 16), "wg2p": (384, (24, 240), 16), "wg2xp": (384, (24, 240), 16),
+          "wg2c": (384, (24, 240), 16), "wg4c": (640, (24, 112), 8)}
 #: what the timing-only forms leave out, in the SASS of their K loop: (PRMT, FFMA) there
 LEFT_OUT = {"wg2": (72, 128), "wg2x": (0, 128), "wg2p": (72, 0), "wg2xp": (0, 0)}
 
@@ -54,6 +55,8 @@ def test_probe_forms_build_as_described(built, form):
     turns = len(re.findall(r"bar\.arrive", ptx))
     assert (turns > 0) == (form != "wg4n"), turns
     assert "ld.local" not in ptx and "st.local" not in ptx
+    # the chunk barrier: the consumers' named barrier 1 over all consumer threads, only in the chunk-barrier forms
+    assert (f"bar.sync 1, {threads - 128};" in ptx) == form.endswith("c"), form
 
 
 def test_probe_forms_do_not_spill(built):
