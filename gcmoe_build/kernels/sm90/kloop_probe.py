@@ -63,7 +63,9 @@ SMEM_BYTES = BAR_OFF + 2 * 8 * NS
 E4M3_ONES = 0x38383838
 FOLDED_ONE_BITS = struct.unpack("<I", struct.pack("<f", 2.0 ** FOLD_LOG2))[0]  # a token scale of 1, pre-folded
 
+
 class Form(NamedTuple):
+    """One probe form (:data:`FORMS`)."""
     warpgroups: int  # consumer warpgroups
     slabs: int  # 64-row slabs per warpgroup
     turns: bool
@@ -76,7 +78,8 @@ class Form(NamedTuple):
 FORMS = {"wg2": Form(2, 2, True, (24, 240)), "wg4": Form(4, 1, True, (24, 112)), "wg4n": Form(4, 1, False, (24, 112)),
          "wg2x": Form(2, 2, True, (24, 240), decode=False), "wg2p": Form(2, 2, True, (24, 240), promote=False),
          "wg2xp": Form(2, 2, True, (24, 240), decode=False, promote=False),
-         "wg2c": Form(2, 2, True, (24, 240), chunk_barrier=True), "wg4c": Form(4, 1, True, (24, 112), chunk_barrier=True)}
+         "wg2c": Form(2, 2, True, (24, 240), chunk_barrier=True),
+         "wg4c": Form(4, 1, True, (24, 112), chunk_barrier=True)}
 #: forms whose outputs are not the GEMM's (no decode or no promote): timed, not checked against the weights
 TIMING_ONLY = tuple(f for f, v in FORMS.items() if not (v.decode and v.promote))
 #: the four-warpgroup turns' named barriers (the shipped two use PINGPONG_BARS = 3, 4; 0: every thread)
