@@ -19,7 +19,7 @@ chunk that stays in shared memory (the B operand; what a task's fixed parts cost
   which part of the step the per-SM rate is bound by.
 * ``wg2c``, ``wg4c``: ``wg2`` / ``wg4`` with the consumers' named barrier at every K512 chunk that role2's chunk loop
   has (:func:`.role2_chunks.for_each_chunk`; here without the chunk's copy and scale staging): what that barrier costs
-  the turns.
+  the turns (session 58: ``wg2c`` +3.9 %, ``wg4c`` -3.2 %). ``wg2b2`` / ``wg2b8``: the barrier every 2 / 8 K128 steps.
 
 Each CTA streams its own ``iters`` K128 steps of slabs ``4 * cta .. 4 * cta + 3`` (``tile = slab * iters + k``: the
 host lays the weights out so), so the bytes read are ``grid * 4 * iters * 4352``. The activation chunk holds E4M3
@@ -72,14 +72,15 @@ class Form(NamedTuple):
     regs: tuple[int, int]  # producer / consumer registers after setmaxnreg
     decode: bool = True  # the FP4 decode (False: the code words are the A registers)
     promote: bool = True  # the promote FMAs (False: one FADD per slab keeps the MMAs)
-    chunk_barrier: bool = False  # the consumers' named barrier at each K512 chunk, as role2's chunk loop has
+    barrier_every: int = 0  # K128 steps between the consumers' named barriers (4: each K512 chunk, as role2's chunk
+    # loop has; 2 / 8: every call / every other chunk; 0: none)
 
 
 FORMS = {"wg2": Form(2, 2, True, (24, 240)), "wg4": Form(4, 1, True, (24, 112)), "wg4n": Form(4, 1, False, (24, 112)),
          "wg2x": Form(2, 2, True, (24, 240), decode=False), "wg2p": Form(2, 2, True, (24, 240), promote=False),
          "wg2xp": Form(2, 2, True, (24, 240), decode=False, promote=False),
-         "wg2c": Form(2, 2, True, (24, 240), chunk_barrier=True),
-         "wg4c": Form(4, 1, True, (24, 112), chunk_barrier=True)}
+         "wg2c": Form(2, 2, True, (24, 240), barrier_every=4), "wg4c": Form(4, 1, True, (24, 112), barrier_every=4),
+         "wg2b2": Form(2, 2, True, (24, 240), barrier_every=2), "wg2b8": Form(2, 2, True, (24, 240), barrier_every=8)}
 #: forms whose outputs are not the GEMM's (no decode or no promote): timed, not checked against the weights
 TIMING_ONLY = tuple(f for f, v in FORMS.items() if not (v.decode and v.promote))
 #: the four-warpgroup turns' named barriers (the shipped two use PINGPONG_BARS = 3, 4; 0: every thread)
@@ -123,7 +124,10 @@ def probe_step(smem, gs, kl128, lane, t, nsl: int) -> K128Step:
 
 def build_probe(form: str):
     """``(host_fn, kernel_fn)`` of one form; host args ``(w, ws, out, iters, ncta)``."""
-    nwg, nsl, with_turns, (prod_regs, cons_regs), decode, promote, chunk_barrier = FORMS[form]
+    nwg, nsl, with_turns, (prod_regs, cons_regs), decode, promote, barrier_every = FORMS[form]
+    if barrier_every not in (0, SPC, CHUNK_K128, 2 * CHUNK_K128):
+        raise ValueError(f"kloop_probe {form}: barrier_every={barrier_every}: 0, {SPC}, {CHUNK_K128} or "
+                         f"{2 * CHUNK_K128} K128 steps")
     ct = 128 * nwg
     threads = PRODUCER_THREADS + ct
     if PRODUCER_THREADS * prod_regs + ct * cons_regs > threads * (65536 // threads // 8 * 8):
@@ -170,9 +174,14 @@ def build_probe(form: str):
                     ring_open(wg, nwg)
 
             for c in cutlass.range(iters // CHUNK_K128, unroll=1):
-                if const_expr(chunk_barrier):
+                if const_expr(barrier_every == CHUNK_K128):
                     bar_sync(1, ct)
+                if const_expr(barrier_every == 2 * CHUNK_K128):
+                    if c % 2 == 0:
+                        bar_sync(1, ct)
                 for k2 in cutlass.range(CHUNK_K128 // SPC, unroll=1):
+                    if const_expr(barrier_every == SPC):
+                        bar_sync(1, ct)
                     steps = [probe_step(smem, c * CHUNK_K128 + k2 * SPC + h, k2 * SPC + h, (wg, tw, warp, g), t, nsl)
                              for h in range(SPC)]
                     _mma_k128_steps(steps, acc, smem + ACT_OFF, BM, 0, prescaled=True, sw128=True, nslab=nsl,

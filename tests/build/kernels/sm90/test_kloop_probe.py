@@ -17,7 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 #: the warpgroup's slabs, named-barrier syncs + arrives in the PTX)
 EXPECT = {"wg2": (384, (24, 240), 16), "wg4": (640, (24, 112), 8), "wg4n": (640, (24, 112), 8),
           "wg2x": (384, (24, 240), 16), "wg2p": (384, (24, 240), 16), "wg2xp": (384, (24, 240), 16),
-          "wg2c": (384, (24, 240), 16), "wg4c": (640, (24, 112), 8)}
+          "wg2c": (384, (24, 240), 16), "wg4c": (640, (24, 112), 8), "wg2b2": (384, (24, 240), 16),
+          "wg2b8": (384, (24, 240), 16)}
 #: what the timing-only forms leave out, in the SASS of their K loop: (PRMT, FFMA) there
 LEFT_OUT = {"wg2": (72, 128), "wg2x": (0, 128), "wg2p": (72, 0), "wg2xp": (0, 0)}
 
@@ -55,8 +56,10 @@ def test_probe_forms_build_as_described(built, form):
     turns = len(re.findall(r"bar\.arrive", ptx))
     assert (turns > 0) == (form != "wg4n"), turns
     assert "ld.local" not in ptx and "st.local" not in ptx
-    # the chunk barrier: the consumers' named barrier 1 over all consumer threads, only in the chunk-barrier forms
-    assert (f"bar.sync 1, {threads - 128};" in ptx) == form.endswith("c"), form
+    # the consumers' named barrier 1 over all consumer threads, only in the forms that ask for it
+    from gcmoe_build.kernels.sm90.kloop_probe import FORMS
+
+    assert (f"bar.sync 1, {threads - 128};" in ptx) == (FORMS[form].barrier_every > 0), form
 
 
 def test_probe_forms_do_not_spill(built):
@@ -98,6 +101,17 @@ def test_unknown_form_is_refused():
 
     with pytest.raises(KeyError):
         build_probe("wg3")
+
+
+def test_barrier_period_outside_the_loop_structure_is_refused(monkeypatch):
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90 import kloop_probe
+
+    monkeypatch.setitem(kloop_probe.FORMS, "wg2b3", kloop_probe.Form(2, 2, True, (24, 240), barrier_every=3))
+    with pytest.raises(ValueError, match="barrier_every=3"):
+        kloop_probe.build_probe("wg2b3")
 
 
 @pytest.mark.gpu
