@@ -144,6 +144,8 @@ def _mma_k128_steps(steps, acc, act_smem, bm: int, lag: int, a_regs=None, scale_
     per_k128 = (block_k128 if a_regs is not None else fold) and steps[0].ascl.group == 128
     if turns is not None and not (per_k128 and not slab_groups):
         raise ValueError("_mma_k128_steps turns: the per-K128 chain without slab groups only")
+    if not promote_fmas and not (per_k128 and not slab_groups):
+        raise ValueError("_mma_k128_steps promote_fmas=False: the per-K128 chain without slab groups only")
     r0 = (Int32(FOLD_LUT_WORDS[0]), Int32(FOLD_LUT_WORDS[1]))
     il = k_interleave_tig is not None
     if il and not (fold and decode and a_regs is None):

@@ -135,3 +135,17 @@ def test_every_form_matches_the_weights_and_each_other():
     for form, got in sums.items():  # the device has no CuTe DSL: what a form is comes from the cubins' index
         if not k.index[f"kloop_probe_{form}"]["timing_only"]:
             assert torch.allclose(got, sums["wg2"], rtol=1e-5, atol=0), form
+
+
+def test_promote_fmas_off_is_refused_outside_the_per_k128_chain():
+    """The probe's ``promote_fmas=False`` exists only on the per-K128 chain; elsewhere it is refused, not ignored."""
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.role2_mainloop import K128Step, _mma_k128_steps
+
+    class PerK32Scales:  # W2's activation scales per K32: the per-K32 groups, not the chain
+        group = 32
+
+    with pytest.raises(ValueError, match="promote_fmas=False"):
+        _mma_k128_steps([K128Step(lambda: [], PerK32Scales(), 0)], [], 0, 64, 1, promote_fmas=False)
