@@ -20,7 +20,12 @@ chunk that stays in shared memory (the B operand; what a task's fixed parts cost
 * ``wg2c``, ``wg4c``: ``wg2`` / ``wg4`` with the consumers' named barrier at every K512 chunk that role2's chunk loop
   has (:func:`.role2_chunks.for_each_chunk`; here without the chunk's copy and scale staging): what that barrier costs
   the turns (session 58: ``wg2c`` +3.9 %, ``wg4c`` -3.2 %). ``wg2b2`` / ``wg2b8``: the barrier every 2 / 8 K128 steps.
+* ``wg2s``, ``wg2cs``: ``wg2`` / ``wg2c`` with role2's step stamps (``%clock`` at each K128 step's
+  :data:`.role2_config.STAMP_EVENTS` by thread 0 of each warpgroup of CTAs ``< STAMP_CTAS``, steps ``< STAMP_STEPS``,
+  into ``stamps[cta][warpgroup][step][event]``; ``stamp_role2.phases`` reads them): which offset the two warpgroups'
+  turns settle in with and without the barrier. ~30 instructions per step more: time the unstamped forms.
 
+Kernel formals ``(w, ws, out, iters, stamps)`` (``stamps``: the stamp buffer's address, unused by unstamped forms).
 Each CTA streams its own ``iters`` K128 steps of slabs ``4 * cta .. 4 * cta + 3`` (``tile = slab * iters + k``: the
 host lays the weights out so), so the bytes read are ``grid * 4 * iters * 4352``. The activation chunk holds E4M3
 1.0 and the token scales ``2**FOLD_LOG2`` (the staged, pre-folded form), so every accumulator value is the sum over K
@@ -42,9 +47,10 @@ from cutlass import Float32, Int32, Int64, Uint8, const_expr
 
 from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2
 
-from .ptx_mem import (bar_arrive, bar_sync, evict_first_policy, fence_proxy_async_shared, launch_coords,
-                      mbar_wait_or_trap, setmaxnreg, st_global_f32, st_shared_v4)
-from .role2_config import PINGPONG_BARS, PRODUCER_THREADS, SLAB_STAGE_BYTES, STAGE_BYTES, _consumer_lane
+from .ptx_mem import (bar_arrive, bar_sync, clock32, evict_first_policy, fence_proxy_async_shared, launch_coords,
+                      mbar_wait_or_trap, setmaxnreg, st_global_f32, st_global_u32_if, st_shared_v4)
+from .role2_config import (PINGPONG_BARS, PRODUCER_THREADS, SLAB_STAGE_BYTES, STAGE_BYTES, STAMP_CTAS, STAMP_EVENTS,
+                           STAMP_STEPS, _consumer_lane)
 from .role2_mainloop import K128Step, TokenScales, _mma_k128_steps, pingpong_close, pingpong_open, pingpong_turns
 from .role2_stages import _consume_k128, _init_stage_barriers, _produce_k128, _release_k128
 
@@ -74,13 +80,16 @@ class Form(NamedTuple):
     promote: bool = True  # the promote FMAs (False: one FADD per slab keeps the MMAs)
     barrier_every: int = 0  # K128 steps between the consumers' named barriers (4: each K512 chunk, as role2's chunk
     # loop has; 2 / 8: every call / every other chunk; 0: none)
+    stamps: bool = False  # %clock at each step's events (STAMP_EVENTS) into the ``stamps`` buffer: cycles, not rates
 
 
 FORMS = {"wg2": Form(2, 2, True, (24, 240)), "wg4": Form(4, 1, True, (24, 112)), "wg4n": Form(4, 1, False, (24, 112)),
          "wg2x": Form(2, 2, True, (24, 240), decode=False), "wg2p": Form(2, 2, True, (24, 240), promote=False),
          "wg2xp": Form(2, 2, True, (24, 240), decode=False, promote=False),
          "wg2c": Form(2, 2, True, (24, 240), barrier_every=4), "wg4c": Form(4, 1, True, (24, 112), barrier_every=4),
-         "wg2b2": Form(2, 2, True, (24, 240), barrier_every=2), "wg2b8": Form(2, 2, True, (24, 240), barrier_every=8)}
+         "wg2b2": Form(2, 2, True, (24, 240), barrier_every=2), "wg2b8": Form(2, 2, True, (24, 240), barrier_every=8),
+         "wg2s": Form(2, 2, True, (24, 240), stamps=True),
+         "wg2cs": Form(2, 2, True, (24, 240), barrier_every=4, stamps=True)}
 #: forms whose outputs are not the GEMM's (no decode or no promote): timed, not checked against the weights
 TIMING_ONLY = tuple(f for f, v in FORMS.items() if not (v.decode and v.promote))
 #: the four-warpgroup turns' named barriers (the shipped two use PINGPONG_BARS = 3, 4; 0: every thread)
@@ -111,20 +120,34 @@ def ring_close(wg):
         bar_sync(Int32(RING_BARS[0]), 256)
 
 
-def probe_step(smem, gs, kl128, lane, t, nsl: int) -> K128Step:
+def probe_step(smem, gs, kl128, lane, t, nsl: int, stamp_at=None) -> K128Step:
     """Stream step ``gs`` as a :class:`K128Step` of a consumer with ``lane`` = (warpgroup, thread in it, warp, g):
     the shipped BM 64 form's stage read (k-interleaved scale word, released after the burst) of its ``nsl`` slabs of
-    the stage's four, and the chunk's K128 ``kl128`` token scales."""
+    the stage's four, and the chunk's K128 ``kl128`` token scales. ``stamp_at`` (stamped forms): ``(buffer, cta,
+    warpgroups)``, the step's events stored as :func:`stamper` says."""
     wg, tw, warp, g = lane
-    return K128Step(lambda: _consume_k128(smem, BAR_OFF, STAGE_OFF, NS, gs,
+    step = K128Step(lambda: _consume_k128(smem, BAR_OFF, STAGE_OFF, NS, gs,
                                           lambda bar, ph: mbar_wait_or_trap(bar, ph, TIMEOUT_NS), wg, tw, warp, g,
                                           "decoded", nsl, STAGE_BYTES, True, 4),
                     TokenScales(smem + ASC_OFF, kl128, t, BM, 128), kl128, lambda: _release_k128(smem, BAR_OFF, NS, gs))
+    if stamp_at is not None:
+        step.stamp = stamper(*stamp_at, wg, Int32(tw == 0), gs)
+    return step
+
+
+def stamper(buf, cta, nwg: int, wg, first_thread, gs):
+    """stamp(event) stores ``%clock`` at ``buf[cta][wg][gs][event]`` (u32) from ``first_thread`` (Int32 != 0) of a
+    CTA below STAMP_CTAS, for stream steps below STAMP_STEPS (role2_persistent's layout with ``nwg`` warpgroups)."""
+    def stamp(event: int):
+        ok = first_thread * Int32(cta < STAMP_CTAS) * Int32(gs < STAMP_STEPS)
+        slot = ((cta * nwg + wg) * STAMP_STEPS + gs) * len(STAMP_EVENTS) + event
+        st_global_u32_if(buf + Int64(slot) * 4, clock32(), ok)
+    return stamp
 
 
 def build_probe(form: str):
-    """``(host_fn, kernel_fn)`` of one form; host args ``(w, ws, out, iters, ncta)``."""
-    nwg, nsl, with_turns, (prod_regs, cons_regs), decode, promote, barrier_every = FORMS[form]
+    """``(host_fn, kernel_fn)`` of one form; host args ``(w, ws, out, iters, stamps, ncta)``."""
+    nwg, nsl, with_turns, (prod_regs, cons_regs), decode, promote, barrier_every, stamps_on = FORMS[form]
     if barrier_every not in (0, SPC, CHUNK_K128, 2 * CHUNK_K128):
         raise ValueError(f"kloop_probe {form}: barrier_every={barrier_every}: 0, {SPC}, {CHUNK_K128} or "
                          f"{2 * CHUNK_K128} K128 steps")
@@ -134,7 +157,7 @@ def build_probe(form: str):
         raise ValueError(f"kloop_probe {form}: setmaxnreg {prod_regs} / {cons_regs} exceeds the launch allocation")
 
     @cute.kernel
-    def kloop_probe_kernel(w: Int64, ws: Int64, out: Int64, iters: Int32):
+    def kloop_probe_kernel(w: Int64, ws: Int64, out: Int64, iters: Int32, stamps: Int64):
         tid, cta, _ = launch_coords()
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         if tid == 0:
@@ -182,7 +205,8 @@ def build_probe(form: str):
                 for k2 in cutlass.range(CHUNK_K128 // SPC, unroll=1):
                     if const_expr(barrier_every == SPC):
                         bar_sync(1, ct)
-                    steps = [probe_step(smem, c * CHUNK_K128 + k2 * SPC + h, k2 * SPC + h, (wg, tw, warp, g), t, nsl)
+                    steps = [probe_step(smem, c * CHUNK_K128 + k2 * SPC + h, k2 * SPC + h, (wg, tw, warp, g), t, nsl,
+                                        (stamps, cta, nwg) if const_expr(stamps_on) else None)
                              for h in range(SPC)]
                     _mma_k128_steps(steps, acc, smem + ACT_OFF, BM, 0, prescaled=True, sw128=True, nslab=nsl,
                                     turns=turns, k_interleave_tig=t if const_expr(decode) else None,
@@ -199,19 +223,21 @@ def build_probe(form: str):
             st_global_f32(out + Int64(cta * ct + ctid) * 4, s)
 
     @cute.jit
-    def kloop_probe_host(w: Int64, ws: Int64, out: Int64, iters: Int32, ncta: Int32):
-        kloop_probe_kernel(w, ws, out, iters).launch(grid=[ncta, 1, 1], block=[threads, 1, 1], smem=SMEM_BYTES,
-                                                     min_blocks_per_mp=1)
+    def kloop_probe_host(w: Int64, ws: Int64, out: Int64, iters: Int32, stamps: Int64, ncta: Int32):
+        kloop_probe_kernel(w, ws, out, iters, stamps).launch(grid=[ncta, 1, 1], block=[threads, 1, 1],
+                                                             smem=SMEM_BYTES, min_blocks_per_mp=1)
 
     return kloop_probe_host, kloop_probe_kernel
 
 
 def probe_info(form: str) -> dict:
     nwg, nsl, with_turns, regs = FORMS[form][:4]
-    return {"form": form, "timing_only": form in TIMING_ONLY, "warpgroups": nwg, "slabs_per_warpgroup": nsl,
-            "turns": with_turns, "setmaxnreg": list(regs), "threads": threads_of(form), "consumer_threads": 128 * nwg,
-            "smem": SMEM_BYTES, "bm": BM, "stage_bytes": STAGE_BYTES, "slab_stage_bytes": SLAB_STAGE_BYTES,
-            "chunk_k128": CHUNK_K128}
+    return {"form": form, "timing_only": form in TIMING_ONLY, "stamped": FORMS[form].stamps, "warpgroups": nwg,
+            "slabs_per_warpgroup": nsl, "turns": with_turns, "setmaxnreg": list(regs), "threads": threads_of(form),
+            "consumer_threads": 128 * nwg, "smem": SMEM_BYTES, "bm": BM, "stage_bytes": STAGE_BYTES,
+            "slab_stage_bytes": SLAB_STAGE_BYTES, "chunk_k128": CHUNK_K128,
+            # the stamp buffer's shape for the device side, which has no CuTe DSL to import role2_config from
+            "step_stamps": [STAMP_CTAS, STAMP_STEPS, list(STAMP_EVENTS)] if FORMS[form].stamps else None}
 
 
 def main(argv=None):
@@ -220,7 +246,7 @@ def main(argv=None):
     def probes():
         for form in FORMS:
             host, kern = build_probe(form)
-            yield (f"kloop_probe_{form}", host, kern, (Int64(0), Int64(0), Int64(0), Int32(4), Int32(1)),
+            yield (f"kloop_probe_{form}", host, kern, (Int64(0), Int64(0), Int64(0), Int32(4), Int64(0), Int32(1)),
                    probe_info(form))
 
     probe_main(__doc__.splitlines()[0], probes, argv)

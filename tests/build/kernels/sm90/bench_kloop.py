@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
 from tests.build.kernels.sm90.bench_role2 import stream_read_bw  # noqa: E402
 from tests.build.kernels.sm90.role2_harness import ClockSampler, Role2Kernels, time_raw_launch  # noqa: E402
+from tests.build.kernels.sm90.stamp_role2 import POISON, phases, table  # noqa: E402
 
 #: E2M1 magnitudes x 2 (integers), the probe's codes being positive (every byte & 0x77)
 _MAG2 = (0, 1, 2, 3, 4, 6, 8, 12)
@@ -41,10 +42,26 @@ def make_weights(torch, ntiles: int, gen, device: str = "cuda"):
     return codes, scales, sums * torch.pow(2.0, r.to(torch.float64))
 
 
-def launch_args(codes, scales, out, iters: int):
-    """The probe kernel's formals (w, ws, out, iters) as ctypes scalars."""
+def launch_args(codes, scales, out, iters: int, stamps=None):
+    """The probe kernel's formals (w, ws, out, iters, stamps) as ctypes scalars (``stamps``: the stamp buffer, a
+    tensor, for the stamped forms; 0 for the others, which never read it)."""
     return [ctypes.c_uint64(codes.data_ptr()), ctypes.c_uint64(scales.data_ptr()), ctypes.c_uint64(out.data_ptr()),
-            ctypes.c_int32(iters)]
+            ctypes.c_int32(iters), ctypes.c_uint64(0 if stamps is None else stamps.data_ptr())]
+
+
+def stamped_run(torch, k, form: str, codes, scales, iters: int, sms: int) -> dict:
+    """One launch of a stamped form with its stamp buffer poisoned: ``{name, events, steps_per_task, stamps}``
+    (``stamps[cta][warpgroup][step][event]``, ``POISON`` where nothing was stored), as ``stamp_role2`` writes."""
+    _, _, fn, info = k.function(f"kloop_probe_{form}")
+    nwg = info["warpgroups"]
+    ctas, steps, events = info["step_stamps"]
+    buf = torch.full((ctas * nwg * steps * len(events),), POISON, dtype=torch.int32, device="cuda")
+    out = torch.empty(sms * info["consumer_threads"], dtype=torch.float32, device="cuda")
+    time_raw_launch(fn, sms, info["threads"], info["smem"], launch_args(codes, scales, out, iters, buf), warm=0,
+                    reps=1)
+    torch.cuda.synchronize()
+    st = buf.view(ctas, nwg, steps, len(events))[:min(ctas, sms), :, :min(iters, steps)]
+    return {"name": f"kloop_probe_{form}", "events": list(events), "steps_per_task": iters, "stamps": st.tolist()}
 
 
 def checked_sums(torch, k, form: str, codes, scales, ref, iters: int, sms: int):
@@ -79,6 +96,8 @@ def main():
                     help="CTAs (one per SM; default every SM). Fewer CTAs than SMs keep the stream below the read "
                          "bandwidth, so the K loop's own rate shows on a card whose read would bind it (an H100)")
     ap.add_argument("--json")
+    ap.add_argument("--stamps", help="folder: each stamped form's raw stamps (JSON) and phase table; stamped forms "
+                                     "are not timed (their stamps cost ~30 instructions per step)")
     a = ap.parse_args()
     if a.iters % 4:
         raise SystemExit(f"--iters {a.iters}: must be a multiple of 4 (the probe's K512 chunk)")
@@ -104,6 +123,20 @@ def main():
     if len(checked) > 1:
         spread = max(((sums[f] - sums[checked[0]]).abs() / ref.abs()).max().item() for f in checked)
         print(f"forms against each other: within {spread:.2e}")
+    stamped = [f for f in forms if k.index[f"kloop_probe_{f}"].get("step_stamps")]
+    if stamped and not a.stamps:
+        raise SystemExit(f"forms {', '.join(stamped)} are stamped: give --stamps DIR")
+    for form in stamped:
+        raw = stamped_run(torch, k, form, codes, scales, a.iters, sms)
+        out_dir = Path(a.stamps)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / f"{raw['name']}.json").write_text(json.dumps(raw))
+        lines = table(raw["name"], phases(raw["stamps"], raw["events"], raw["steps_per_task"]))
+        (out_dir / f"{raw['name']}.md").write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+    forms = [f for f in forms if f not in stamped]
+    if not forms:
+        return
     bw = stream_read_bw(torch)
     clocks = ClockSampler()
     rows = []

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 EXPECT = {"wg2": (384, (24, 240), 16), "wg4": (640, (24, 112), 8), "wg4n": (640, (24, 112), 8),
           "wg2x": (384, (24, 240), 16), "wg2p": (384, (24, 240), 16), "wg2xp": (384, (24, 240), 16),
           "wg2c": (384, (24, 240), 16), "wg4c": (640, (24, 112), 8), "wg2b2": (384, (24, 240), 16),
-          "wg2b8": (384, (24, 240), 16)}
+          "wg2b8": (384, (24, 240), 16), "wg2s": (384, (24, 240), 16), "wg2cs": (384, (24, 240), 16)}
 #: what the timing-only forms leave out, in the SASS of their K loop: (PRMT, FFMA) there
 LEFT_OUT = {"wg2": (72, 128), "wg2x": (0, 128), "wg2p": (72, 0), "wg2xp": (0, 0)}
 
@@ -36,8 +36,8 @@ def built():
     out = {}
     for form in EXPECT:
         host, kern = build_probe(form)
-        ptx = trace_to_ptx(host, kern, (Int64(0), Int64(0), Int64(0), Int32(4), Int32(1)), f"kloop_probe_{form}",
-                           "sm_90a").ptx
+        args = (Int64(0), Int64(0), Int64(0), Int32(4), Int64(0), Int32(1))  # w, ws, out, iters, stamps, ncta
+        ptx = trace_to_ptx(host, kern, args, f"kloop_probe_{form}", "sm_90a").ptx
         out[form] = (ptx, assemble(ptx, effective_options("sm_90a", []), what=form))
     return out
 
@@ -60,6 +60,7 @@ def test_probe_forms_build_as_described(built, form):
     from gcmoe_build.kernels.sm90.kloop_probe import FORMS
 
     assert (f"bar.sync 1, {threads - 128};" in ptx) == (FORMS[form].barrier_every > 0), form
+    assert ("%clock" in ptx) == FORMS[form].stamps, form  # the step stamps, only where asked for
 
 
 def test_probe_forms_do_not_spill(built):
@@ -135,6 +136,15 @@ def test_every_form_matches_the_weights_and_each_other():
     for form, got in sums.items():  # the device has no CuTe DSL: what a form is comes from the cubins' index
         if not k.index[f"kloop_probe_{form}"]["timing_only"]:
             assert torch.allclose(got, sums["wg2"], rtol=1e-5, atol=0), form
+    from bench_kloop import stamped_run
+    from stamp_role2 import POISON, phases
+
+    raw = stamped_run(torch, k, "wg2s", codes, scales, iters, sms)
+    st = torch.tensor(raw["stamps"])  # [cta][warpgroup][step][event]: every consumer event of every step stored
+    consumer = [i for i, e in enumerate(raw["events"]) if e != "produced"]
+    assert st.shape[2] == iters and (st[..., consumer] != POISON).all()
+    ph = phases(raw["stamps"], raw["events"], iters)
+    assert all(v > 0 for (wg, name), vals in ph.items() if name == "period" for v in vals)
 
 
 def test_promote_fmas_off_is_refused_outside_the_per_k128_chain():
