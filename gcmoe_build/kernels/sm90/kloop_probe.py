@@ -47,11 +47,12 @@ from cutlass import Float32, Int32, Int64, Uint8, const_expr
 
 from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2
 
-from .ptx_mem import (bar_arrive, bar_sync, clock32, evict_first_policy, fence_proxy_async_shared, launch_coords,
-                      mbar_wait_or_trap, setmaxnreg, st_global_f32, st_global_u32_if, st_shared_v4)
+from .ptx_mem import (bar_arrive, bar_sync, evict_first_policy, fence_proxy_async_shared, launch_coords,
+                      mbar_wait_or_trap, setmaxnreg, st_global_f32, st_shared_v4)
 from .role2_config import (PINGPONG_BARS, PRODUCER_THREADS, SLAB_STAGE_BYTES, STAGE_BYTES, STAMP_CTAS, STAMP_EVENTS,
                            STAMP_STEPS, _consumer_lane)
-from .role2_mainloop import K128Step, TokenScales, _mma_k128_steps, pingpong_close, pingpong_open, pingpong_turns
+from .role2_mainloop import (K128Step, TokenScales, _mma_k128_steps, pingpong_close, pingpong_open, pingpong_turns,
+                             step_stamper)
 from .role2_stages import _consume_k128, _init_stage_barriers, _produce_k128, _release_k128
 
 BM = 64
@@ -124,25 +125,15 @@ def probe_step(smem, gs, kl128, lane, t, nsl: int, stamp_at=None) -> K128Step:
     """Stream step ``gs`` as a :class:`K128Step` of a consumer with ``lane`` = (warpgroup, thread in it, warp, g):
     the shipped BM 64 form's stage read (k-interleaved scale word, released after the burst) of its ``nsl`` slabs of
     the stage's four, and the chunk's K128 ``kl128`` token scales. ``stamp_at`` (stamped forms): ``(buffer, cta,
-    warpgroups)``, the step's events stored as :func:`stamper` says."""
+    warpgroups)``, the step's events stored as :func:`.role2_mainloop.step_stamper` says."""
     wg, tw, warp, g = lane
     step = K128Step(lambda: _consume_k128(smem, BAR_OFF, STAGE_OFF, NS, gs,
                                           lambda bar, ph: mbar_wait_or_trap(bar, ph, TIMEOUT_NS), wg, tw, warp, g,
                                           "decoded", nsl, STAGE_BYTES, True, 4),
                     TokenScales(smem + ASC_OFF, kl128, t, BM, 128), kl128, lambda: _release_k128(smem, BAR_OFF, NS, gs))
     if stamp_at is not None:
-        step.stamp = stamper(*stamp_at, wg, Int32(tw == 0), gs)
+        step.stamp = step_stamper(*stamp_at, wg, Int32(tw == 0), gs)
     return step
-
-
-def stamper(buf, cta, nwg: int, wg, first_thread, gs):
-    """stamp(event) stores ``%clock`` at ``buf[cta][wg][gs][event]`` (u32) from ``first_thread`` (Int32 != 0) of a
-    CTA below STAMP_CTAS, for stream steps below STAMP_STEPS (role2_persistent's layout with ``nwg`` warpgroups)."""
-    def stamp(event: int):
-        ok = first_thread * Int32(cta < STAMP_CTAS) * Int32(gs < STAMP_STEPS)
-        slot = ((cta * nwg + wg) * STAMP_STEPS + gs) * len(STAMP_EVENTS) + event
-        st_global_u32_if(buf + Int64(slot) * 4, clock32(), ok)
-    return stamp
 
 
 def build_probe(form: str):

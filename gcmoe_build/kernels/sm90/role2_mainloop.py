@@ -14,8 +14,8 @@ from cutlass import Int32, Int64, const_expr
 from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2, FOLD_LUT_WORDS
 
 from .fp4_decode import byte_at, byte_of, byte_selector, decode_fp4x8_e4m3, fold_lut
-from .ptx_mem import bar_arrive, bar_sync, ld_shared_f32
-from .role2_config import CONSUMER_THREADS, PINGPONG_BARS, STAMP_EVENTS
+from .ptx_mem import bar_arrive, bar_sync, clock32, ld_shared_f32, st_global_u32_if
+from .role2_config import CONSUMER_THREADS, PINGPONG_BARS, STAMP_CTAS, STAMP_EVENTS, STAMP_STEPS
 from .role2_math import ue8m0_to_f32
 from .wgmma_rs import fence_f32, smem_desc, smem_desc_sw128, wgmma_commit, wgmma_fence, wgmma_rs_e4m3, wgmma_wait
 
@@ -63,6 +63,18 @@ class K128Step:
         if self._words is None:
             self._words = self.fetch()
         return self._words
+
+
+def step_stamper(buf, cta, nwg: int, wg, first_thread, gs):
+    """``Role2GemmConfig.step_stamps`` (dev) and the K-loop probe: a :attr:`K128Step.stamp` that stores ``%clock`` at
+    ``buf[cta][wg][gs][event]`` (u32; ``nwg`` warpgroup rows per CTA, :data:`STAMP_STEPS` steps, the events of
+    :data:`STAMP_EVENTS`) from ``first_thread`` (Int32 != 0) of a CTA below :data:`STAMP_CTAS`, for stream steps below
+    :data:`STAMP_STEPS`: one predicated store, no branch."""
+    def stamp(event: int):
+        ok = first_thread * Int32(cta < STAMP_CTAS) * Int32(gs < STAMP_STEPS)
+        slot = ((cta * nwg + wg) * STAMP_STEPS + gs) * len(STAMP_EVENTS) + event
+        st_global_u32_if(buf + Int64(slot) * 4, clock32(), ok)
+    return stamp
 
 
 def _k128_mma(words, ascl, acc, act_smem, kl128, bm: int, lag: int, a_regs=None, scale_word: int = 16,

@@ -38,15 +38,16 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, Uint8, const_expr
 
-from .ptx_mem import (bar_sync, clock32, evict_first_policy, fence_tensormap_acquire, launch_coords, ld_global_f32,
+from .ptx_mem import (bar_sync, evict_first_policy, fence_tensormap_acquire, launch_coords, ld_global_f32,
                       ld_global_s32, mbar_init, mbar_wait_or_trap, red_release_add_u32, red_release_or_b64,
-                      setmaxnreg, st_global_u32_if, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
+                      setmaxnreg, wait_geq_u32_or_trap, wait_mask_u64_or_trap)
 from .role2_chunks import (ActTma, act_tma_phase_flips, _token_major_scale_addr, for_each_chunk, all_w1_tile_bits,
                            w1_tile_bits)
 from .role2_config import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, SIGNAL_BAR, SIGNAL_BAR_THREADS,
-                           SIGNAL_WARP_TIDS, STAMP_CTAS, STAMP_EVENTS, STAMP_STEPS, Role2GemmConfig, _consumer_lane)
+                           SIGNAL_WARP_TIDS, STAMP_EVENTS, Role2GemmConfig, _consumer_lane)
 from .role2_epilogue import _w1_epilogue, row_table_dst, w2_epilogue, w2_stash_slab
-from .role2_mainloop import TokenScales, _mma_k128_steps, pingpong_close, pingpong_open, pingpong_turns
+from .role2_mainloop import (TokenScales, _mma_k128_steps, pingpong_close, pingpong_open, pingpong_turns,
+                             step_stamper)
 from .role2_stages import _init_stage_barriers, _produce_k128, stage_k128_step
 from .task_queue import check_slot_reuse, claim_task, init_task_slots, next_task, publish_task
 
@@ -113,14 +114,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     def qwait(bar, ph):  # the task hand-offs' bounded mbarrier wait
         mbar_wait_or_trap(bar, ph, TMO)
 
-    def stamper(buf, cta, wg, first_thread, gs):
-        """``Role2GemmConfig.step_stamps`` (dev): stamp(event) stores ``%clock`` at [cta][wg][gs][event] of
-        ``buf`` from ``first_thread`` (Int32 != 0) of a stamped CTA, for stream steps below STAMP_STEPS."""
-        def stamp(event: int):
-            ok = first_thread * Int32(cta < STAMP_CTAS) * Int32(gs < STAMP_STEPS)
-            slot = ((cta * 2 + wg) * STAMP_STEPS + gs) * len(STAMP_EVENTS) + event
-            st_global_u32_if(buf + Int64(slot) * 4, clock32(), ok)
-        return stamp
+    def stamper(buf, cta, wg, first_thread, gs):  # Role2GemmConfig.step_stamps (dev): two warpgroup rows per CTA
+        return step_stamper(buf, cta, 2, wg, first_thread, gs)
 
     def release_task(task, l2_mask, l1_empty):
         """Make task ``task``'s stores visible at GPU scope, then its signals: W1 its two N128 mask bits, both one
