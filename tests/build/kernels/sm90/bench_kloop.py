@@ -49,17 +49,24 @@ def launch_args(codes, scales, out, iters: int, stamps=None):
             ctypes.c_int32(iters), ctypes.c_uint64(0 if stamps is None else stamps.data_ptr())]
 
 
+def launch_once(torch, k, form: str, codes, scales, iters: int, sms: int, stamps=None):
+    """One launch of ``form`` on ``sms`` CTAs with its output poisoned (NaN), waited for: ``(output, index info)``."""
+    _, _, fn, info = k.function(f"kloop_probe_{form}")
+    out = torch.full((sms * info["consumer_threads"],), float("nan"), dtype=torch.float32, device="cuda")
+    time_raw_launch(fn, sms, info["threads"], info["smem"], launch_args(codes, scales, out, iters, stamps), warm=0,
+                    reps=1)
+    torch.cuda.synchronize()
+    return out, info
+
+
 def stamped_run(torch, k, form: str, codes, scales, iters: int, sms: int) -> dict:
     """One launch of a stamped form with its stamp buffer poisoned: ``{name, events, steps_per_task, stamps}``
     (``stamps[cta][warpgroup][step][event]``, ``POISON`` where nothing was stored), as ``stamp_role2`` writes."""
-    _, _, fn, info = k.function(f"kloop_probe_{form}")
+    info = k.index[f"kloop_probe_{form}"]
     nwg = info["warpgroups"]
     ctas, steps, events = info["step_stamps"]
     buf = torch.full((ctas * nwg * steps * len(events),), POISON, dtype=torch.int32, device="cuda")
-    out = torch.empty(sms * info["consumer_threads"], dtype=torch.float32, device="cuda")
-    time_raw_launch(fn, sms, info["threads"], info["smem"], launch_args(codes, scales, out, iters, buf), warm=0,
-                    reps=1)
-    torch.cuda.synchronize()
+    launch_once(torch, k, form, codes, scales, iters, sms, buf)
     st = buf.view(ctas, nwg, steps, len(events))[:min(ctas, sms), :, :min(iters, steps)]
     return {"name": f"kloop_probe_{form}", "events": list(events), "steps_per_task": iters, "stamps": st.tolist()}
 
@@ -68,10 +75,7 @@ def checked_sums(torch, k, form: str, codes, scales, ref, iters: int, sms: int):
     """One launch of ``form`` on a poisoned output: its per-CTA sums (float64), after checking every output is written
     and (unless the form is timing only) each CTA's sum is within :data:`REL_TOL` of ``ref`` (ValueError otherwise);
     also the largest error (NaN for a timing-only form)."""
-    _, _, fn, info = k.function(f"kloop_probe_{form}")
-    out = torch.full((sms * info["consumer_threads"],), float("nan"), dtype=torch.float32, device="cuda")
-    time_raw_launch(fn, sms, info["threads"], info["smem"], launch_args(codes, scales, out, iters), warm=0, reps=1)
-    torch.cuda.synchronize()
+    out, info = launch_once(torch, k, form, codes, scales, iters, sms)
     if not torch.isfinite(out).all():
         raise ValueError(f"kloop_probe_{form}: {int((~torch.isfinite(out)).sum())} outputs not written or not finite")
     got = out.view(sms, -1).to(torch.float64).sum(1)
