@@ -19,11 +19,13 @@ chunk that stays in shared memory (the B operand; what a task's fixed parts cost
   which part of the step the per-SM rate is bound by.
 * ``wg2c``, ``wg4c``: ``wg2`` / ``wg4`` with the consumers' named barrier at every K512 chunk that role2's chunk loop
   has (:func:`.role2_chunks.for_each_chunk`; here without the chunk's copy and scale staging): what that barrier costs
-  the turns (session 58: ``wg2c`` +3.9 %, ``wg4c`` -3.2 %). ``wg2b2`` / ``wg2b8``: the barrier every 2 / 8 K128 steps.
-* ``wg2s``, ``wg2cs``: ``wg2`` / ``wg2c`` with role2's step stamps (``%clock`` at each K128 step's
-  :data:`.role2_config.STAMP_EVENTS` by thread 0 of each warpgroup of CTAs ``< STAMP_CTAS``, steps ``< STAMP_STEPS``,
-  into ``stamps[cta][warpgroup][step][event]``; ``stamp_role2.phases`` reads them): which offset the two warpgroups'
-  turns settle in with and without the barrier. ~30 instructions per step more: time the unstamped forms.
+  the turns (session 58: ``wg2c`` +3.9 %, ``wg4c`` -3.2 %). ``wg2b2`` / ``wg2b8`` / ``wg2b16`` / ``wg2b32``: the
+  barrier every 2 / 8 / 16 / 32 K128 steps (session 59: ``wg2b2`` as ``wg2``, ``wg2c`` +4.0 %, ``wg2b8`` +4.9 %).
+* ``wg2s``, ``wg2cs``, ``wg2b2s``, ``wg2b8s``: ``wg2`` / ``wg2c`` / ``wg2b2`` / ``wg2b8`` with role2's step stamps
+  (``%clock`` at each K128 step's :data:`.role2_config.STAMP_EVENTS` by thread 0 of each warpgroup of CTAs
+  ``< STAMP_CTAS``, steps ``< STAMP_STEPS``, into ``stamps[cta][warpgroup][step][event]``; ``stamp_role2.phases``
+  reads them): which offset the two warpgroups' turns settle in with and without the barrier. ~30 instructions per
+  step more: time the unstamped forms.
 
 Kernel formals ``(w, ws, out, iters, stamps)`` (``stamps``: the stamp buffer's address, unused by unstamped forms).
 Each CTA streams its own ``iters`` K128 steps of slabs ``4 * cta .. 4 * cta + 3`` (``tile = slab * iters + k``: the
@@ -80,7 +82,7 @@ class Form(NamedTuple):
     decode: bool = True  # the FP4 decode (False: the code words are the A registers)
     promote: bool = True  # the promote FMAs (False: one FADD per slab keeps the MMAs)
     barrier_every: int = 0  # K128 steps between the consumers' named barriers (4: each K512 chunk, as role2's chunk
-    # loop has; 2 / 8: every call / every other chunk; 0: none)
+    # loop has; 2: every call; 8 / 16 / 32: every 2nd / 4th / 8th chunk; 0: none)
     stamps: bool = False  # %clock at each step's events (STAMP_EVENTS) into the ``stamps`` buffer: cycles, not rates
 
 
@@ -89,8 +91,12 @@ FORMS = {"wg2": Form(2, 2, True, (24, 240)), "wg4": Form(4, 1, True, (24, 112)),
          "wg2xp": Form(2, 2, True, (24, 240), decode=False, promote=False),
          "wg2c": Form(2, 2, True, (24, 240), barrier_every=4), "wg4c": Form(4, 1, True, (24, 112), barrier_every=4),
          "wg2b2": Form(2, 2, True, (24, 240), barrier_every=2), "wg2b8": Form(2, 2, True, (24, 240), barrier_every=8),
+         "wg2b16": Form(2, 2, True, (24, 240), barrier_every=16),
+         "wg2b32": Form(2, 2, True, (24, 240), barrier_every=32),
          "wg2s": Form(2, 2, True, (24, 240), stamps=True),
-         "wg2cs": Form(2, 2, True, (24, 240), barrier_every=4, stamps=True)}
+         "wg2cs": Form(2, 2, True, (24, 240), barrier_every=4, stamps=True),
+         "wg2b2s": Form(2, 2, True, (24, 240), barrier_every=2, stamps=True),
+         "wg2b8s": Form(2, 2, True, (24, 240), barrier_every=8, stamps=True)}
 #: forms whose outputs are not the GEMM's (no decode or no promote): timed, not checked against the weights
 TIMING_ONLY = tuple(f for f, v in FORMS.items() if not (v.decode and v.promote))
 #: the four-warpgroup turns' named barriers (the shipped two use PINGPONG_BARS = 3, 4; 0: every thread)
@@ -139,9 +145,9 @@ def probe_step(smem, gs, kl128, lane, t, nsl: int, stamp_at=None) -> K128Step:
 def build_probe(form: str):
     """``(host_fn, kernel_fn)`` of one form; host args ``(w, ws, out, iters, stamps, ncta)``."""
     nwg, nsl, with_turns, (prod_regs, cons_regs), decode, promote, barrier_every, stamps_on = FORMS[form]
-    if barrier_every not in (0, SPC, CHUNK_K128, 2 * CHUNK_K128):
-        raise ValueError(f"kloop_probe {form}: barrier_every={barrier_every}: 0, {SPC}, {CHUNK_K128} or "
-                         f"{2 * CHUNK_K128} K128 steps")
+    if not (barrier_every in (0, SPC) or (barrier_every % CHUNK_K128 == 0 and barrier_every > 0)):
+        raise ValueError(f"kloop_probe {form}: barrier_every={barrier_every}: 0, {SPC} or a multiple of "
+                         f"{CHUNK_K128} K128 steps (the chunk)")
     ct = 128 * nwg
     threads = PRODUCER_THREADS + ct
     if PRODUCER_THREADS * prod_regs + ct * cons_regs > threads * (65536 // threads // 8 * 8):
@@ -190,8 +196,8 @@ def build_probe(form: str):
             for c in cutlass.range(iters // CHUNK_K128, unroll=1):
                 if const_expr(barrier_every == CHUNK_K128):
                     bar_sync(1, ct)
-                if const_expr(barrier_every == 2 * CHUNK_K128):
-                    if c % 2 == 0:
+                if const_expr(barrier_every > CHUNK_K128):
+                    if c % (barrier_every // CHUNK_K128) == 0:
                         bar_sync(1, ct)
                 for k2 in cutlass.range(CHUNK_K128 // SPC, unroll=1):
                     if const_expr(barrier_every == SPC):

@@ -50,8 +50,12 @@ def launch_args(codes, scales, out, iters: int, stamps=None):
 
 
 def launch_once(torch, k, form: str, codes, scales, iters: int, sms: int, stamps=None):
-    """One launch of ``form`` on ``sms`` CTAs with its output poisoned (NaN), waited for: ``(output, index info)``."""
+    """One launch of ``form`` on ``sms`` CTAs with its output poisoned (NaN), waited for: ``(output, index info)``. A
+    stamped form always gets a stamp buffer (a scratch one unless ``stamps`` is given): it stores through it."""
     _, _, fn, info = k.function(f"kloop_probe_{form}")
+    if stamps is None and info.get("step_stamps"):
+        ctas, steps, events = info["step_stamps"]
+        stamps = torch.empty(ctas * info["warpgroups"] * steps * len(events), dtype=torch.int32, device="cuda")
     out = torch.full((sms * info["consumer_threads"],), float("nan"), dtype=torch.float32, device="cuda")
     time_raw_launch(fn, sms, info["threads"], info["smem"], launch_args(codes, scales, out, iters, stamps), warm=0,
                     reps=1)
