@@ -27,7 +27,18 @@ chunk that stays in shared memory (the B operand; what a task's fixed parts cost
   reads them): which offset the two warpgroups' turns settle in with and without the barrier. ~30 instructions per
   step more: time the unstamped forms.
 
-Kernel formals ``(w, ws, out, iters, stamps)`` (``stamps``: the stamp buffer's address, unused by unstamped forms).
+* ``wg2ce``, ``wg2ce6``, ``wg2cw``, ``wg2ne``, ``wg2nt`` (session 59): a task's epilogue, emulated (a ``%clock`` spin
+  of ``pause`` cycles after every ``task_steps`` K128 steps; both kernel formals, so ``pause`` 0 is each form's
+  reference on the same code): does anything fill it? ``wg2ce``: ``wg2c`` with the spin in both warpgroups after the
+  same step (the shipped task structure); ``wg2ne`` / ``wg2nt``: no turns, the spin after the same step / warpgroup 1
+  half a task later (does one warpgroup's K loop run faster while the other is in its epilogue?); ``wg2cw``: the spin
+  in a third, epilogue warpgroup (88 registers) to which the consumers (200 registers, 6 stages so the 64 KB
+  hand-over fits) pass their accumulators through shared memory at each task's end (``EPILOGUES``); ``wg2ce6``: its
+  reference, ``wg2ce`` with the same registers and stages.
+
+Kernel formals ``(w, ws, out, iters, stamps, task_steps, pause)`` (``stamps``: the stamp buffer's address, unused by
+unstamped forms; ``task_steps`` / ``pause``: used by the epilogue forms only; ``iters`` a multiple of ``task_steps``,
+itself a multiple of 4).
 Each CTA streams its own ``iters`` K128 steps of slabs ``4 * cta .. 4 * cta + 3`` (``tile = slab * iters + k``: the
 host lays the weights out so), so the bytes read are ``grid * 4 * iters * 4352``. The activation chunk holds E4M3
 1.0 and the token scales ``2**FOLD_LOG2`` (the staged, pre-folded form), so every accumulator value is the sum over K
@@ -46,16 +57,19 @@ from typing import NamedTuple
 import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64, Uint8, const_expr
+from cutlass.cutlass_dsl import dsl_user_op
 
 from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2
 
-from .ptx_mem import (bar_arrive, bar_sync, evict_first_policy, fence_proxy_async_shared, launch_coords,
-                      mbar_wait_or_trap, setmaxnreg, st_global_f32, st_shared_v4)
+from .ptx_mem import (bar_arrive, bar_sync, evict_first_policy, fence_proxy_async_shared, launch_coords, ld_shared_v4,
+                      mbar_arrive, mbar_init, mbar_init_fence, mbar_wait_or_trap, setmaxnreg, st_global_f32,
+                      st_global_u32_if, st_shared_v4)
 from .role2_config import (PINGPONG_BARS, PRODUCER_THREADS, SLAB_STAGE_BYTES, STAGE_BYTES, STAMP_CTAS, STAMP_EVENTS,
                            STAMP_STEPS, _consumer_lane)
 from .role2_mainloop import (K128Step, TokenScales, _mma_k128_steps, pingpong_close, pingpong_open, pingpong_turns,
                              step_stamper)
 from .role2_stages import _consume_k128, _init_stage_barriers, _produce_k128, _release_k128
+from .wgmma_rs import _asm, _v
 
 BM = 64
 NS = 8  # weight stages, as the shipped BM 64 builds
@@ -67,8 +81,8 @@ ACT_BYTES = CHUNK_K128 * BM * 128  # [K128][BM][128 B], 128-byte swizzled (all b
 ASC_OFF = ACT_OFF + ACT_BYTES
 ASC_BYTES = CHUNK_K128 * BM * 4  # token scales [K128][BM] f32
 STAGE_OFF = 1024 * ((ASC_OFF + ASC_BYTES + 1023) // 1024)
-BAR_OFF = STAGE_OFF + NS * STAGE_BYTES
-SMEM_BYTES = BAR_OFF + 2 * 8 * NS
+DUMP_BYTES = 128 * 2 * BM * 4  # the "warpgroup" epilogue's hand-over: every consumer thread's 64 FP32 accumulators
+SMEM_LIMIT = 232448  # an SM90 CTA's dynamic shared memory
 E4M3_ONES = 0x38383838
 FOLDED_ONE_BITS = struct.unpack("<I", struct.pack("<f", 2.0 ** FOLD_LOG2))[0]  # a token scale of 1, pre-folded
 
@@ -84,6 +98,16 @@ class Form(NamedTuple):
     barrier_every: int = 0  # K128 steps between the consumers' named barriers (4: each K512 chunk, as role2's chunk
     # loop has; 2: every call; 8 / 16 / 32: every 2nd / 4th / 8th chunk; 0: none)
     stamps: bool = False  # %clock at each step's events (STAMP_EVENTS) into the ``stamps`` buffer: cycles, not rates
+    epilogue: str = ""  # an emulated epilogue every ``task_steps`` (a kernel formal), ``pause`` cycles long: see
+    # EPILOGUES; "" none
+    stages: int = NS  # weight stages in shared memory
+
+
+#: where a form's emulated epilogue runs (``pause`` cycles of a ``%clock`` spin after every ``task_steps`` K128 steps)
+EPILOGUES = {"both": "in both consumer warpgroups after the same step (the shipped task structure)",
+             "stagger": "in each consumer warpgroup, warpgroup 1 half a task after warpgroup 0",
+             "warpgroup": "in a third (epilogue) warpgroup: the consumers hand their accumulators over through shared "
+                          "memory (mbarriers full / empty) and go on with the next task"}
 
 
 FORMS = {"wg2": Form(2, 2, True, (24, 240)), "wg4": Form(4, 1, True, (24, 112)), "wg4n": Form(4, 1, False, (24, 112)),
@@ -96,7 +120,13 @@ FORMS = {"wg2": Form(2, 2, True, (24, 240)), "wg4": Form(4, 1, True, (24, 112)),
          "wg2s": Form(2, 2, True, (24, 240), stamps=True),
          "wg2cs": Form(2, 2, True, (24, 240), barrier_every=4, stamps=True),
          "wg2b2s": Form(2, 2, True, (24, 240), barrier_every=2, stamps=True),
-         "wg2b8s": Form(2, 2, True, (24, 240), barrier_every=8, stamps=True)}
+         "wg2b8s": Form(2, 2, True, (24, 240), barrier_every=8, stamps=True),
+         # session 59: does anything fill a task's epilogue? (the pause 0 runs are each family's reference)
+         "wg2ce": Form(2, 2, True, (24, 240), barrier_every=4, epilogue="both"),
+         "wg2ce6": Form(2, 2, True, (24, 200), barrier_every=4, epilogue="both", stages=6),
+         "wg2cw": Form(2, 2, True, (24, 200), barrier_every=4, epilogue="warpgroup", stages=6),
+         "wg2ne": Form(2, 2, False, (24, 240), epilogue="both"),
+         "wg2nt": Form(2, 2, False, (24, 240), epilogue="stagger")}
 #: forms whose outputs are not the GEMM's (no decode or no promote): timed, not checked against the weights
 TIMING_ONLY = tuple(f for f, v in FORMS.items() if not (v.decode and v.promote))
 #: the four-warpgroup turns' named barriers (the shipped two use PINGPONG_BARS = 3, 4; 0: every thread)
@@ -104,7 +134,38 @@ RING_BARS = tuple(range(PINGPONG_BARS[0], PINGPONG_BARS[0] + 4))
 
 
 def threads_of(form: str) -> int:
-    return PRODUCER_THREADS + 128 * FORMS[form].warpgroups
+    return PRODUCER_THREADS + 128 * (FORMS[form].warpgroups + (FORMS[form].epilogue == "warpgroup"))
+
+
+def layout(form: str) -> dict:
+    """Shared-memory offsets of ``form``: its weight stages, their barriers, the epilogue hand-over (``dump``: FP32
+    ``[16][consumer thread][4]``, then its full / empty mbarriers) and the total; ValueError past an SM's 227 KB."""
+    ns = FORMS[form].stages
+    bar = STAGE_OFF + ns * STAGE_BYTES
+    dump = 1024 * ((bar + 16 * ns + 1023) // 1024)
+    total = dump + DUMP_BYTES + 16 if FORMS[form].epilogue == "warpgroup" else bar + 16 * ns
+    if total > SMEM_LIMIT:
+        raise ValueError(f"kloop_probe {form}: stages={ns}: {total} B of shared memory (limit {SMEM_LIMIT})")
+    return {"stage": STAGE_OFF, "bar": bar, "dump": dump, "dump_bar": dump + DUMP_BYTES, "smem": total}
+
+
+def epilogue_regs(form: str) -> int:
+    """The epilogue warpgroup's ``setmaxnreg``: what the producer and the consumers leave of the 64 K registers."""
+    prod, cons = FORMS[form].regs
+    return (65536 - PRODUCER_THREADS * prod - 128 * FORMS[form].warpgroups * cons) // 128 // 8 * 8
+
+
+@dsl_user_op
+def _spin_cycles(n, *, loc=None, ip=None):
+    """Issue nothing but a ``%clock`` loop for ``n`` cycles (the emulated epilogue; bounded by ``n``)."""
+    _asm("{\n.reg .pred p;\n.reg .u32 t0, t1;\nmov.u32 t0, %clock;\nGCMOE_SPIN:\nmov.u32 t1, %clock;\n"
+         "sub.u32 t1, t1, t0;\nsetp.lt.u32 p, t1, $0;\n@p bra.uni GCMOE_SPIN;\n}", "r", [_v(n)], 0)
+
+
+@dsl_user_op
+def _st_shared_v4_f32(saddr, x0, x1, x2, x3, *, loc=None, ip=None):
+    _asm("st.shared.v4.f32 [$0], {$1, $2, $3, $4};", "r,f,f,f,f",
+         [_v(saddr)] + [_v(x, Float32) for x in (x0, x1, x2, x3)], 0)
 
 
 def ring_turns(wg, nwg: int):
@@ -127,40 +188,54 @@ def ring_close(wg):
         bar_sync(Int32(RING_BARS[0]), 256)
 
 
-def probe_step(smem, gs, kl128, lane, t, nsl: int, stamp_at=None) -> K128Step:
+def probe_step(smem, lay: dict, ns: int, gs, kl128, lane, t, nsl: int, stamp_at=None) -> K128Step:
     """Stream step ``gs`` as a :class:`K128Step` of a consumer with ``lane`` = (warpgroup, thread in it, warp, g):
     the shipped BM 64 form's stage read (k-interleaved scale word, released after the burst) of its ``nsl`` slabs of
     the stage's four, and the chunk's K128 ``kl128`` token scales. ``stamp_at`` (stamped forms): ``(buffer, cta,
     warpgroups)``, the step's events stored as :func:`.role2_mainloop.step_stamper` says."""
     wg, tw, warp, g = lane
-    step = K128Step(lambda: _consume_k128(smem, BAR_OFF, STAGE_OFF, NS, gs,
+    step = K128Step(lambda: _consume_k128(smem, lay["bar"], lay["stage"], ns, gs,
                                           lambda bar, ph: mbar_wait_or_trap(bar, ph, TIMEOUT_NS), wg, tw, warp, g,
                                           "decoded", nsl, STAGE_BYTES, True, 4),
-                    TokenScales(smem + ASC_OFF, kl128, t, BM, 128), kl128, lambda: _release_k128(smem, BAR_OFF, NS, gs))
+                    TokenScales(smem + ASC_OFF, kl128, t, BM, 128), kl128, lambda: _release_k128(smem, lay["bar"], ns, gs))
     if stamp_at is not None:
         step.stamp = step_stamper(*stamp_at, wg, Int32(tw == 0), gs)
     return step
 
 
 def build_probe(form: str):
-    """``(host_fn, kernel_fn)`` of one form; host args ``(w, ws, out, iters, stamps, ncta)``."""
-    nwg, nsl, with_turns, (prod_regs, cons_regs), decode, promote, barrier_every, stamps_on = FORMS[form]
+    """``(host_fn, kernel_fn)`` of one form; host args ``(w, ws, out, iters, stamps, task_steps, pause, ncta)``."""
+    f = FORMS[form]
+    nwg, nsl, with_turns, (prod_regs, cons_regs) = f.warpgroups, f.slabs, f.turns, f.regs
+    barrier_every, stamps_on, epi, ns = f.barrier_every, f.stamps, f.epilogue, f.stages
     if not (barrier_every in (0, SPC) or (barrier_every % CHUNK_K128 == 0 and barrier_every > 0)):
         raise ValueError(f"kloop_probe {form}: barrier_every={barrier_every}: 0, {SPC} or a multiple of "
                          f"{CHUNK_K128} K128 steps (the chunk)")
+    if epi and (epi not in EPILOGUES or nwg != 2 or stamps_on):
+        raise ValueError(f"kloop_probe {form}: epilogue={epi!r}: one of {sorted(EPILOGUES)}, two consumer "
+                         f"warpgroups, no stamps")
+    lay = layout(form)
     ct = 128 * nwg
-    threads = PRODUCER_THREADS + ct
-    if PRODUCER_THREADS * prod_regs + ct * cons_regs > threads * (65536 // threads // 8 * 8):
-        raise ValueError(f"kloop_probe {form}: setmaxnreg {prod_regs} / {cons_regs} exceeds the launch allocation")
+    threads = threads_of(form)
+    epi_regs = epilogue_regs(form) if epi == "warpgroup" else 0
+    if PRODUCER_THREADS * prod_regs + ct * cons_regs + 128 * epi_regs > threads * (65536 // threads // 8 * 8) or (
+            epi == "warpgroup" and epi_regs < 24):
+        raise ValueError(f"kloop_probe {form}: setmaxnreg {prod_regs} / {cons_regs} / {epi_regs} does not fit the "
+                         f"launch allocation")
 
     @cute.kernel
-    def kloop_probe_kernel(w: Int64, ws: Int64, out: Int64, iters: Int32, stamps: Int64):
+    def kloop_probe_kernel(w: Int64, ws: Int64, out: Int64, iters: Int32, stamps: Int64, task_steps: Int32,
+                           pause: Int32):
         tid, cta, _ = launch_coords()
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         if tid == 0:
-            _init_stage_barriers(smem, BAR_OFF, NS, ct)
-        if tid >= PRODUCER_THREADS:  # the activation chunk (E4M3 1.0) and the pre-folded token scales
-            ctid = tid - PRODUCER_THREADS
+            _init_stage_barriers(smem, lay["bar"], ns, ct)
+            if const_expr(epi == "warpgroup"):  # the hand-over's full (every consumer) / empty (the epilogue WG)
+                mbar_init(smem + lay["dump_bar"], ct)
+                mbar_init(smem + lay["dump_bar"] + 8, 128)
+                mbar_init_fence()
+        ctid = tid - PRODUCER_THREADS
+        if tid >= PRODUCER_THREADS and ctid < ct:  # the activation chunk (E4M3 1.0) and the pre-folded token scales
             for i in cutlass.range_constexpr(ACT_BYTES // (16 * ct)):
                 st_shared_v4(smem + ACT_OFF + (i * ct + ctid) * 16, *([Int32(E4M3_ONES)] * 4))
             if ctid < ASC_BYTES // 16:
@@ -174,12 +249,25 @@ def build_probe(form: str):
                 policy = evict_first_policy()
                 slab0 = Int64(cta) * 4
                 for gs in cutlass.range(iters, unroll=1):
-                    _produce_k128(smem, BAR_OFF, STAGE_OFF, NS, gs,
+                    _produce_k128(smem, lay["bar"], lay["stage"], ns, gs,
                                   lambda bar, ph: mbar_wait_or_trap(bar, ph, TIMEOUT_NS), w, ws, slab0, Int64(iters),
                                   gs, policy)
+        elif ctid >= ct:  # the epilogue warpgroup ("warpgroup" forms only: no thread gets here otherwise)
+            if const_expr(epi == "warpgroup"):
+                setmaxnreg(epi_regs, False)
+                e = ctid - ct
+                seen = Int32(0)  # the hand-over's words, summed so the loads stay
+                for task in cutlass.range(iters // task_steps, unroll=1):
+                    mbar_wait_or_trap(smem + lay["dump_bar"], task & 1, TIMEOUT_NS)
+                    for j in cutlass.range_constexpr(2 * BM // 8):
+                        for half in cutlass.range_constexpr(2):
+                            for v in ld_shared_v4(smem + lay["dump"] + ((j * ct + half * 128 + e) * 16)):
+                                seen = seen + v
+                    _spin_cycles(pause)
+                    mbar_arrive(smem + lay["dump_bar"] + 8)
+                st_global_u32_if(out + Int64(cta * ct) * 4, seen, Int32(iters < 0))  # never: iters > 0
         else:
             setmaxnreg(cons_regs, True)
-            ctid = tid - PRODUCER_THREADS
             wg, warp, g, t, tw = _consumer_lane(ctid)
             acc = cute.make_rmem_tensor((nsl * BM // 2,), Float32)
             for i in cutlass.range_constexpr(nsl * BM // 2):
@@ -193,6 +281,10 @@ def build_probe(form: str):
                     turns = ring_turns(wg, nwg)
                     ring_open(wg, nwg)
 
+            # steps left until this warpgroup's next emulated epilogue (a counter: a run-time % costs ~30 instructions
+            # a call), and the hand-overs so far ("warpgroup")
+            until = task_steps - (wg * (task_steps // 2) if const_expr(epi == "stagger") else 0)
+            handed = Int32(0)
             for c in cutlass.range(iters // CHUNK_K128, unroll=1):
                 if const_expr(barrier_every == CHUNK_K128):
                     bar_sync(1, ct)
@@ -202,13 +294,27 @@ def build_probe(form: str):
                 for k2 in cutlass.range(CHUNK_K128 // SPC, unroll=1):
                     if const_expr(barrier_every == SPC):
                         bar_sync(1, ct)
-                    steps = [probe_step(smem, c * CHUNK_K128 + k2 * SPC + h, k2 * SPC + h, (wg, tw, warp, g), t, nsl,
+                    steps = [probe_step(smem, lay, ns, c * CHUNK_K128 + k2 * SPC + h, k2 * SPC + h,
+                                        (wg, tw, warp, g), t, nsl,
                                         (stamps, cta, nwg) if const_expr(stamps_on) else None)
                              for h in range(SPC)]
                     _mma_k128_steps(steps, acc, smem + ACT_OFF, BM, 0, prescaled=True, sw128=True, nslab=nsl,
-                                    turns=turns, k_interleave_tig=t if const_expr(decode) else None,
-                                    scales_before_wait=True, decode=decode,
-                                    promote_fmas=promote)
+                                    turns=turns, k_interleave_tig=t if const_expr(f.decode) else None,
+                                    scales_before_wait=True, decode=f.decode,
+                                    promote_fmas=f.promote)
+                    if const_expr(epi != ""):
+                        until = until - SPC
+                        if until == 0:
+                            until = task_steps
+                            if const_expr(epi == "warpgroup"):  # hand the accumulators over, go on
+                                mbar_wait_or_trap(smem + lay["dump_bar"] + 8, (handed & 1) ^ 1, TIMEOUT_NS)
+                                for j in cutlass.range_constexpr(nsl * BM // 8):
+                                    _st_shared_v4_f32(smem + lay["dump"] + (j * ct + ctid) * 16,
+                                                      *[acc[4 * j + i] for i in range(4)])
+                                mbar_arrive(smem + lay["dump_bar"])
+                                handed = handed + 1
+                            else:
+                                _spin_cycles(pause)
             if const_expr(with_turns):
                 if const_expr(nwg == 2):
                     pingpong_close(wg)
@@ -220,18 +326,21 @@ def build_probe(form: str):
             st_global_f32(out + Int64(cta * ct + ctid) * 4, s)
 
     @cute.jit
-    def kloop_probe_host(w: Int64, ws: Int64, out: Int64, iters: Int32, stamps: Int64, ncta: Int32):
-        kloop_probe_kernel(w, ws, out, iters, stamps).launch(grid=[ncta, 1, 1], block=[threads, 1, 1],
-                                                             smem=SMEM_BYTES, min_blocks_per_mp=1)
+    def kloop_probe_host(w: Int64, ws: Int64, out: Int64, iters: Int32, stamps: Int64, task_steps: Int32,
+                         pause: Int32, ncta: Int32):
+        kloop_probe_kernel(w, ws, out, iters, stamps, task_steps, pause).launch(
+            grid=[ncta, 1, 1], block=[threads, 1, 1], smem=lay["smem"], min_blocks_per_mp=1)
 
     return kloop_probe_host, kloop_probe_kernel
 
 
 def probe_info(form: str) -> dict:
-    nwg, nsl, with_turns, regs = FORMS[form][:4]
-    return {"form": form, "timing_only": form in TIMING_ONLY, "stamped": FORMS[form].stamps, "warpgroups": nwg,
-            "slabs_per_warpgroup": nsl, "turns": with_turns, "setmaxnreg": list(regs), "threads": threads_of(form),
-            "consumer_threads": 128 * nwg, "smem": SMEM_BYTES, "bm": BM, "stage_bytes": STAGE_BYTES,
+    f = FORMS[form]
+    return {"form": form, "timing_only": form in TIMING_ONLY, "stamped": f.stamps, "warpgroups": f.warpgroups,
+            "slabs_per_warpgroup": f.slabs, "turns": f.turns, "setmaxnreg": list(f.regs), "threads": threads_of(form),
+            "consumer_threads": 128 * f.warpgroups, "smem": layout(form)["smem"], "bm": BM, "stage_bytes": STAGE_BYTES,
+            "stages": f.stages, "epilogue": f.epilogue,
+            "epilogue_setmaxnreg": epilogue_regs(form) if f.epilogue == "warpgroup" else None,
             "slab_stage_bytes": SLAB_STAGE_BYTES, "chunk_k128": CHUNK_K128,
             # the stamp buffer's shape for the device side, which has no CuTe DSL to import role2_config from
             "step_stamps": [STAMP_CTAS, STAMP_STEPS, list(STAMP_EVENTS)] if FORMS[form].stamps else None}
@@ -243,8 +352,8 @@ def main(argv=None):
     def probes():
         for form in FORMS:
             host, kern = build_probe(form)
-            yield (f"kloop_probe_{form}", host, kern, (Int64(0), Int64(0), Int64(0), Int32(4), Int64(0), Int32(1)),
-                   probe_info(form))
+            args = (Int64(0), Int64(0), Int64(0), Int32(4), Int64(0), Int32(4), Int32(0), Int32(1))
+            yield f"kloop_probe_{form}", host, kern, args, probe_info(form)
 
     probe_main(__doc__.splitlines()[0], probes, argv)
 

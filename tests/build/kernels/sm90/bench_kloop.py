@@ -42,14 +42,16 @@ def make_weights(torch, ntiles: int, gen, device: str = "cuda"):
     return codes, scales, sums * torch.pow(2.0, r.to(torch.float64))
 
 
-def launch_args(codes, scales, out, iters: int, stamps=None):
-    """The probe kernel's formals (w, ws, out, iters, stamps) as ctypes scalars (``stamps``: the stamp buffer, a
-    tensor, for the stamped forms; 0 for the others, which never read it)."""
+def launch_args(codes, scales, out, iters: int, stamps=None, task: tuple[int, int] = (4, 0)):
+    """The probe kernel's formals (w, ws, out, iters, stamps, task_steps, pause) as ctypes scalars (``stamps``: the
+    stamp buffer, a tensor, for the stamped forms; 0 for the others, which never read it; ``task``: (K128 steps per
+    task, the emulated epilogue's cycles), read by the epilogue forms only)."""
     return [ctypes.c_uint64(codes.data_ptr()), ctypes.c_uint64(scales.data_ptr()), ctypes.c_uint64(out.data_ptr()),
-            ctypes.c_int32(iters), ctypes.c_uint64(0 if stamps is None else stamps.data_ptr())]
+            ctypes.c_int32(iters), ctypes.c_uint64(0 if stamps is None else stamps.data_ptr()),
+            ctypes.c_int32(task[0]), ctypes.c_int32(task[1])]
 
 
-def launch_once(torch, k, form: str, codes, scales, iters: int, sms: int, stamps=None):
+def launch_once(torch, k, form: str, codes, scales, iters: int, sms: int, stamps=None, task=(4, 0)):
     """One launch of ``form`` on ``sms`` CTAs with its output poisoned (NaN), waited for: ``(output, index info)``. A
     stamped form always gets a stamp buffer (a scratch one unless ``stamps`` is given): it stores through it."""
     _, _, fn, info = k.function(f"kloop_probe_{form}")
@@ -57,8 +59,8 @@ def launch_once(torch, k, form: str, codes, scales, iters: int, sms: int, stamps
         ctas, steps, events = info["step_stamps"]
         stamps = torch.empty(ctas * info["warpgroups"] * steps * len(events), dtype=torch.int32, device="cuda")
     out = torch.full((sms * info["consumer_threads"],), float("nan"), dtype=torch.float32, device="cuda")
-    time_raw_launch(fn, sms, info["threads"], info["smem"], launch_args(codes, scales, out, iters, stamps), warm=0,
-                    reps=1)
+    time_raw_launch(fn, sms, info["threads"], info["smem"], launch_args(codes, scales, out, iters, stamps, task),
+                    warm=0, reps=1)
     torch.cuda.synchronize()
     return out, info
 
@@ -75,11 +77,11 @@ def stamped_run(torch, k, form: str, codes, scales, iters: int, sms: int) -> dic
     return {"name": f"kloop_probe_{form}", "events": list(events), "steps_per_task": iters, "stamps": st.tolist()}
 
 
-def checked_sums(torch, k, form: str, codes, scales, ref, iters: int, sms: int):
+def checked_sums(torch, k, form: str, codes, scales, ref, iters: int, sms: int, task=(4, 0)):
     """One launch of ``form`` on a poisoned output: its per-CTA sums (float64), after checking every output is written
     and (unless the form is timing only) each CTA's sum is within :data:`REL_TOL` of ``ref`` (ValueError otherwise);
-    also the largest error (NaN for a timing-only form)."""
-    out, info = launch_once(torch, k, form, codes, scales, iters, sms)
+    also the largest error (NaN for a timing-only form). ``task``: the epilogue forms' (steps per task, pause)."""
+    out, info = launch_once(torch, k, form, codes, scales, iters, sms, task=task)
     if not torch.isfinite(out).all():
         raise ValueError(f"kloop_probe_{form}: {int((~torch.isfinite(out)).sum())} outputs not written or not finite")
     got = out.view(sms, -1).to(torch.float64).sum(1)
@@ -103,12 +105,20 @@ def main():
     ap.add_argument("--ctas", type=int, default=0,
                     help="CTAs (one per SM; default every SM). Fewer CTAs than SMs keep the stream below the read "
                          "bandwidth, so the K loop's own rate shows on a card whose read would bind it (an H100)")
+    ap.add_argument("--task", type=int, default=16,
+                    help="the epilogue forms' K128 steps per task (a multiple of 4 dividing --iters)")
+    ap.add_argument("--pauses", default="0",
+                    help="the epilogue forms' emulated epilogue, cycles per task, comma-separated: each is timed "
+                         "(0: the form's reference on the same code); other forms run once")
     ap.add_argument("--json")
     ap.add_argument("--stamps", help="folder: each stamped form's raw stamps (JSON) and phase table; stamped forms "
                                      "are not timed (their stamps cost ~30 instructions per step)")
     a = ap.parse_args()
     if a.iters % 4:
         raise SystemExit(f"--iters {a.iters}: must be a multiple of 4 (the probe's K512 chunk)")
+    if a.task % 4 or a.iters % a.task:
+        raise SystemExit(f"--task {a.task}: must be a multiple of 4 that divides --iters {a.iters}")
+    pauses = [int(p) for p in a.pauses.split(",")]
     k = Role2Kernels(Path(os.environ.get("GCMOE_KLOOP_CUBINS", "build/kloop_probe")))
     forms = a.forms.split(",")
     sms = a.ctas or torch.cuda.get_device_properties(0).multi_processor_count
@@ -124,7 +134,7 @@ def main():
 
     sums = {}
     for form in forms:  # correctness first
-        sums[form], err = checked_sums(torch, k, form, codes, scales, ref, a.iters, sms)
+        sums[form], err = checked_sums(torch, k, form, codes, scales, ref, a.iters, sms, (a.task, max(pauses)))
         print(f"{form}: " + ("timing only (outputs written)" if err != err else
                              f"a CTA's sum against the weights' within {err:.2e} (relative)"))
     checked = [f for f in forms if not k.index[f"kloop_probe_{f}"].get("timing_only")]
@@ -149,21 +159,24 @@ def main():
     clocks = ClockSampler()
     rows = []
     print(f"stream read {bw / 1e12:.2f} TB/s")
-    print(f"{'form':6} {'round':>5} {'us':>8} {'TB/s':>6} {'% read':>7} {'GB/s/SM':>8} {'128 SMs':>8} "
+    runs = [(f, p) for f in forms for p in (pauses if k.index[f"kloop_probe_{f}"].get("epilogue") else [0])]
+    print(f"epilogue forms: a task of {a.task} K128 steps, pauses {pauses} cycles")
+    print(f"{'form':6} {'pause':>6} {'round':>5} {'us':>8} {'TB/s':>6} {'% read':>7} {'GB/s/SM':>8} {'128 SMs':>8} "
           f"{'SM MHz':>7} {'capped':>6}")
     for rnd in range(a.rounds):
-        for form in (forms if rnd % 2 == 0 else forms[::-1]):
+        for form, pause in (runs if rnd % 2 == 0 else runs[::-1]):
             _, _, fn, info = k.function(f"kloop_probe_{form}")
             out = torch.empty(sms * info["consumer_threads"], dtype=torch.float32, device="cuda")
             t0 = time.perf_counter()
-            us = time_raw_launch(fn, sms, info["threads"], info["smem"], launch_args(codes, scales, out, a.iters),
-                                 warm=3, reps=a.reps)
+            us = time_raw_launch(fn, sms, info["threads"], info["smem"],
+                                 launch_args(codes, scales, out, a.iters, task=(a.task, pause)), warm=3, reps=a.reps)
             clk = clocks.summary(t0, time.perf_counter())
             per_sm = nbytes / us * 1e6 / sms
-            row = dict(form=form, round=rnd, ctas=sms, us=us, tbps=nbytes / us / 1e6, frac_read=nbytes / us * 1e6 / bw,
-                       gbps_per_sm=per_sm / 1e9, frac_read_128=per_sm * part / bw, **clk)
+            row = dict(form=form, pause=pause, task_steps=a.task, round=rnd, ctas=sms, us=us, tbps=nbytes / us / 1e6,
+                       frac_read=nbytes / us * 1e6 / bw, gbps_per_sm=per_sm / 1e9, frac_read_128=per_sm * part / bw,
+                       **clk)
             rows.append(row)
-            print(f"{form:6} {rnd:5d} {us:8.1f} {row['tbps']:6.2f} {100 * row['frac_read']:6.1f}% "
+            print(f"{form:6} {pause:6d} {rnd:5d} {us:8.1f} {row['tbps']:6.2f} {100 * row['frac_read']:6.1f}% "
                   f"{row['gbps_per_sm']:8.2f} {100 * row['frac_read_128']:7.1f}% "
                   f"{clk.get('sm_mhz', 0):7.0f} {100 * clk.get('power_capped', 0):5.0f}%")
     clocks.close()

@@ -20,7 +20,8 @@ EXPECT = {"wg2": (384, (24, 240), 16), "wg4": (640, (24, 112), 8), "wg4n": (640,
           "wg2c": (384, (24, 240), 16), "wg4c": (640, (24, 112), 8), "wg2b2": (384, (24, 240), 16),
           "wg2b8": (384, (24, 240), 16), "wg2b16": (384, (24, 240), 16), "wg2b32": (384, (24, 240), 16),
           "wg2s": (384, (24, 240), 16), "wg2cs": (384, (24, 240), 16), "wg2b2s": (384, (24, 240), 16),
-          "wg2b8s": (384, (24, 240), 16)}
+          "wg2b8s": (384, (24, 240), 16), "wg2ce": (384, (24, 240), 16), "wg2ce6": (384, (24, 200), 16),
+          "wg2cw": (512, (24, 200), 16), "wg2ne": (384, (24, 240), 16), "wg2nt": (384, (24, 240), 16)}
 #: what the timing-only forms leave out, in the SASS of their K loop: (PRMT, FFMA) there
 LEFT_OUT = {"wg2": (72, 128), "wg2x": (0, 128), "wg2p": (72, 0), "wg2xp": (0, 0)}
 
@@ -38,7 +39,7 @@ def built():
     out = {}
     for form in EXPECT:
         host, kern = build_probe(form)
-        args = (Int64(0), Int64(0), Int64(0), Int32(4), Int64(0), Int32(1))  # w, ws, out, iters, stamps, ncta
+        args = (Int64(0), Int64(0), Int64(0), Int32(4), Int64(0), Int32(4), Int32(0), Int32(1))  # ..., task, pause, ncta
         ptx = trace_to_ptx(host, kern, args, f"kloop_probe_{form}", "sm_90a").ptx
         out[form] = (ptx, assemble(ptx, effective_options("sm_90a", []), what=form))
     return out
@@ -55,14 +56,18 @@ def test_probe_forms_build_as_described(built, form):
                         r"\{%r\d+, %r\d+, %r\d+, %r\d+\}", ptx)
     assert shapes == ["64"] * wgmmas, shapes
     # the turns: a named-barrier sync per burst and an arrive per hand-over, none without them
+    from gcmoe_build.kernels.sm90.kloop_probe import FORMS, epilogue_regs
+
     turns = len(re.findall(r"bar\.arrive", ptx))
-    assert (turns > 0) == (form != "wg4n"), turns
+    assert (turns > 0) == FORMS[form].turns, turns
     assert "ld.local" not in ptx and "st.local" not in ptx
     # the consumers' named barrier 1 over all consumer threads, only in the forms that ask for it
-    from gcmoe_build.kernels.sm90.kloop_probe import FORMS
-
-    assert (f"bar.sync 1, {threads - 128};" in ptx) == (FORMS[form].barrier_every > 0), form
-    assert ("%clock" in ptx) == FORMS[form].stamps, form  # the step stamps, only where asked for
+    consumers = 128 * FORMS[form].warpgroups
+    assert (f"bar.sync 1, {consumers};" in ptx) == (FORMS[form].barrier_every > 0), form
+    # the epilogue warpgroup's register share: what the producer and the consumers leave (88 of 128 at 512 threads)
+    if FORMS[form].epilogue == "warpgroup":
+        assert epilogue_regs(form) == 88 and "setmaxnreg.dec.sync.aligned.u32 88;" in ptx
+    assert ("%clock" in ptx) == (FORMS[form].stamps or FORMS[form].epilogue != ""), form
 
 
 def test_probe_forms_do_not_spill(built):
@@ -132,7 +137,9 @@ def test_every_form_matches_the_weights_and_each_other():
     iters = 16  # two turns round the 8 stages
     codes, scales, tile_sums = make_weights(torch, sms * 4 * iters, torch.Generator(device="cuda").manual_seed(1))
     ref = tile_sums.view(sms, 4 * iters).sum(1) * 64
-    sums = {form: checked_sums(torch, k, form, codes, scales, ref, iters, sms)[0] for form in EXPECT}
+    # the epilogue forms with two tasks of 8 steps and a 500-cycle emulated epilogue (warpgroup 1 of the staggered one
+    # pauses at steps 4 and 12)
+    sums = {form: checked_sums(torch, k, form, codes, scales, ref, iters, sms, (8, 500))[0] for form in EXPECT}
     for form, got in sums.items():  # the device has no CuTe DSL: what a form is comes from the cubins' index
         if not k.index[f"kloop_probe_{form}"]["timing_only"]:
             assert torch.allclose(got, sums["wg2"], rtol=1e-5, atol=0), form
