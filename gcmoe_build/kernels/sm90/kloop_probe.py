@@ -349,11 +349,17 @@ def probe_info(form: str) -> dict:
 def main(argv=None):
     from .probe_build import probe_main
 
+    from .kloop_ss_probe import SS_FORMS, build_ss_probe, ss_probe_info
+
+    args = (Int64(0), Int64(0), Int64(0), Int32(4), Int64(0), Int32(4), Int32(0), Int32(1))
+
     def probes():
         for form in FORMS:
             host, kern = build_probe(form)
-            args = (Int64(0), Int64(0), Int64(0), Int32(4), Int64(0), Int32(4), Int32(0), Int32(1))
             yield f"kloop_probe_{form}", host, kern, args, probe_info(form)
+        for form in SS_FORMS:  # the decoder-warpgroup forms (their own module), run by bench_kloop.py by name
+            host, kern = build_ss_probe(form)
+            yield f"kloop_probe_{form}", host, kern, args, ss_probe_info(form)
 
     probe_main(__doc__.splitlines()[0], probes, argv)
 

@@ -137,9 +137,11 @@ def test_every_form_matches_the_weights_and_each_other():
     iters = 16  # two turns round the 8 stages
     codes, scales, tile_sums = make_weights(torch, sms * 4 * iters, torch.Generator(device="cuda").manual_seed(1))
     ref = tile_sums.view(sms, 4 * iters).sum(1) * 64
-    # the epilogue forms with two tasks of 8 steps and a 500-cycle emulated epilogue (warpgroup 1 of the staggered one
-    # pauses at steps 4 and 12)
-    sums = {form: checked_sums(torch, k, form, codes, scales, ref, iters, sms, (8, 500))[0] for form in EXPECT}
+    # every form the cubins' index holds (the decoder-warpgroup forms too); the epilogue forms with two tasks of 8
+    # steps and a 500-cycle emulated epilogue (warpgroup 1 of the staggered one pauses at steps 4 and 12)
+    forms = [name.removeprefix("kloop_probe_") for name in k.index]
+    assert set(EXPECT) <= set(forms) and any(k.index[f"kloop_probe_{f}"].get("decoder_warpgroup") for f in forms)
+    sums = {form: checked_sums(torch, k, form, codes, scales, ref, iters, sms, (8, 500))[0] for form in forms}
     for form, got in sums.items():  # the device has no CuTe DSL: what a form is comes from the cubins' index
         if not k.index[f"kloop_probe_{form}"]["timing_only"]:
             assert torch.allclose(got, sums["wg2"], rtol=1e-5, atol=0), form
@@ -166,3 +168,37 @@ def test_promote_fmas_off_is_refused_outside_the_per_k128_chain():
 
     with pytest.raises(ValueError, match="promote_fmas=False"):
         _mma_k128_steps([K128Step(lambda: [], PerK32Scales(), 0)], [], 0, 64, 1, promote_fmas=False)
+
+
+def test_decoder_warpgroup_forms_build_as_described():
+    """The decoder-warpgroup forms (:mod:`gcmoe_build.kernels.sm90.kloop_ss_probe`): 512 threads with the three
+    register shares, both wgmma operands by descriptor (m64n128k32, four per K128 step in the MMA loop), the decoder's
+    32 words per step through the shipped decode (64 PRMT), no local memory."""
+    from cutlass import Int32, Int64
+
+    from gcmoe_build import sass
+    from gcmoe_build.frontend.dsl import import_dsl, trace_to_ptx
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.kloop_ss_probe import SS_FORMS, THREADS, build_ss_probe, ss_layout
+    from gcmoe_build.toolchain.ptxas import assemble, effective_options
+
+    assert THREADS == 512
+    for form, f in SS_FORMS.items():
+        host, kern = build_ss_probe(form)
+        args = (Int64(0), Int64(0), Int64(0), Int32(4), Int64(0), Int32(4), Int32(0), Int32(1))
+        ptx = trace_to_ptx(host, kern, args, f"kloop_probe_{form}", "sm_90a").ptx
+        assert ".reqntid 512, 1, 1" in ptx and ss_layout(form)["smem"] <= 232448
+        prod, dec, mma = f.regs
+        assert f"setmaxnreg.dec.sync.aligned.u32 {prod};" in ptx
+        assert f"setmaxnreg.inc.sync.aligned.u32 {dec};" in ptx and f"setmaxnreg.inc.sync.aligned.u32 {mma};" in ptx
+        assert len(re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n128k32\.f32\.e4m3\.e4m3 \{[^}]*\}, %rd\d+, %rd\d+",
+                              ptx)) == 4
+        assert "ld.local" not in ptx and "st.local" not in ptx
+        try:
+            text = sass.disassemble(assemble(ptx, effective_options("sm_90a", []), what=form))
+        except sass.SassError as e:
+            pytest.skip(str(e))
+        loops = sass.innermost_mma_loops(text)
+        assert len(loops) == 1 and loops[0].count("QGMMA") == 4, form
+        assert text.count("PRMT") == 64 and "STL" not in text and "LDL" not in text, form
