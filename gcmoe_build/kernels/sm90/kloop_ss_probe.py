@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32, Int64, Uint8
+from cutlass import Float32, Int32, Int64, Uint8, const_expr
 from cutlass.cutlass_dsl import dsl_user_op
 
 from .fp4_decode import decode_fp4x8_e4m3, fold_lut
@@ -57,10 +57,18 @@ class SsForm(NamedTuple):
     stages: int  # FP4 stages
     dec_bufs: int  # decoded buffers between the decoder and the MMA warpgroups
     regs: tuple[int, int, int]  # producer / decoder / MMA registers after setmaxnreg
+    decoders: int = 1  # decoder warpgroups (2: each decodes half of a stage's units)
+    decode: bool = True  # False (timing only): the raw code words are stored as the "decoded" bytes
 
 
-SS_FORMS = {"ss6d2": SsForm(6, 2, (24, 152, 168)), "ss4d3": SsForm(4, 3, (24, 152, 168))}
-THREADS = PRODUCER_THREADS + 3 * 128
+SS_FORMS = {"ss6d2": SsForm(6, 2, (24, 152, 168)), "ss4d3": SsForm(4, 3, (24, 152, 168)),
+            "ss6d2x": SsForm(6, 2, (24, 152, 168), decode=False),
+            "ss6d2w": SsForm(6, 2, (24, 64, 160), decoders=2), "ss4d3w": SsForm(4, 3, (24, 64, 160), decoders=2)}
+TIMING_ONLY = tuple(f for f, v in SS_FORMS.items() if not v.decode)
+
+
+def threads_of(form: str) -> int:
+    return PRODUCER_THREADS + 128 * (SS_FORMS[form].decoders + 2)
 
 
 def ss_layout(form: str) -> dict:
@@ -78,10 +86,12 @@ def ss_layout(form: str) -> dict:
 def build_ss_probe(form: str):
     """``(host_fn, kernel_fn)`` of one form; host args as :func:`.kloop_probe.build_probe`'s."""
     f = SS_FORMS[form]
-    ns, nd = f.stages, f.dec_bufs
+    ns, nd, ndec = f.stages, f.dec_bufs, f.decoders
     prod_regs, dec_regs, mma_regs = f.regs
-    if PRODUCER_THREADS * prod_regs + 128 * dec_regs + 256 * mma_regs > 65536:
-        raise ValueError(f"kloop_ss_probe {form}: setmaxnreg {f.regs} exceeds the register file")
+    threads = threads_of(form)
+    if PRODUCER_THREADS * prod_regs + 128 * ndec * dec_regs + 256 * mma_regs > threads * (65536 // threads // 8 * 8):
+        raise ValueError(f"kloop_ss_probe {form}: setmaxnreg {f.regs} exceeds the launch allocation")
+    upt = 8 // ndec  # code units per decoder thread and step
     lay = ss_layout(form)
     wait = lambda bar, ph: mbar_wait_or_trap(bar, ph, TIMEOUT_NS)  # noqa: E731
 
@@ -91,19 +101,19 @@ def build_ss_probe(form: str):
         tid, cta, _ = launch_coords()
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         if tid == 0:
-            _init_stage_barriers(smem, lay["bar"], ns, 128)  # a stage is emptied by the decoder warpgroup
+            _init_stage_barriers(smem, lay["bar"], ns, 128 * ndec)  # a stage is emptied by the decoder warpgroups
             for d in cutlass.range_constexpr(nd):
-                mbar_init(smem + lay["dec_bar"] + 8 * d, 128)
+                mbar_init(smem + lay["dec_bar"] + 8 * d, 128 * ndec)
                 mbar_init(smem + lay["dec_bar"] + 8 * (nd + d), 256)
             mbar_init_fence()
-        mtid = tid - PRODUCER_THREADS - 128  # the MMA warpgroups' thread index
+        mtid = tid - PRODUCER_THREADS - 128 * ndec  # the MMA warpgroups' thread index
         if mtid >= 0:  # the activation chunk (E4M3 1.0) and the pre-folded token scales, as kloop_probe
             for i in cutlass.range_constexpr(ACT_BYTES // (16 * 256)):
                 st_shared_v4(smem + ACT_OFF + (i * 256 + mtid) * 16, *([Int32(E4M3_ONES)] * 4))
             if mtid < ASC_BYTES // 16:
                 st_shared_v4(smem + ASC_OFF + mtid * 16, *([Int32(FOLDED_ONE_BITS)] * 4))
             fence_proxy_async_shared()
-        bar_sync(0, THREADS)
+        bar_sync(0, threads)
 
         if tid < PRODUCER_THREADS:
             setmaxnreg(prod_regs, False)
@@ -113,25 +123,29 @@ def build_ss_probe(form: str):
                     _produce_k128(smem, lay["bar"], lay["stage"], ns, gs, wait, w, ws, Int64(cta) * 4, Int64(iters),
                                   gs, policy)
         elif mtid < 0:  # the decoder warpgroup
-            setmaxnreg(dec_regs, True)
-            tau = tid - PRODUCER_THREADS
+            setmaxnreg(dec_regs, dec_regs > 65536 // threads // 8 * 8)  # 640 threads start at 96: the decoders give
+            tau = (tid - PRODUCER_THREADS) % 128
+            j0 = (tid - PRODUCER_THREADS) // 128 * upt  # this decoder warpgroup's first unit row
             for gs in cutlass.range(iters, unroll=1):
                 s, use = stage_slot(gs, ns)
                 d, duse = stage_slot(gs, nd)
                 wait(smem + lay["bar"] + 8 * s, use & 1)
                 stage = smem + lay["stage"] + s * STAGE_BYTES
-                codes = [ld_shared_v4(stage + (j * 128 + tau) * 16) for j in range(8)]
+                codes = [ld_shared_v4(stage + ((j0 + j) * 128 + tau) * 16) for j in range(upt)]
                 # unit u's block scale: byte u of the scale tiles (slab u // 256, row, block u % 4: row * 4 + block)
-                luts = [fold_lut(_ld_shared_u8(stage + UNITS * 16 + j * 128 + tau)) for j in range(8)]
+                luts = [fold_lut(_ld_shared_u8(stage + UNITS * 16 + (j0 + j) * 128 + tau)) for j in range(upt)]
                 mbar_arrive(smem + lay["bar"] + 8 * (ns + s))  # the stage's bytes are in registers
                 wait(smem + lay["dec_bar"] + 8 * (nd + d), (duse & 1) ^ 1)  # the MMAs of this buffer's last use
                 dec = smem + lay["dec"] + d * DEC_BYTES
-                for j in cutlass.range_constexpr(8):
-                    row = j * 32 + tau // 4  # u = j * 128 + tau: slab j // 2, row (j % 2) * 32 + tau // 4
+                for j in cutlass.range_constexpr(upt):
+                    row = (j0 + j) * 32 + tau // 4  # u = j * 128 + tau: slab j // 2, row (j % 2) * 32 + tau // 4
                     blk = tau % 4
                     regs = []
-                    for x in codes[j]:
-                        regs.extend(decode_fp4x8_e4m3(x, luts[j], luts[j]))
+                    if const_expr(f.decode):
+                        for x in codes[j]:
+                            regs.extend(decode_fp4x8_e4m3(x, luts[j], luts[j]))
+                    else:
+                        regs = codes[j] + codes[j]
                     for h in cutlass.range_constexpr(2):
                         st_shared_v4(dec + row * 128 + (((2 * blk + h) ^ (row % 8)) << 4), *regs[4 * h:4 * h + 4])
                 fence_proxy_async_shared()  # the wgmmas read the buffer through the async proxy
@@ -168,7 +182,7 @@ def build_ss_probe(form: str):
     def kloop_ss_host(w: Int64, ws: Int64, out: Int64, iters: Int32, stamps: Int64, task_steps: Int32,
                       pause: Int32, ncta: Int32):
         kloop_ss_kernel(w, ws, out, iters, stamps, task_steps, pause).launch(
-            grid=[ncta, 1, 1], block=[THREADS, 1, 1], smem=lay["smem"], min_blocks_per_mp=1)
+            grid=[ncta, 1, 1], block=[threads, 1, 1], smem=lay["smem"], min_blocks_per_mp=1)
 
     return kloop_ss_host, kloop_ss_kernel
 
@@ -176,7 +190,8 @@ def build_ss_probe(form: str):
 def ss_probe_info(form: str) -> dict:
     """``index.json``'s entry, in :func:`.kloop_probe.probe_info`'s keys (what ``bench_kloop.py`` reads)."""
     f = SS_FORMS[form]
-    return {"form": form, "timing_only": False, "stamped": False, "warpgroups": 2, "slabs_per_warpgroup": 2,
-            "turns": False, "setmaxnreg": list(f.regs), "threads": THREADS, "consumer_threads": 256,
+    return {"form": form, "timing_only": form in TIMING_ONLY, "stamped": False, "warpgroups": 2,
+            "slabs_per_warpgroup": 2, "turns": False, "setmaxnreg": list(f.regs), "threads": threads_of(form),
+            "consumer_threads": 256, "decoder_warpgroups": f.decoders,
             "smem": ss_layout(form)["smem"], "bm": BM, "stage_bytes": STAGE_BYTES, "stages": f.stages,
             "dec_bufs": f.dec_bufs, "epilogue": "", "decoder_warpgroup": True, "step_stamps": None}

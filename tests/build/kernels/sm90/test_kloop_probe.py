@@ -171,27 +171,30 @@ def test_promote_fmas_off_is_refused_outside_the_per_k128_chain():
 
 
 def test_decoder_warpgroup_forms_build_as_described():
-    """The decoder-warpgroup forms (:mod:`gcmoe_build.kernels.sm90.kloop_ss_probe`): 512 threads with the three
-    register shares, both wgmma operands by descriptor (m64n128k32, four per K128 step in the MMA loop), the decoder's
-    32 words per step through the shipped decode (64 PRMT), no local memory."""
+    """The decoder-warpgroup forms (:mod:`gcmoe_build.kernels.sm90.kloop_ss_probe`): 512 / 640 threads with the three
+    register shares, both wgmma operands by descriptor (m64n128k32, four per K128 step in the MMA loop), a decoder
+    thread's 32 / 16 words per step through the shipped decode (two PRMT each; none in the timing-only form), no local
+    memory."""
     from cutlass import Int32, Int64
 
     from gcmoe_build import sass
     from gcmoe_build.frontend.dsl import import_dsl, trace_to_ptx
 
     import_dsl("sm_90a")
-    from gcmoe_build.kernels.sm90.kloop_ss_probe import SS_FORMS, THREADS, build_ss_probe, ss_layout
+    from gcmoe_build.kernels.sm90.kloop_ss_probe import SS_FORMS, build_ss_probe, ss_layout, threads_of
     from gcmoe_build.toolchain.ptxas import assemble, effective_options
 
-    assert THREADS == 512
     for form, f in SS_FORMS.items():
         host, kern = build_ss_probe(form)
         args = (Int64(0), Int64(0), Int64(0), Int32(4), Int64(0), Int32(4), Int32(0), Int32(1))
         ptx = trace_to_ptx(host, kern, args, f"kloop_probe_{form}", "sm_90a").ptx
-        assert ".reqntid 512, 1, 1" in ptx and ss_layout(form)["smem"] <= 232448
+        threads = threads_of(form)
+        assert threads == 128 * (3 + f.decoders) and f".reqntid {threads}, 1, 1" in ptx
+        assert ss_layout(form)["smem"] <= 232448
         prod, dec, mma = f.regs
-        assert f"setmaxnreg.dec.sync.aligned.u32 {prod};" in ptx
-        assert f"setmaxnreg.inc.sync.aligned.u32 {dec};" in ptx and f"setmaxnreg.inc.sync.aligned.u32 {mma};" in ptx
+        start = 65536 // threads // 8 * 8  # 128 at 512 threads, 96 at 640
+        assert f"setmaxnreg.dec.sync.aligned.u32 {prod};" in ptx and f"setmaxnreg.inc.sync.aligned.u32 {mma};" in ptx
+        assert f"setmaxnreg.{'inc' if dec > start else 'dec'}.sync.aligned.u32 {dec};" in ptx
         assert len(re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n128k32\.f32\.e4m3\.e4m3 \{[^}]*\}, %rd\d+, %rd\d+",
                               ptx)) == 4
         assert "ld.local" not in ptx and "st.local" not in ptx
@@ -201,4 +204,6 @@ def test_decoder_warpgroup_forms_build_as_described():
             pytest.skip(str(e))
         loops = sass.innermost_mma_loops(text)
         assert len(loops) == 1 and loops[0].count("QGMMA") == 4, form
-        assert text.count("PRMT") == 64 and "STL" not in text and "LDL" not in text, form
+        # a decoder thread's words per step (8 units x 4 words / decoder warpgroups), two PRMT each
+        assert text.count("PRMT") == (64 // f.decoders if f.decode else 0), form
+        assert "STL" not in text and "LDL" not in text, form
