@@ -189,6 +189,9 @@ ACT2_EXPERIMENTS["_ppksafwr4"] = {**ACT2_EXPERIMENTS["_ppksafwr"], "mma_steps_pe
 ACT2_EXPERIMENTS["_ppksafwra4"] = {**ACT2_EXPERIMENTS["_ppksafwra"], "mma_steps_per_call": 4}
 ACT2_EXPERIMENTS["_ppksafwra4c"] = {**ACT2_EXPERIMENTS["_ppksafwra4"], "step_stamps": True}
 ACT2_EXPERIMENTS["_ppksafwr4c"] = {**ACT2_EXPERIMENTS["_ppksafwr4"], "step_stamps": True}
+#: ... and (session 59) the shipped BM 64 form without the turns: the K-loop probe's two warpgroups ran 1-2 % faster
+#: without them (``kloop_probe`` wg2ne against wg2 / wg2ce), where session 26 measured the turns 4-7 % faster in role2
+ACT2_EXPERIMENTS["_ppksafr"] = {**ACT2_EXPERIMENTS["_ppksafwr"], "pingpong": False}
 
 
 def configs(shapes, experiments: bool = False):

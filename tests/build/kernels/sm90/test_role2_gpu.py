@@ -80,7 +80,9 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
          # ... with the next step's words loaded under this step's MMAs (session 57: dev_words_ahead), two and four
          # K128 steps per call, and four alone; stamped
          + [(sh, 64, v) for sh in ("glm52", "dsv41flash") for v in ("_ppksafwra", "_ppksafwr4", "_ppksafwra4")]
-         + [("glm52", 64, "_ppksafwra4c")])
+         + [("glm52", 64, "_ppksafwra4c")]
+         # ... and the shipped BM 64 form without the turns (session 59)
+         + [(sh, 64, "_ppksafr") for sh in ("glm52", "dsv41flash")])
 # BM 48 (wgmma N = 48, session 29): the one-CTA forms at lag 0, lag 1 (a second partial set fits, unlike BM 64) and
 # with the turns; BM 80 (session 31): lag 0 and the turns (the ring's BM 80 build), one block for 65-80 tokens
 #: ("_p_read" / "_p2_read", the racy release, are built for diag_two_cta.py, which shows the race, not tested here:
