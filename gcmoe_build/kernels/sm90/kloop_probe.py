@@ -99,7 +99,7 @@ class Form(NamedTuple):
     # loop has; 2: every call; 8 / 16 / 32: every 2nd / 4th / 8th chunk; 0: none)
     stamps: bool = False  # %clock at each step's events (STAMP_EVENTS) into the ``stamps`` buffer: cycles, not rates
     epilogue: str = ""  # an emulated epilogue every ``task_steps`` (a kernel formal), ``pause`` cycles long: see
-    # EPILOGUES; "" none
+    # EPILOGUES; "" none (``pause`` < 0: an FMA-heavy epilogue of -pause cycles, :func:`_spin_cycles`)
     stages: int = NS  # weight stages in shared memory
 
 
@@ -156,10 +156,20 @@ def epilogue_regs(form: str) -> int:
 
 
 @dsl_user_op
-def _spin_cycles(n, *, loc=None, ip=None):
-    """Issue nothing but a ``%clock`` loop for ``n`` cycles (the emulated epilogue; bounded by ``n``)."""
-    _asm("{\n.reg .pred p;\n.reg .u32 t0, t1;\nmov.u32 t0, %clock;\nGCMOE_SPIN:\nmov.u32 t1, %clock;\n"
-         "sub.u32 t1, t1, t0;\nsetp.lt.u32 p, t1, $0;\n@p bra.uni GCMOE_SPIN;\n}", "r", [_v(n)], 0)
+def _spin_cycles(n, *, loc=None, ip=None) -> Int32:
+    """The emulated epilogue, ``|n|`` cycles by ``%clock`` (bounded): ``n > 0`` a bare ``%clock`` loop (~4 instructions
+    per ~30 cycles: lighter on the issue slots than a real epilogue), ``n < 0`` each turn of the loop also issues 8
+    independent FMA chains on private registers (~12 instructions per ~12 cycles: heavier than a real one). Returns
+    the chains' bits (the caller must keep them: ptxas drops FMAs whose results nothing reads)."""
+    alu = "".join(f"fma.rn.f32 a{i}, a{i}, 0f3F000000, 0f3E800000;\n" for i in range(8))
+    zero = "".join(f"mov.f32 a{i}, 0f00000000;\n" for i in range(8))
+    fold = "".join(f"add.f32 a0, a0, a{i};\n" for i in range(1, 8))
+    return Int32(_asm(
+        "{\n.reg .pred p, q;\n.reg .u32 t0, t1, n;\n.reg .f32 a<8>;\n" + zero +
+        "abs.s32 n, $1;\nsetp.lt.s32 q, $1, 0;\nmov.u32 t0, %clock;\nGCMOE_SPIN:\n@q bra.uni GCMOE_ALU;\n"
+        "GCMOE_TICK:\nmov.u32 t1, %clock;\nsub.u32 t1, t1, t0;\nsetp.lt.u32 p, t1, n;\n@p bra.uni GCMOE_SPIN;\n"
+        "bra.uni GCMOE_END;\nGCMOE_ALU:\n" + alu + "bra.uni GCMOE_TICK;\nGCMOE_END:\n" + fold +
+        "mov.b32 $0, a0;\n}", "=r,r", [_v(n)], 1)[0])
 
 
 @dsl_user_op
@@ -263,7 +273,7 @@ def build_probe(form: str):
                         for half in cutlass.range_constexpr(2):
                             for v in ld_shared_v4(smem + lay["dump"] + ((j * ct + half * 128 + e) * 16)):
                                 seen = seen + v
-                    _spin_cycles(pause)
+                    seen = seen + _spin_cycles(pause)
                     mbar_arrive(smem + lay["dump_bar"] + 8)
                 st_global_u32_if(out + Int64(cta * ct) * 4, seen, Int32(iters < 0))  # never: iters > 0
         else:
@@ -285,6 +295,7 @@ def build_probe(form: str):
             # a call), and the hand-overs so far ("warpgroup")
             until = task_steps - (wg * (task_steps // 2) if const_expr(epi == "stagger") else 0)
             handed = Int32(0)
+            sink = Int32(0)  # the FMA-heavy epilogue's results, stored never (kept from ptxas's dead-code removal)
             for c in cutlass.range(iters // CHUNK_K128, unroll=1):
                 if const_expr(barrier_every == CHUNK_K128):
                     bar_sync(1, ct)
@@ -314,7 +325,7 @@ def build_probe(form: str):
                                 mbar_arrive(smem + lay["dump_bar"])
                                 handed = handed + 1
                             else:
-                                _spin_cycles(pause)
+                                sink = sink + _spin_cycles(pause)
             if const_expr(with_turns):
                 if const_expr(nwg == 2):
                     pingpong_close(wg)
@@ -324,6 +335,8 @@ def build_probe(form: str):
             for i in cutlass.range_constexpr(nsl * BM // 2):
                 s = s + acc[i]
             st_global_f32(out + Int64(cta * ct + ctid) * 4, s)
+            if const_expr(epi in ("both", "stagger")):
+                st_global_u32_if(out + Int64(cta * ct + ctid) * 4, sink, Int32(iters < 0))  # never: iters > 0
 
     @cute.jit
     def kloop_probe_host(w: Int64, ws: Int64, out: Int64, iters: Int32, stamps: Int64, task_steps: Int32,

@@ -109,7 +109,8 @@ def main():
                     help="the epilogue forms' K128 steps per task (a multiple of 4 dividing --iters)")
     ap.add_argument("--pauses", default="0",
                     help="the epilogue forms' emulated epilogue, cycles per task, comma-separated: each is timed "
-                         "(0: the form's reference on the same code); other forms run once")
+                         "(0: the form's reference on the same code; negative: an FMA-heavy epilogue of that many "
+                         "cycles); other forms run once")
     ap.add_argument("--json")
     ap.add_argument("--stamps", help="folder: each stamped form's raw stamps (JSON) and phase table; stamped forms "
                                      "are not timed (their stamps cost ~30 instructions per step)")
@@ -134,7 +135,7 @@ def main():
 
     sums = {}
     for form in forms:  # correctness first
-        sums[form], err = checked_sums(torch, k, form, codes, scales, ref, a.iters, sms, (a.task, max(pauses)))
+        sums[form], err = checked_sums(torch, k, form, codes, scales, ref, a.iters, sms, (a.task, max(pauses, key=abs)))
         print(f"{form}: " + ("timing only (outputs written)" if err != err else
                              f"a CTA's sum against the weights' within {err:.2e} (relative)"))
     checked = [f for f in forms if not k.index[f"kloop_probe_{f}"].get("timing_only")]
