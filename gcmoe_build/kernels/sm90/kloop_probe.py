@@ -36,9 +36,13 @@ chunk that stays in shared memory (the B operand; what a task's fixed parts cost
   hand-over fits) pass their accumulators through shared memory at each task's end (``EPILOGUES``); ``wg2ce6``: its
   reference, ``wg2ce`` with the same registers and stages.
 
-Kernel formals ``(w, ws, out, iters, stamps, task_steps, pause)`` (``stamps``: the stamp buffer's address, unused by
-unstamped forms; ``task_steps`` / ``pause``: used by the epilogue forms only; ``iters`` a multiple of ``task_steps``,
-itself a multiple of 4).
+* ``wg2ct``, ``wg2cm`` (session 59): the chunk hand-over (``CHUNK_MODES``): two chunk buffers refilled from global
+  every K512 as role2 does (``tma``) or by mbarriers without the consumer barrier (``mbar``), against ``wg2c``.
+
+Kernel formals ``(w, ws, out, iters, stamps, task_steps, pause, act)`` (``stamps``: the stamp buffer's address, unused
+by unstamped forms; ``task_steps`` / ``pause``: used by the epilogue forms only; ``iters`` a multiple of
+``task_steps``, itself a multiple of 4; ``act``: 32 KB of E4M3 1.0 and 256 pre-folded token scales, read by the chunk
+forms only).
 Each CTA streams its own ``iters`` K128 steps of slabs ``4 * cta .. 4 * cta + 3`` (``tile = slab * iters + k``: the
 host lays the weights out so), so the bytes read are ``grid * 4 * iters * 4352``. The activation chunk holds E4M3
 1.0 and the token scales ``2**FOLD_LOG2`` (the staged, pre-folded form), so every accumulator value is the sum over K
@@ -61,9 +65,10 @@ from cutlass.cutlass_dsl import dsl_user_op
 
 from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2
 
-from .ptx_mem import (bar_arrive, bar_sync, evict_first_policy, fence_proxy_async_shared, launch_coords, ld_shared_v4,
-                      mbar_arrive, mbar_init, mbar_init_fence, mbar_wait_or_trap, setmaxnreg, st_global_f32,
-                      st_global_u32_if, st_shared_v4)
+from .ptx_mem import (bar_arrive, bar_sync, bulk_copy_g2s, evict_first_policy, fence_proxy_async_shared,
+                      launch_coords, ld_global_f32, ld_shared_v4, mbar_arrive, mbar_arrive_expect_tx, mbar_init,
+                      mbar_init_fence, mbar_wait_or_trap, setmaxnreg, st_global_f32, st_global_u32_if, st_shared_f32,
+                      st_shared_v4)
 from .role2_config import (PINGPONG_BARS, PRODUCER_THREADS, SLAB_STAGE_BYTES, STAGE_BYTES, STAMP_CTAS, STAMP_EVENTS,
                            STAMP_STEPS, _consumer_lane)
 from .role2_mainloop import (K128Step, TokenScales, _mma_k128_steps, pingpong_close, pingpong_open, pingpong_turns,
@@ -101,8 +106,17 @@ class Form(NamedTuple):
     epilogue: str = ""  # an emulated epilogue every ``task_steps`` (a kernel formal), ``pause`` cycles long: see
     # EPILOGUES; "" none (``pause`` < 0: an FMA-heavy epilogue of -pause cycles, :func:`_spin_cycles`)
     stages: int = NS  # weight stages in shared memory
+    chunks: str = ""  # the activation chunk: "" one, loaded once; "tma" / "mbar": two buffers refilled from global
+    # every K512 as role2's chunk loop does / without its consumer barrier (CHUNK_MODES)
 
 
+#: how a chunk form refills its two activation-chunk buffers from the ``act`` formal (32 KB of E4M3 + 1 KB of token
+#: scales, the same chunk every K512: an L2-resident copy, what role2's chunk hand-over costs beside its bytes)
+CHUNK_MODES = {"tma": "role2's: after the chunk's consumer barrier consumer thread 0 bulk-copies the next chunk into the "
+                      "other buffer, every consumer loads its next token scale from global before the chunk's MMAs and "
+                      "stores it after them, the chunk waited on its mbarrier before the barrier",
+               "mbar": "no consumer barrier: a producer-side thread refills a buffer (chunk and scales, one bulk copy "
+                       "each) once its empty mbarrier has every consumer thread's arrival after that chunk's MMAs"}
 #: where a form's emulated epilogue runs (``pause`` cycles of a ``%clock`` spin after every ``task_steps`` K128 steps)
 EPILOGUES = {"both": "in both consumer warpgroups after the same step (the shipped task structure)",
              "stagger": "in each consumer warpgroup, warpgroup 1 half a task after warpgroup 0",
@@ -126,7 +140,14 @@ FORMS = {"wg2": Form(2, 2, True, (24, 240)), "wg4": Form(4, 1, True, (24, 112)),
          "wg2ce6": Form(2, 2, True, (24, 200), barrier_every=4, epilogue="both", stages=6),
          "wg2cw": Form(2, 2, True, (24, 200), barrier_every=4, epilogue="warpgroup", stages=6),
          "wg2ne": Form(2, 2, False, (24, 240), epilogue="both"),
-         "wg2nt": Form(2, 2, False, (24, 240), epilogue="stagger")}
+         "wg2nt": Form(2, 2, False, (24, 240), epilogue="stagger"),
+         # ... the epilogue warpgroup with fewer stages (role2 keeps two 32 KB chunk buffers: 4-5 stages leave room
+         # for the 64 KB hand-over), and its reference
+         "wg2cw4": Form(2, 2, True, (24, 200), barrier_every=4, epilogue="warpgroup", stages=4),
+         "wg2ce4": Form(2, 2, True, (24, 200), barrier_every=4, epilogue="both", stages=4),
+         # session 59: the chunk hand-over (CHUNK_MODES), against wg2c (one chunk, loaded once)
+         "wg2ct": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma"),
+         "wg2cm": Form(2, 2, True, (24, 240), chunks="mbar")}
 #: forms whose outputs are not the GEMM's (no decode or no promote): timed, not checked against the weights
 TIMING_ONLY = tuple(f for f, v in FORMS.items() if not (v.decode and v.promote))
 #: the four-warpgroup turns' named barriers (the shipped two use PINGPONG_BARS = 3, 4; 0: every thread)
@@ -139,14 +160,22 @@ def threads_of(form: str) -> int:
 
 def layout(form: str) -> dict:
     """Shared-memory offsets of ``form``: its weight stages, their barriers, the epilogue hand-over (``dump``: FP32
-    ``[16][consumer thread][4]``, then its full / empty mbarriers) and the total; ValueError past an SM's 227 KB."""
-    ns = FORMS[form].stages
-    bar = STAGE_OFF + ns * STAGE_BYTES
-    dump = 1024 * ((bar + 16 * ns + 1023) // 1024)
-    total = dump + DUMP_BYTES + 16 if FORMS[form].epilogue == "warpgroup" else bar + 16 * ns
-    if total > SMEM_LIMIT:
-        raise ValueError(f"kloop_probe {form}: stages={ns}: {total} B of shared memory (limit {SMEM_LIMIT})")
-    return {"stage": STAGE_OFF, "bar": bar, "dump": dump, "dump_bar": dump + DUMP_BYTES, "smem": total}
+    ``[16][consumer thread][4]``, then its full / empty mbarriers), a chunk form's second chunk buffer (``act1``,
+    ``asc1``; the first is the one-chunk forms' ``ACT_OFF`` / ``ASC_OFF``) and its full / empty mbarriers
+    (``chunk_bar``), and the total; ValueError past an SM's 227 KB."""
+    f = FORMS[form]
+    bar = STAGE_OFF + f.stages * STAGE_BYTES
+    end = bar + 16 * f.stages
+    dump = 1024 * ((end + 1023) // 1024)
+    if f.epilogue == "warpgroup":
+        end = dump + DUMP_BYTES + 16
+    act1 = 1024 * ((end + 1023) // 1024)
+    if f.chunks:
+        end = act1 + ACT_BYTES + ASC_BYTES + 32
+    if end > SMEM_LIMIT:
+        raise ValueError(f"kloop_probe {form}: stages={f.stages}: {end} B of shared memory (limit {SMEM_LIMIT})")
+    return {"stage": STAGE_OFF, "bar": bar, "dump": dump, "dump_bar": dump + DUMP_BYTES, "act1": act1,
+            "asc1": act1 + ACT_BYTES, "chunk_bar": act1 + ACT_BYTES + ASC_BYTES, "smem": end}
 
 
 def epilogue_regs(form: str) -> int:
@@ -198,7 +227,17 @@ def ring_close(wg):
         bar_sync(Int32(RING_BARS[0]), 256)
 
 
-def probe_step(smem, lay: dict, ns: int, gs, kl128, lane, t, nsl: int, stamp_at=None) -> K128Step:
+def _copy_chunk(smem, lay: dict, b, act, policy, with_scales: bool):
+    """One thread: arm chunk buffer ``b``'s full mbarrier and bulk-copy the chunk (and, ``with_scales``, its token
+    scales) from ``act`` into it."""
+    full = smem + lay["chunk_bar"] + 8 * b
+    mbar_arrive_expect_tx(full, ACT_BYTES + (ASC_BYTES if with_scales else 0))
+    bulk_copy_g2s(smem + ACT_OFF + b * (lay["act1"] - ACT_OFF), act, ACT_BYTES, full, policy)
+    if with_scales:
+        bulk_copy_g2s(smem + ASC_OFF + b * (lay["asc1"] - ASC_OFF), act + ACT_BYTES, ASC_BYTES, full, policy)
+
+
+def probe_step(smem, lay: dict, ns: int, gs, kl128, lane, t, nsl: int, stamp_at=None, asc=ASC_OFF) -> K128Step:
     """Stream step ``gs`` as a :class:`K128Step` of a consumer with ``lane`` = (warpgroup, thread in it, warp, g):
     the shipped BM 64 form's stage read (k-interleaved scale word, released after the burst) of its ``nsl`` slabs of
     the stage's four, and the chunk's K128 ``kl128`` token scales. ``stamp_at`` (stamped forms): ``(buffer, cta,
@@ -207,14 +246,14 @@ def probe_step(smem, lay: dict, ns: int, gs, kl128, lane, t, nsl: int, stamp_at=
     step = K128Step(lambda: _consume_k128(smem, lay["bar"], lay["stage"], ns, gs,
                                           lambda bar, ph: mbar_wait_or_trap(bar, ph, TIMEOUT_NS), wg, tw, warp, g,
                                           "decoded", nsl, STAGE_BYTES, True, 4),
-                    TokenScales(smem + ASC_OFF, kl128, t, BM, 128), kl128, lambda: _release_k128(smem, lay["bar"], ns, gs))
+                    TokenScales(smem + asc, kl128, t, BM, 128), kl128, lambda: _release_k128(smem, lay["bar"], ns, gs))
     if stamp_at is not None:
         step.stamp = step_stamper(*stamp_at, wg, Int32(tw == 0), gs)
     return step
 
 
 def build_probe(form: str):
-    """``(host_fn, kernel_fn)`` of one form; host args ``(w, ws, out, iters, stamps, task_steps, pause, ncta)``."""
+    """``(host_fn, kernel_fn)`` of one form; host args ``(w, ws, out, iters, stamps, task_steps, pause, act, ncta)``."""
     f = FORMS[form]
     nwg, nsl, with_turns, (prod_regs, cons_regs) = f.warpgroups, f.slabs, f.turns, f.regs
     barrier_every, stamps_on, epi, ns = f.barrier_every, f.stamps, f.epilogue, f.stages
@@ -235,7 +274,7 @@ def build_probe(form: str):
 
     @cute.kernel
     def kloop_probe_kernel(w: Int64, ws: Int64, out: Int64, iters: Int32, stamps: Int64, task_steps: Int32,
-                           pause: Int32):
+                           pause: Int32, act: Int64):
         tid, cta, _ = launch_coords()
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         if tid == 0:
@@ -243,6 +282,11 @@ def build_probe(form: str):
             if const_expr(epi == "warpgroup"):  # the hand-over's full (every consumer) / empty (the epilogue WG)
                 mbar_init(smem + lay["dump_bar"], ct)
                 mbar_init(smem + lay["dump_bar"] + 8, 128)
+                mbar_init_fence()
+            if const_expr(f.chunks != ""):  # the two chunk buffers' full (one expect_tx) / empty (every consumer)
+                for b in cutlass.range_constexpr(2):
+                    mbar_init(smem + lay["chunk_bar"] + 8 * b, 1)
+                    mbar_init(smem + lay["chunk_bar"] + 16 + 8 * b, ct)
                 mbar_init_fence()
         ctid = tid - PRODUCER_THREADS
         if tid >= PRODUCER_THREADS and ctid < ct:  # the activation chunk (E4M3 1.0) and the pre-folded token scales
@@ -255,6 +299,14 @@ def build_probe(form: str):
 
         if tid < PRODUCER_THREADS:
             setmaxnreg(prod_regs, False)
+            if const_expr(f.chunks == "mbar"):
+                if tid == 32:  # warp 1 of the producer warpgroup refills the chunk buffers
+                    policy = evict_first_policy()
+                    for c in cutlass.range(iters // CHUNK_K128, unroll=1):
+                        b = c & 1
+                        if c >= 2:
+                            mbar_wait_or_trap(smem + lay["chunk_bar"] + 16 + 8 * b, ((c >> 1) - 1) & 1, TIMEOUT_NS)
+                        _copy_chunk(smem, lay, b, act, policy, True)
             if tid == 0:
                 policy = evict_first_policy()
                 slab0 = Int64(cta) * 4
@@ -296,9 +348,23 @@ def build_probe(form: str):
             until = task_steps - (wg * (task_steps // 2) if const_expr(epi == "stagger") else 0)
             handed = Int32(0)
             sink = Int32(0)  # the FMA-heavy epilogue's results, stored never (kept from ptxas's dead-code removal)
+            if const_expr(f.chunks == "tma"):  # chunk 0 and its token scales, as role2's task top
+                if ctid == 0:
+                    _copy_chunk(smem, lay, 0, act, evict_first_policy(), False)
+                st_shared_f32(smem + ASC_OFF + ctid * 4, ld_global_f32(act + ACT_BYTES + ctid * 4))
             for c in cutlass.range(iters // CHUNK_K128, unroll=1):
+                cb = c & 1  # a chunk form's buffer
+                act_off = ACT_OFF + cb * (lay["act1"] - ACT_OFF) if const_expr(f.chunks != "") else ACT_OFF
+                asc_off = ASC_OFF + cb * (lay["asc1"] - ASC_OFF) if const_expr(f.chunks != "") else ASC_OFF
+                if const_expr(f.chunks != ""):
+                    mbar_wait_or_trap(smem + lay["chunk_bar"] + 8 * cb, (c >> 1) & 1, TIMEOUT_NS)
                 if const_expr(barrier_every == CHUNK_K128):
                     bar_sync(1, ct)
+                next_scale = Float32(0.0)
+                if const_expr(f.chunks == "tma"):  # chunk c - 1's buffer is free: the next chunk into it
+                    if ctid == 0 and c + 1 < iters // CHUNK_K128:
+                        _copy_chunk(smem, lay, 1 - cb, act, evict_first_policy(), False)
+                    next_scale = ld_global_f32(act + ACT_BYTES + ctid * 4)
                 if const_expr(barrier_every > CHUNK_K128):
                     if c % (barrier_every // CHUNK_K128) == 0:
                         bar_sync(1, ct)
@@ -307,9 +373,9 @@ def build_probe(form: str):
                         bar_sync(1, ct)
                     steps = [probe_step(smem, lay, ns, c * CHUNK_K128 + k2 * SPC + h, k2 * SPC + h,
                                         (wg, tw, warp, g), t, nsl,
-                                        (stamps, cta, nwg) if const_expr(stamps_on) else None)
+                                        (stamps, cta, nwg) if const_expr(stamps_on) else None, asc_off)
                              for h in range(SPC)]
-                    _mma_k128_steps(steps, acc, smem + ACT_OFF, BM, 0, prescaled=True, sw128=True, nslab=nsl,
+                    _mma_k128_steps(steps, acc, smem + act_off, BM, 0, prescaled=True, sw128=True, nslab=nsl,
                                     turns=turns, k_interleave_tig=t if const_expr(f.decode) else None,
                                     scales_before_wait=True, decode=f.decode,
                                     promote_fmas=f.promote)
@@ -326,6 +392,10 @@ def build_probe(form: str):
                                 handed = handed + 1
                             else:
                                 sink = sink + _spin_cycles(pause)
+                if const_expr(f.chunks == "tma"):  # the next chunk's token scale, read before the MMAs
+                    st_shared_f32(smem + ASC_OFF + (1 - cb) * (lay["asc1"] - ASC_OFF) + ctid * 4, next_scale)
+                if const_expr(f.chunks == "mbar"):  # this thread is done with the buffer
+                    mbar_arrive(smem + lay["chunk_bar"] + 16 + 8 * cb)
             if const_expr(with_turns):
                 if const_expr(nwg == 2):
                     pingpong_close(wg)
@@ -340,8 +410,8 @@ def build_probe(form: str):
 
     @cute.jit
     def kloop_probe_host(w: Int64, ws: Int64, out: Int64, iters: Int32, stamps: Int64, task_steps: Int32,
-                         pause: Int32, ncta: Int32):
-        kloop_probe_kernel(w, ws, out, iters, stamps, task_steps, pause).launch(
+                         pause: Int32, act: Int64, ncta: Int32):
+        kloop_probe_kernel(w, ws, out, iters, stamps, task_steps, pause, act).launch(
             grid=[ncta, 1, 1], block=[threads, 1, 1], smem=lay["smem"], min_blocks_per_mp=1)
 
     return kloop_probe_host, kloop_probe_kernel
@@ -364,7 +434,7 @@ def main(argv=None):
 
     from .kloop_ss_probe import SS_FORMS, build_ss_probe, ss_probe_info
 
-    args = (Int64(0), Int64(0), Int64(0), Int32(4), Int64(0), Int32(4), Int32(0), Int32(1))
+    args = (Int64(0), Int64(0), Int64(0), Int32(4), Int64(0), Int32(4), Int32(0), Int64(0), Int32(1))
 
     def probes():
         for form in FORMS:

@@ -20,7 +20,7 @@ kernel, :func:`.role2_stages._produce_k128`), a **decoder warpgroup** and two **
 Which code lands at which (row, k) is this probe's own choice (the bench's all-ones activations make a CTA's sum
 independent of it, so the check is that every code is decoded once with its block's exponent); a kernel of this form
 would need the host transform to write the codes in that order. Same kernel formals and output as
-:mod:`.kloop_probe` (``task_steps`` / ``pause`` unused), so ``bench_kloop.py`` runs its forms by name.
+:mod:`.kloop_probe` (``task_steps`` / ``pause`` / ``act`` unused), so ``bench_kloop.py`` runs its forms by name.
 """
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def build_ss_probe(form: str):
 
     @cute.kernel
     def kloop_ss_kernel(w: Int64, ws: Int64, out: Int64, iters: Int32, stamps: Int64, task_steps: Int32,
-                        pause: Int32):
+                        pause: Int32, act: Int64):
         tid, cta, _ = launch_coords()
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         if tid == 0:
@@ -180,8 +180,8 @@ def build_ss_probe(form: str):
 
     @cute.jit
     def kloop_ss_host(w: Int64, ws: Int64, out: Int64, iters: Int32, stamps: Int64, task_steps: Int32,
-                      pause: Int32, ncta: Int32):
-        kloop_ss_kernel(w, ws, out, iters, stamps, task_steps, pause).launch(
+                      pause: Int32, act: Int64, ncta: Int32):
+        kloop_ss_kernel(w, ws, out, iters, stamps, task_steps, pause, act).launch(
             grid=[ncta, 1, 1], block=[threads, 1, 1], smem=lay["smem"], min_blocks_per_mp=1)
 
     return kloop_ss_host, kloop_ss_kernel

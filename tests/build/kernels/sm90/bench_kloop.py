@@ -42,13 +42,30 @@ def make_weights(torch, ntiles: int, gen, device: str = "cuda"):
     return codes, scales, sums * torch.pow(2.0, r.to(torch.float64))
 
 
+_CHUNK_SOURCE = []
+
+
+def chunk_source(torch):
+    """The chunk forms' ``act`` formal (made once per process): a K512 activation chunk of E4M3 1.0 (32 KB) and its
+    256 token scales, pre-folded (the probe's one-chunk forms fill shared memory with the same values)."""
+    if not _CHUNK_SOURCE:
+        from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2
+
+        buf = torch.full((32768 + 1024,), 0x38, dtype=torch.uint8, device="cuda")
+        buf[32768:].view(torch.float32).fill_(2.0 ** FOLD_LOG2)
+        _CHUNK_SOURCE.append(buf)
+    return _CHUNK_SOURCE[0]
+
+
 def launch_args(codes, scales, out, iters: int, stamps=None, task: tuple[int, int] = (4, 0)):
-    """The probe kernel's formals (w, ws, out, iters, stamps, task_steps, pause) as ctypes scalars (``stamps``: the
-    stamp buffer, a tensor, for the stamped forms; 0 for the others, which never read it; ``task``: (K128 steps per
-    task, the emulated epilogue's cycles), read by the epilogue forms only)."""
+    """The probe kernel's formals (w, ws, out, iters, stamps, task_steps, pause, act) as ctypes scalars (``stamps``:
+    the stamp buffer, a tensor, for the stamped forms; 0 for the others, which never read it; ``task``: (K128 steps per
+    task, the emulated epilogue's cycles), read by the epilogue forms only; ``act``: :func:`chunk_source`)."""
+    import torch
+
     return [ctypes.c_uint64(codes.data_ptr()), ctypes.c_uint64(scales.data_ptr()), ctypes.c_uint64(out.data_ptr()),
             ctypes.c_int32(iters), ctypes.c_uint64(0 if stamps is None else stamps.data_ptr()),
-            ctypes.c_int32(task[0]), ctypes.c_int32(task[1])]
+            ctypes.c_int32(task[0]), ctypes.c_int32(task[1]), ctypes.c_uint64(chunk_source(torch).data_ptr())]
 
 
 def launch_once(torch, k, form: str, codes, scales, iters: int, sms: int, stamps=None, task=(4, 0)):
