@@ -61,7 +61,7 @@ from typing import NamedTuple
 import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64, Uint8, const_expr
-from cutlass.cutlass_dsl import dsl_user_op
+from cutlass.cutlass_dsl import T, dsl_user_op
 
 from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2
 
@@ -108,13 +108,14 @@ class Form(NamedTuple):
     stages: int = NS  # weight stages in shared memory
     chunks: str = ""  # the activation chunk: "" one, loaded once; "tma" / "mbar": two buffers refilled from global
     # every K512 as role2's chunk loop does / without its consumer barrier (CHUNK_MODES)
+    chunk_copy: int = ACT_BYTES  # bytes of each refill's chunk copy (less: the rest of the buffer keeps its ones)
 
 
 #: how a chunk form refills its two activation-chunk buffers from the ``act`` formal (32 KB of E4M3 + 1 KB of token
 #: scales, the same chunk every K512: an L2-resident copy, what role2's chunk hand-over costs beside its bytes)
-CHUNK_MODES = {"tma": "role2's: after the chunk's consumer barrier consumer thread 0 bulk-copies the next chunk into the "
-                      "other buffer, every consumer loads its next token scale from global before the chunk's MMAs and "
-                      "stores it after them, the chunk waited on its mbarrier before the barrier",
+CHUNK_MODES = {"tma": "role2's: after the chunk's consumer barrier consumer thread 0 bulk-copies the next chunk "
+                      "into the other buffer, every consumer loads its next token scale from global before the "
+                      "chunk's MMAs and stores it after them, the chunk waited on its mbarrier before the barrier",
                "mbar": "no consumer barrier: a producer-side thread refills a buffer (chunk and scales, one bulk copy "
                        "each) once its empty mbarrier has every consumer thread's arrival after that chunk's MMAs"}
 #: where a form's emulated epilogue runs (``pause`` cycles of a ``%clock`` spin after every ``task_steps`` K128 steps)
@@ -147,7 +148,10 @@ FORMS = {"wg2": Form(2, 2, True, (24, 240)), "wg4": Form(4, 1, True, (24, 112)),
          "wg2ce4": Form(2, 2, True, (24, 200), barrier_every=4, epilogue="both", stages=4),
          # session 59: the chunk hand-over (CHUNK_MODES), against wg2c (one chunk, loaded once)
          "wg2ct": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma"),
-         "wg2cm": Form(2, 2, True, (24, 240), chunks="mbar")}
+         "wg2cm": Form(2, 2, True, (24, 240), chunks="mbar"),
+         # ... copying a quarter of each chunk (8 KB): is the hand-over's cost its bytes?
+         "wg2ctq": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_copy=ACT_BYTES // 4),
+         "wg2cmq": Form(2, 2, True, (24, 240), chunks="mbar", chunk_copy=ACT_BYTES // 4)}
 #: forms whose outputs are not the GEMM's (no decode or no promote): timed, not checked against the weights
 TIMING_ONLY = tuple(f for f, v in FORMS.items() if not (v.decode and v.promote))
 #: the four-warpgroup turns' named barriers (the shipped two use PINGPONG_BARS = 3, 4; 0: every thread)
@@ -227,12 +231,19 @@ def ring_close(wg):
         bar_sync(Int32(RING_BARS[0]), 256)
 
 
-def _copy_chunk(smem, lay: dict, b, act, policy, with_scales: bool):
-    """One thread: arm chunk buffer ``b``'s full mbarrier and bulk-copy the chunk (and, ``with_scales``, its token
-    scales) from ``act`` into it."""
+@dsl_user_op
+def _evict_normal_policy(*, loc=None, ip=None) -> Int64:
+    """The chunk copies' L2 policy: normal, as role2's activation tensor-map copies (no cache hint)."""
+    return Int64(_asm("createpolicy.fractional.L2::evict_normal.b64 $0, 1.0;", "=l", [], 1, T.i64())[0])
+
+
+def _copy_chunk(smem, lay: dict, b, act, nbytes: int, with_scales: bool):
+    """One thread: arm chunk buffer ``b``'s full mbarrier and bulk-copy ``nbytes`` of the chunk (and, ``with_scales``,
+    its token scales) from ``act`` into it."""
     full = smem + lay["chunk_bar"] + 8 * b
-    mbar_arrive_expect_tx(full, ACT_BYTES + (ASC_BYTES if with_scales else 0))
-    bulk_copy_g2s(smem + ACT_OFF + b * (lay["act1"] - ACT_OFF), act, ACT_BYTES, full, policy)
+    policy = _evict_normal_policy()
+    mbar_arrive_expect_tx(full, nbytes + (ASC_BYTES if with_scales else 0))
+    bulk_copy_g2s(smem + ACT_OFF + b * (lay["act1"] - ACT_OFF), act, nbytes, full, policy)
     if with_scales:
         bulk_copy_g2s(smem + ASC_OFF + b * (lay["asc1"] - ASC_OFF), act + ACT_BYTES, ASC_BYTES, full, policy)
 
@@ -301,12 +312,11 @@ def build_probe(form: str):
             setmaxnreg(prod_regs, False)
             if const_expr(f.chunks == "mbar"):
                 if tid == 32:  # warp 1 of the producer warpgroup refills the chunk buffers
-                    policy = evict_first_policy()
                     for c in cutlass.range(iters // CHUNK_K128, unroll=1):
                         b = c & 1
                         if c >= 2:
                             mbar_wait_or_trap(smem + lay["chunk_bar"] + 16 + 8 * b, ((c >> 1) - 1) & 1, TIMEOUT_NS)
-                        _copy_chunk(smem, lay, b, act, policy, True)
+                        _copy_chunk(smem, lay, b, act, f.chunk_copy, True)
             if tid == 0:
                 policy = evict_first_policy()
                 slab0 = Int64(cta) * 4
@@ -350,7 +360,7 @@ def build_probe(form: str):
             sink = Int32(0)  # the FMA-heavy epilogue's results, stored never (kept from ptxas's dead-code removal)
             if const_expr(f.chunks == "tma"):  # chunk 0 and its token scales, as role2's task top
                 if ctid == 0:
-                    _copy_chunk(smem, lay, 0, act, evict_first_policy(), False)
+                    _copy_chunk(smem, lay, 0, act, f.chunk_copy, False)
                 st_shared_f32(smem + ASC_OFF + ctid * 4, ld_global_f32(act + ACT_BYTES + ctid * 4))
             for c in cutlass.range(iters // CHUNK_K128, unroll=1):
                 cb = c & 1  # a chunk form's buffer
@@ -363,7 +373,7 @@ def build_probe(form: str):
                 next_scale = Float32(0.0)
                 if const_expr(f.chunks == "tma"):  # chunk c - 1's buffer is free: the next chunk into it
                     if ctid == 0 and c + 1 < iters // CHUNK_K128:
-                        _copy_chunk(smem, lay, 1 - cb, act, evict_first_policy(), False)
+                        _copy_chunk(smem, lay, 1 - cb, act, f.chunk_copy, False)
                     next_scale = ld_global_f32(act + ACT_BYTES + ctid * 4)
                 if const_expr(barrier_every > CHUNK_K128):
                     if c % (barrier_every // CHUNK_K128) == 0:

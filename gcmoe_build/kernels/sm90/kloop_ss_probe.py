@@ -93,7 +93,9 @@ def build_ss_probe(form: str):
         raise ValueError(f"kloop_ss_probe {form}: setmaxnreg {f.regs} exceeds the launch allocation")
     upt = 8 // ndec  # code units per decoder thread and step
     lay = ss_layout(form)
-    wait = lambda bar, ph: mbar_wait_or_trap(bar, ph, TIMEOUT_NS)  # noqa: E731
+
+    def wait(bar, ph):
+        mbar_wait_or_trap(bar, ph, TIMEOUT_NS)
 
     @cute.kernel
     def kloop_ss_kernel(w: Int64, ws: Int64, out: Int64, iters: Int32, stamps: Int64, task_steps: Int32,

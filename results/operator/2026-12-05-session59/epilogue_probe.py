@@ -13,7 +13,8 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 LABELS = {"wg2ce": "shipped: turns,\nchunk barrier,\nboth pause", "wg2ne": "no turns,\nboth pause",
-          "wg2nt": "no turns,\nwarpgroup 1 half\na task later", "wg2cw": "epilogue\nwarpgroup (200 / 88\nregisters, 6 stages)"}
+          "wg2nt": "no turns,\nwarpgroup 1 half\na task later",
+          "wg2cw": "epilogue\nwarpgroup (200 / 88\nregisters, 6 stages)"}
 
 
 def means(path: Path) -> dict:

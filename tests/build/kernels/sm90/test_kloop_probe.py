@@ -23,7 +23,7 @@ EXPECT = {"wg2": (384, (24, 240), 16), "wg4": (640, (24, 112), 8), "wg4n": (640,
           "wg2b8s": (384, (24, 240), 16), "wg2ce": (384, (24, 240), 16), "wg2ce6": (384, (24, 200), 16),
           "wg2cw": (512, (24, 200), 16), "wg2ne": (384, (24, 240), 16), "wg2nt": (384, (24, 240), 16),
           "wg2cw4": (512, (24, 200), 16), "wg2ce4": (384, (24, 200), 16), "wg2ct": (384, (24, 240), 16),
-          "wg2cm": (384, (24, 240), 16)}
+          "wg2cm": (384, (24, 240), 16), "wg2ctq": (384, (24, 240), 16), "wg2cmq": (384, (24, 240), 16)}
 #: what the timing-only forms leave out, in the SASS of their K loop: (PRMT, FFMA) there
 LEFT_OUT = {"wg2": (72, 128), "wg2x": (0, 128), "wg2p": (72, 0), "wg2xp": (0, 0)}
 
@@ -41,7 +41,8 @@ def built():
     out = {}
     for form in EXPECT:
         host, kern = build_probe(form)
-        args = (Int64(0), Int64(0), Int64(0), Int32(4), Int64(0), Int32(4), Int32(0), Int64(0), Int32(1))  # ..., act, ncta
+        # w, ws, out, iters, stamps, task_steps, pause, act, ncta
+        args = (Int64(0), Int64(0), Int64(0), Int32(4), Int64(0), Int32(4), Int32(0), Int64(0), Int32(1))
         ptx = trace_to_ptx(host, kern, args, f"kloop_probe_{form}", "sm_90a").ptx
         out[form] = (ptx, assemble(ptx, effective_options("sm_90a", []), what=form))
     return out
