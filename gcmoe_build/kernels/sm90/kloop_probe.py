@@ -37,7 +37,9 @@ chunk that stays in shared memory (the B operand; what a task's fixed parts cost
   reference, ``wg2ce`` with the same registers and stages.
 
 * ``wg2ct``, ``wg2cm`` (session 59): the chunk hand-over (``CHUNK_MODES``): two chunk buffers refilled from global
-  every K512 as role2 does (``tma``) or by mbarriers without the consumer barrier (``mbar``), against ``wg2c``.
+  every K512 as role2 does (``tma``) or by mbarriers without the consumer barrier (``mbar``), against ``wg2c``;
+  ``wg2ctq`` / ``wg2cmq`` copy a quarter of each chunk, ``wg2ca`` alternates two buffers filled once, ``wg2ct1``
+  refills the one buffer it reads.
 
 Kernel formals ``(w, ws, out, iters, stamps, task_steps, pause, act)`` (``stamps``: the stamp buffer's address, unused
 by unstamped forms; ``task_steps`` / ``pause``: used by the epilogue forms only; ``iters`` a multiple of
@@ -109,6 +111,7 @@ class Form(NamedTuple):
     chunks: str = ""  # the activation chunk: "" one, loaded once; "tma" / "mbar": two buffers refilled from global
     # every K512 as role2's chunk loop does / without its consumer barrier (CHUNK_MODES)
     chunk_copy: int = ACT_BYTES  # bytes of each refill's chunk copy (less: the rest of the buffer keeps its ones)
+    chunk_bufs: int = 2  # 1: every refill into the one buffer being read (harmless here: the bytes are the same)
 
 
 #: how a chunk form refills its two activation-chunk buffers from the ``act`` formal (32 KB of E4M3 + 1 KB of token
@@ -117,7 +120,9 @@ CHUNK_MODES = {"tma": "role2's: after the chunk's consumer barrier consumer thre
                       "into the other buffer, every consumer loads its next token scale from global before the "
                       "chunk's MMAs and stores it after them, the chunk waited on its mbarrier before the barrier",
                "mbar": "no consumer barrier: a producer-side thread refills a buffer (chunk and scales, one bulk copy "
-                       "each) once its empty mbarrier has every consumer thread's arrival after that chunk's MMAs"}
+                       "each) once its empty mbarrier has every consumer thread's arrival after that chunk's MMAs",
+               "alt": "two buffers filled once and alternated every K512, no copies and no waits: what alternating "
+                      "the chunk's buffer costs by itself"}
 #: where a form's emulated epilogue runs (``pause`` cycles of a ``%clock`` spin after every ``task_steps`` K128 steps)
 EPILOGUES = {"both": "in both consumer warpgroups after the same step (the shipped task structure)",
              "stagger": "in each consumer warpgroup, warpgroup 1 half a task after warpgroup 0",
@@ -151,7 +156,10 @@ FORMS = {"wg2": Form(2, 2, True, (24, 240)), "wg4": Form(4, 1, True, (24, 112)),
          "wg2cm": Form(2, 2, True, (24, 240), chunks="mbar"),
          # ... copying a quarter of each chunk (8 KB): is the hand-over's cost its bytes?
          "wg2ctq": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_copy=ACT_BYTES // 4),
-         "wg2cmq": Form(2, 2, True, (24, 240), chunks="mbar", chunk_copy=ACT_BYTES // 4)}
+         "wg2cmq": Form(2, 2, True, (24, 240), chunks="mbar", chunk_copy=ACT_BYTES // 4),
+         # ... or is it the alternation of two buffers (wg2ca: no copies) / the copy and its wait (wg2ct1: one buffer)?
+         "wg2ca": Form(2, 2, True, (24, 240), barrier_every=4, chunks="alt"),
+         "wg2ct1": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_bufs=1)}
 #: forms whose outputs are not the GEMM's (no decode or no promote): timed, not checked against the weights
 TIMING_ONLY = tuple(f for f, v in FORMS.items() if not (v.decode and v.promote))
 #: the four-warpgroup turns' named barriers (the shipped two use PINGPONG_BARS = 3, 4; 0: every thread)
@@ -174,12 +182,15 @@ def layout(form: str) -> dict:
     if f.epilogue == "warpgroup":
         end = dump + DUMP_BYTES + 16
     act1 = 1024 * ((end + 1023) // 1024)
+    asc1, chunk_bar = act1 + ACT_BYTES, act1 + ACT_BYTES + ASC_BYTES
+    if f.chunks and f.chunk_bufs == 1:
+        act1, asc1, chunk_bar = ACT_OFF, ASC_OFF, act1
     if f.chunks:
-        end = act1 + ACT_BYTES + ASC_BYTES + 32
+        end = chunk_bar + 32
     if end > SMEM_LIMIT:
         raise ValueError(f"kloop_probe {form}: stages={f.stages}: {end} B of shared memory (limit {SMEM_LIMIT})")
-    return {"stage": STAGE_OFF, "bar": bar, "dump": dump, "dump_bar": dump + DUMP_BYTES, "act1": act1,
-            "asc1": act1 + ACT_BYTES, "chunk_bar": act1 + ACT_BYTES + ASC_BYTES, "smem": end}
+    return {"stage": STAGE_OFF, "bar": bar, "dump": dump, "dump_bar": dump + DUMP_BYTES, "act1": act1, "asc1": asc1,
+            "chunk_bar": chunk_bar, "smem": end}
 
 
 def epilogue_regs(form: str) -> int:
@@ -301,10 +312,11 @@ def build_probe(form: str):
                 mbar_init_fence()
         ctid = tid - PRODUCER_THREADS
         if tid >= PRODUCER_THREADS and ctid < ct:  # the activation chunk (E4M3 1.0) and the pre-folded token scales
-            for i in cutlass.range_constexpr(ACT_BYTES // (16 * ct)):
-                st_shared_v4(smem + ACT_OFF + (i * ct + ctid) * 16, *([Int32(E4M3_ONES)] * 4))
-            if ctid < ASC_BYTES // 16:
-                st_shared_v4(smem + ASC_OFF + ctid * 16, *([Int32(FOLDED_ONE_BITS)] * 4))
+            for base, sbase in ((ACT_OFF, ASC_OFF),) + (((lay["act1"], lay["asc1"]),) if f.chunks == "alt" else ()):
+                for i in cutlass.range_constexpr(ACT_BYTES // (16 * ct)):
+                    st_shared_v4(smem + base + (i * ct + ctid) * 16, *([Int32(E4M3_ONES)] * 4))
+                if ctid < ASC_BYTES // 16:
+                    st_shared_v4(smem + sbase + ctid * 16, *([Int32(FOLDED_ONE_BITS)] * 4))
             fence_proxy_async_shared()  # the wgmmas read the chunk through the async proxy
         bar_sync(0, threads)
 
@@ -366,7 +378,7 @@ def build_probe(form: str):
                 cb = c & 1  # a chunk form's buffer
                 act_off = ACT_OFF + cb * (lay["act1"] - ACT_OFF) if const_expr(f.chunks != "") else ACT_OFF
                 asc_off = ASC_OFF + cb * (lay["asc1"] - ASC_OFF) if const_expr(f.chunks != "") else ASC_OFF
-                if const_expr(f.chunks != ""):
+                if const_expr(f.chunks in ("tma", "mbar")):
                     mbar_wait_or_trap(smem + lay["chunk_bar"] + 8 * cb, (c >> 1) & 1, TIMEOUT_NS)
                 if const_expr(barrier_every == CHUNK_K128):
                     bar_sync(1, ct)
