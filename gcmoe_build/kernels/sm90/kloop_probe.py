@@ -430,13 +430,19 @@ def build_probe(form: str):
             if const_expr(epi in ("both", "stagger")):
                 st_global_u32_if(out + Int64(cta * ct + ctid) * 4, sink, Int32(iters < 0))  # never: iters > 0
 
+    return probe_host(kloop_probe_kernel, threads, lay["smem"]), kloop_probe_kernel
+
+
+def probe_host(kernel, threads: int, smem: int):
+    """The host launcher of a probe kernel (this module's and :mod:`.kloop_ss_probe`'s): the formals every form shares
+    (``bench_kloop.launch_args`` passes them), ``ncta`` CTAs of ``threads``, one per SM."""
     @cute.jit
     def kloop_probe_host(w: Int64, ws: Int64, out: Int64, iters: Int32, stamps: Int64, task_steps: Int32,
                          pause: Int32, act: Int64, ncta: Int32):
-        kloop_probe_kernel(w, ws, out, iters, stamps, task_steps, pause, act).launch(
-            grid=[ncta, 1, 1], block=[threads, 1, 1], smem=lay["smem"], min_blocks_per_mp=1)
+        kernel(w, ws, out, iters, stamps, task_steps, pause, act).launch(
+            grid=[ncta, 1, 1], block=[threads, 1, 1], smem=smem, min_blocks_per_mp=1)
 
-    return kloop_probe_host, kloop_probe_kernel
+    return kloop_probe_host
 
 
 def probe_info(form: str) -> dict:

@@ -32,8 +32,8 @@ from cutlass import Float32, Int32, Int64, Uint8, const_expr
 from cutlass.cutlass_dsl import dsl_user_op
 
 from .fp4_decode import decode_fp4x8_e4m3, fold_lut
-from .kloop_probe import (ACT_OFF, ASC_OFF, ASC_BYTES, BM, CHUNK_K128, E4M3_ONES, FOLDED_ONE_BITS, SMEM_LIMIT,
-                          STAGE_OFF, TIMEOUT_NS, ACT_BYTES)
+from .kloop_probe import (ACT_BYTES, ACT_OFF, ASC_BYTES, ASC_OFF, BM, CHUNK_K128, E4M3_ONES, FOLDED_ONE_BITS,
+                          SMEM_LIMIT, STAGE_OFF, TIMEOUT_NS, probe_host)
 from .ptx_mem import (bar_sync, evict_first_policy, fence_proxy_async_shared, launch_coords, ld_shared_f32,
                       ld_shared_v4, mbar_arrive, mbar_init, mbar_init_fence, mbar_wait_or_trap, setmaxnreg,
                       st_global_f32, st_shared_v4)
@@ -180,13 +180,7 @@ def build_ss_probe(form: str):
                 total = total + acc[i]
             st_global_f32(out + Int64(cta * 256 + mtid) * 4, total)
 
-    @cute.jit
-    def kloop_ss_host(w: Int64, ws: Int64, out: Int64, iters: Int32, stamps: Int64, task_steps: Int32,
-                      pause: Int32, act: Int64, ncta: Int32):
-        kloop_ss_kernel(w, ws, out, iters, stamps, task_steps, pause, act).launch(
-            grid=[ncta, 1, 1], block=[threads, 1, 1], smem=lay["smem"], min_blocks_per_mp=1)
-
-    return kloop_ss_host, kloop_ss_kernel
+    return probe_host(kloop_ss_kernel, threads, lay["smem"]), kloop_ss_kernel
 
 
 def ss_probe_info(form: str) -> dict:
