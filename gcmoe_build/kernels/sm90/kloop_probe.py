@@ -34,7 +34,8 @@ chunk that stays in shared memory (the B operand; what a task's fixed parts cost
   half a task later (does one warpgroup's K loop run faster while the other is in its epilogue?); ``wg2cw``: the spin
   in a third, epilogue warpgroup (88 registers) to which the consumers (200 registers, 6 stages so the 64 KB
   hand-over fits) pass their accumulators through shared memory at each task's end (``EPILOGUES``); ``wg2ce6``: its
-  reference, ``wg2ce`` with the same registers and stages.
+  reference, ``wg2ce`` with the same registers and stages. ``wg2cw4`` / ``wg2ce4``: the pair at 4 stages;
+  ``wg2cwh`` / ``wg2ce7``: the accumulators handed over as BF16 pairs (32 KB), at 7 stages.
 
 * ``wg2ct``, ``wg2cm`` (session 59): the chunk hand-over (``CHUNK_MODES``): two chunk buffers refilled from global
   every K512 as role2 does (``tma``) or by mbarriers without the consumer barrier (``mbar``), against ``wg2c``;
@@ -75,6 +76,7 @@ from .role2_config import (PINGPONG_BARS, PRODUCER_THREADS, SLAB_STAGE_BYTES, ST
                            STAMP_STEPS, _consumer_lane)
 from .role2_mainloop import (K128Step, TokenScales, _mma_k128_steps, pingpong_close, pingpong_open, pingpong_turns,
                              step_stamper)
+from .role2_math import pack_bf16x2
 from .role2_stages import _consume_k128, _init_stage_barriers, _produce_k128, _release_k128
 from .wgmma_rs import _asm, _v
 
@@ -112,6 +114,8 @@ class Form(NamedTuple):
     # every K512 as role2's chunk loop does / without its consumer barrier (CHUNK_MODES)
     chunk_copy: int = ACT_BYTES  # bytes of each refill's chunk copy (less: the rest of the buffer keeps its ones)
     chunk_bufs: int = 2  # 1: every refill into the one buffer being read (harmless here: the bytes are the same)
+    handover_bf16: bool = False  # "warpgroup": the accumulators handed over as BF16 pairs (32 KB), as role2's
+    # epilogues round them first (bf16(acc x efac)), instead of FP32 (64 KB)
 
 
 #: how a chunk form refills its two activation-chunk buffers from the ``act`` formal (32 KB of E4M3 + 1 KB of token
@@ -151,6 +155,9 @@ FORMS = {"wg2": Form(2, 2, True, (24, 240)), "wg4": Form(4, 1, True, (24, 112)),
          # for the 64 KB hand-over), and its reference
          "wg2cw4": Form(2, 2, True, (24, 200), barrier_every=4, epilogue="warpgroup", stages=4),
          "wg2ce4": Form(2, 2, True, (24, 200), barrier_every=4, epilogue="both", stages=4),
+         # ... handed over as BF16 (32 KB: room for 7 stages beside role2's two chunk buffers), and its reference
+         "wg2cwh": Form(2, 2, True, (24, 200), barrier_every=4, epilogue="warpgroup", stages=7, handover_bf16=True),
+         "wg2ce7": Form(2, 2, True, (24, 200), barrier_every=4, epilogue="both", stages=7),
          # session 59: the chunk hand-over (CHUNK_MODES), against wg2c (one chunk, loaded once)
          "wg2ct": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma"),
          "wg2cm": Form(2, 2, True, (24, 240), chunks="mbar"),
@@ -180,7 +187,7 @@ def layout(form: str) -> dict:
     end = bar + 16 * f.stages
     dump = 1024 * ((end + 1023) // 1024)
     if f.epilogue == "warpgroup":
-        end = dump + DUMP_BYTES + 16
+        end = dump + DUMP_BYTES // (2 if f.handover_bf16 else 1) + 16
     act1 = 1024 * ((end + 1023) // 1024)
     asc1, chunk_bar = act1 + ACT_BYTES, act1 + ACT_BYTES + ASC_BYTES
     if f.chunks and f.chunk_bufs == 1:
@@ -189,7 +196,8 @@ def layout(form: str) -> dict:
         end = chunk_bar + 32
     if end > SMEM_LIMIT:
         raise ValueError(f"kloop_probe {form}: stages={f.stages}: {end} B of shared memory (limit {SMEM_LIMIT})")
-    return {"stage": STAGE_OFF, "bar": bar, "dump": dump, "dump_bar": dump + DUMP_BYTES, "act1": act1, "asc1": asc1,
+    return {"stage": STAGE_OFF, "bar": bar, "dump": dump,
+            "dump_bar": dump + DUMP_BYTES // (2 if f.handover_bf16 else 1), "act1": act1, "asc1": asc1,
             "chunk_bar": chunk_bar, "smem": end}
 
 
@@ -343,7 +351,7 @@ def build_probe(form: str):
                 seen = Int32(0)  # the hand-over's words, summed so the loads stay
                 for task in cutlass.range(iters // task_steps, unroll=1):
                     mbar_wait_or_trap(smem + lay["dump_bar"], task & 1, TIMEOUT_NS)
-                    for j in cutlass.range_constexpr(2 * BM // 8):
+                    for j in cutlass.range_constexpr(2 * BM // (16 if f.handover_bf16 else 8)):
                         for half in cutlass.range_constexpr(2):
                             for v in ld_shared_v4(smem + lay["dump"] + ((j * ct + half * 128 + e) * 16)):
                                 seen = seen + v
@@ -407,9 +415,15 @@ def build_probe(form: str):
                             until = task_steps
                             if const_expr(epi == "warpgroup"):  # hand the accumulators over, go on
                                 mbar_wait_or_trap(smem + lay["dump_bar"] + 8, (handed & 1) ^ 1, TIMEOUT_NS)
-                                for j in cutlass.range_constexpr(nsl * BM // 8):
-                                    _st_shared_v4_f32(smem + lay["dump"] + (j * ct + ctid) * 16,
-                                                      *[acc[4 * j + i] for i in range(4)])
+                                if const_expr(f.handover_bf16):
+                                    for j in cutlass.range_constexpr(nsl * BM // 16):
+                                        st_shared_v4(smem + lay["dump"] + (j * ct + ctid) * 16,
+                                                     *[pack_bf16x2(acc[8 * j + 2 * i], acc[8 * j + 2 * i + 1])
+                                                       for i in range(4)])
+                                else:
+                                    for j in cutlass.range_constexpr(nsl * BM // 8):
+                                        _st_shared_v4_f32(smem + lay["dump"] + (j * ct + ctid) * 16,
+                                                          *[acc[4 * j + i] for i in range(4)])
                                 mbar_arrive(smem + lay["dump_bar"])
                                 handed = handed + 1
                             else:
