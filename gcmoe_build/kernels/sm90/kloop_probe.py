@@ -256,15 +256,22 @@ def _evict_normal_policy(*, loc=None, ip=None) -> Int64:
     return Int64(_asm("createpolicy.fractional.L2::evict_normal.b64 $0, 1.0;", "=l", [], 1, T.i64())[0])
 
 
+def chunk_buffer(lay: dict, b):
+    """Chunk buffer ``b``'s (activation, token-scale) shared-memory offsets, ``b`` 0 or 1 (an Int32 or an int): the
+    first is the one-chunk forms' ``ACT_OFF`` / ``ASC_OFF``, the second :func:`layout`'s ``act1`` / ``asc1``."""
+    return ACT_OFF + b * (lay["act1"] - ACT_OFF), ASC_OFF + b * (lay["asc1"] - ASC_OFF)
+
+
 def _copy_chunk(smem, lay: dict, b, act, nbytes: int, with_scales: bool):
     """One thread: arm chunk buffer ``b``'s full mbarrier and bulk-copy ``nbytes`` of the chunk (and, ``with_scales``,
     its token scales) from ``act`` into it."""
     full = smem + lay["chunk_bar"] + 8 * b
     policy = _evict_normal_policy()
+    act_off, asc_off = chunk_buffer(lay, b)
     mbar_arrive_expect_tx(full, nbytes + (ASC_BYTES if with_scales else 0))
-    bulk_copy_g2s(smem + ACT_OFF + b * (lay["act1"] - ACT_OFF), act, nbytes, full, policy)
+    bulk_copy_g2s(smem + act_off, act, nbytes, full, policy)
     if with_scales:
-        bulk_copy_g2s(smem + ASC_OFF + b * (lay["asc1"] - ASC_OFF), act + ACT_BYTES, ASC_BYTES, full, policy)
+        bulk_copy_g2s(smem + asc_off, act + ACT_BYTES, ASC_BYTES, full, policy)
 
 
 def probe_step(smem, lay: dict, ns: int, gs, kl128, lane, t, nsl: int, stamp_at=None, asc=ASC_OFF) -> K128Step:
@@ -320,7 +327,7 @@ def build_probe(form: str):
                 mbar_init_fence()
         ctid = tid - PRODUCER_THREADS
         if tid >= PRODUCER_THREADS and ctid < ct:  # the activation chunk (E4M3 1.0) and the pre-folded token scales
-            for base, sbase in ((ACT_OFF, ASC_OFF),) + (((lay["act1"], lay["asc1"]),) if f.chunks == "alt" else ()):
+            for base, sbase in (chunk_buffer(lay, 0),) + ((chunk_buffer(lay, 1),) if f.chunks == "alt" else ()):
                 for i in cutlass.range_constexpr(ACT_BYTES // (16 * ct)):
                     st_shared_v4(smem + base + (i * ct + ctid) * 16, *([Int32(E4M3_ONES)] * 4))
                 if ctid < ASC_BYTES // 16:
@@ -384,8 +391,7 @@ def build_probe(form: str):
                 st_shared_f32(smem + ASC_OFF + ctid * 4, ld_global_f32(act + ACT_BYTES + ctid * 4))
             for c in cutlass.range(iters // CHUNK_K128, unroll=1):
                 cb = c & 1  # a chunk form's buffer
-                act_off = ACT_OFF + cb * (lay["act1"] - ACT_OFF) if const_expr(f.chunks != "") else ACT_OFF
-                asc_off = ASC_OFF + cb * (lay["asc1"] - ASC_OFF) if const_expr(f.chunks != "") else ASC_OFF
+                act_off, asc_off = chunk_buffer(lay, cb) if const_expr(f.chunks != "") else (ACT_OFF, ASC_OFF)
                 if const_expr(f.chunks in ("tma", "mbar")):
                     mbar_wait_or_trap(smem + lay["chunk_bar"] + 8 * cb, (c >> 1) & 1, TIMEOUT_NS)
                 if const_expr(barrier_every == CHUNK_K128):
@@ -429,7 +435,7 @@ def build_probe(form: str):
                             else:
                                 sink = sink + _spin_cycles(pause)
                 if const_expr(f.chunks == "tma"):  # the next chunk's token scale, read before the MMAs
-                    st_shared_f32(smem + ASC_OFF + (1 - cb) * (lay["asc1"] - ASC_OFF) + ctid * 4, next_scale)
+                    st_shared_f32(smem + chunk_buffer(lay, 1 - cb)[1] + ctid * 4, next_scale)
                 if const_expr(f.chunks == "mbar"):  # this thread is done with the buffer
                     mbar_arrive(smem + lay["chunk_bar"] + 16 + 8 * cb)
             if const_expr(with_turns):
@@ -445,6 +451,12 @@ def build_probe(form: str):
                 st_global_u32_if(out + Int64(cta * ct + ctid) * 4, sink, Int32(iters < 0))  # never: iters > 0
 
     return probe_host(kloop_probe_kernel, threads, lay["smem"]), kloop_probe_kernel
+
+
+def trace_args() -> tuple:
+    """The probe kernels' host formals as trace-time values ``(w, ws, out, iters, stamps, task_steps, pause, act,
+    ncta)``: the ABI ``bench_kloop.launch_args`` passes (plus the grid)."""
+    return (Int64(0), Int64(0), Int64(0), Int32(4), Int64(0), Int32(4), Int32(0), Int64(0), Int32(1))
 
 
 def probe_host(kernel, threads: int, smem: int):
@@ -476,7 +488,7 @@ def main(argv=None):
 
     from .kloop_ss_probe import SS_FORMS, build_ss_probe, ss_probe_info
 
-    args = (Int64(0), Int64(0), Int64(0), Int32(4), Int64(0), Int32(4), Int32(0), Int64(0), Int32(1))
+    args = trace_args()
 
     def probes():
         for form in FORMS:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import json
 import os
 import sys
@@ -42,30 +43,33 @@ def make_weights(torch, ntiles: int, gen, device: str = "cuda"):
     return codes, scales, sums * torch.pow(2.0, r.to(torch.float64))
 
 
-_CHUNK_SOURCE = []
-
-
-def chunk_source(torch):
-    """The chunk forms' ``act`` formal (made once per process): a K512 activation chunk of E4M3 1.0 (32 KB) and its
+@functools.cache
+def chunk_source(device):
+    """The chunk forms' ``act`` formal (made once per device): a K512 activation chunk of E4M3 1.0 (32 KB) and its
     256 token scales, pre-folded (the probe's one-chunk forms fill shared memory with the same values)."""
-    if not _CHUNK_SOURCE:
-        from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2
+    import torch
 
-        buf = torch.full((32768 + 1024,), 0x38, dtype=torch.uint8, device="cuda")
-        buf[32768:].view(torch.float32).fill_(2.0 ** FOLD_LOG2)
-        _CHUNK_SOURCE.append(buf)
-    return _CHUNK_SOURCE[0]
+    from gcmoe_runtime.numerics.sm90_window import FOLD_LOG2
+
+    buf = torch.full((32768 + 1024,), 0x38, dtype=torch.uint8, device=device)
+    buf[32768:].view(torch.float32).fill_(2.0 ** FOLD_LOG2)
+    return buf
+
+
+def stamp_buffer(torch, info: dict):
+    """A stamped form's stamp buffer, poisoned (:data:`POISON` where nothing is stored), ``[cta][warpgroup][step]
+    [event]`` flat; the shape comes from the cubins' index (``step_stamps``)."""
+    ctas, steps, events = info["step_stamps"]
+    return torch.full((ctas * info["warpgroups"] * steps * len(events),), POISON, dtype=torch.int32, device="cuda")
 
 
 def launch_args(codes, scales, out, iters: int, stamps=None, task: tuple[int, int] = (4, 0)):
     """The probe kernel's formals (w, ws, out, iters, stamps, task_steps, pause, act) as ctypes scalars (``stamps``:
     the stamp buffer, a tensor, for the stamped forms; 0 for the others, which never read it; ``task``: (K128 steps per
     task, the emulated epilogue's cycles), read by the epilogue forms only; ``act``: :func:`chunk_source`)."""
-    import torch
-
     return [ctypes.c_uint64(codes.data_ptr()), ctypes.c_uint64(scales.data_ptr()), ctypes.c_uint64(out.data_ptr()),
             ctypes.c_int32(iters), ctypes.c_uint64(0 if stamps is None else stamps.data_ptr()),
-            ctypes.c_int32(task[0]), ctypes.c_int32(task[1]), ctypes.c_uint64(chunk_source(torch).data_ptr())]
+            ctypes.c_int32(task[0]), ctypes.c_int32(task[1]), ctypes.c_uint64(chunk_source(codes.device).data_ptr())]
 
 
 def launch_once(torch, k, form: str, codes, scales, iters: int, sms: int, stamps=None, task=(4, 0)):
@@ -73,8 +77,7 @@ def launch_once(torch, k, form: str, codes, scales, iters: int, sms: int, stamps
     stamped form always gets a stamp buffer (a scratch one unless ``stamps`` is given): it stores through it."""
     _, _, fn, info = k.function(f"kloop_probe_{form}")
     if stamps is None and info.get("step_stamps"):
-        ctas, steps, events = info["step_stamps"]
-        stamps = torch.empty(ctas * info["warpgroups"] * steps * len(events), dtype=torch.int32, device="cuda")
+        stamps = stamp_buffer(torch, info)
     out = torch.full((sms * info["consumer_threads"],), float("nan"), dtype=torch.float32, device="cuda")
     time_raw_launch(fn, sms, info["threads"], info["smem"], launch_args(codes, scales, out, iters, stamps, task),
                     warm=0, reps=1)
@@ -86,11 +89,10 @@ def stamped_run(torch, k, form: str, codes, scales, iters: int, sms: int) -> dic
     """One launch of a stamped form with its stamp buffer poisoned: ``{name, events, steps_per_task, stamps}``
     (``stamps[cta][warpgroup][step][event]``, ``POISON`` where nothing was stored), as ``stamp_role2`` writes."""
     info = k.index[f"kloop_probe_{form}"]
-    nwg = info["warpgroups"]
     ctas, steps, events = info["step_stamps"]
-    buf = torch.full((ctas * nwg * steps * len(events),), POISON, dtype=torch.int32, device="cuda")
+    buf = stamp_buffer(torch, info)
     launch_once(torch, k, form, codes, scales, iters, sms, buf)
-    st = buf.view(ctas, nwg, steps, len(events))[:min(ctas, sms), :, :min(iters, steps)]
+    st = buf.view(ctas, info["warpgroups"], steps, len(events))[:min(ctas, sms), :, :min(iters, steps)]
     return {"name": f"kloop_probe_{form}", "events": list(events), "steps_per_task": iters, "stamps": st.tolist()}
 
 

@@ -32,20 +32,16 @@ LEFT_OUT = {"wg2": (72, 128), "wg2x": (0, 128), "wg2p": (72, 0), "wg2xp": (0, 0)
 
 @pytest.fixture(scope="module")
 def built():
-    from cutlass import Int32, Int64
-
     from gcmoe_build.frontend.dsl import import_dsl, trace_to_ptx
 
     import_dsl("sm_90a")
-    from gcmoe_build.kernels.sm90.kloop_probe import build_probe
+    from gcmoe_build.kernels.sm90.kloop_probe import build_probe, trace_args
     from gcmoe_build.toolchain.ptxas import assemble, effective_options
 
     out = {}
     for form in EXPECT:
         host, kern = build_probe(form)
-        # w, ws, out, iters, stamps, task_steps, pause, act, ncta
-        args = (Int64(0), Int64(0), Int64(0), Int32(4), Int64(0), Int32(4), Int32(0), Int64(0), Int32(1))
-        ptx = trace_to_ptx(host, kern, args, f"kloop_probe_{form}", "sm_90a").ptx
+        ptx = trace_to_ptx(host, kern, trace_args(), f"kloop_probe_{form}", "sm_90a").ptx
         out[form] = (ptx, assemble(ptx, effective_options("sm_90a", []), what=form))
     return out
 
@@ -180,19 +176,17 @@ def test_decoder_warpgroup_forms_build_as_described():
     register shares, both wgmma operands by descriptor (m64n128k32, four per K128 step in the MMA loop), a decoder
     thread's 32 / 16 words per step through the shipped decode (two PRMT each; none in the timing-only form), no local
     memory."""
-    from cutlass import Int32, Int64
-
     from gcmoe_build import sass
     from gcmoe_build.frontend.dsl import import_dsl, trace_to_ptx
 
     import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.kloop_probe import trace_args
     from gcmoe_build.kernels.sm90.kloop_ss_probe import SS_FORMS, build_ss_probe, ss_layout, threads_of
     from gcmoe_build.toolchain.ptxas import assemble, effective_options
 
     for form, f in SS_FORMS.items():
         host, kern = build_ss_probe(form)
-        args = (Int64(0), Int64(0), Int64(0), Int32(4), Int64(0), Int32(4), Int32(0), Int64(0), Int32(1))
-        ptx = trace_to_ptx(host, kern, args, f"kloop_probe_{form}", "sm_90a").ptx
+        ptx = trace_to_ptx(host, kern, trace_args(), f"kloop_probe_{form}", "sm_90a").ptx
         threads = threads_of(form)
         assert threads == 128 * (3 + f.decoders) and f".reqntid {threads}, 1, 1" in ptx
         assert ss_layout(form)["smem"] <= 232448
