@@ -28,6 +28,14 @@ SIGNAL_WARP_TIDS = (32, 64)
 #: the turn over by arriving on the other's (0: every thread, 1: the consumers, SIGNAL_BAR: the signal warp's hand-over)
 PINGPONG_BARS = (3, 4)
 SUPPORTED_BM = (8, 16, 32, 48, 64, 80)
+#: ``Role2GemmConfig.epilogue_warpgroup`` (dev): the epilogue warpgroup's threads (the CTA's last 128), its named
+#: barrier, the BMs it is built for, and the ``setmaxnreg`` split of the four warpgroups (producer, each consumer,
+#: epilogue): 128 * (32 + 2 * 200 + 80) = 512 * 128, the launch allocation at 512 threads. The consumers' 200 left the
+#: K-loop probe's BM 64 loop spill-free (session 59; 184 spilled); the producer keeps the 32 of the turns builds
+EPILOGUE_THREADS = 128
+EPILOGUE_BAR = 5
+EPILOGUE_WG_BM = (32, 48, 64)
+PRODUCER_REGS_EPI, CONSUMER_REGS_EPI, EPILOGUE_REGS = 32, 200, 80
 #: one 64-row slab's share of a K128 weight stage: its packed codes (4 KB) + UE8M0 scales (256 B)
 SLAB_STAGE_BYTES = 4096 + 256
 STAGE_BYTES = 4 * SLAB_STAGE_BYTES  # one K128 step of a CTA's four slabs: packed codes of 256 rows + their scales
@@ -194,6 +202,14 @@ class Role2GemmConfig:
     #: with ``k_interleave``: W1's activation rows arrive in the interleaved order already (role1 permuted them,
     #: ``heuristics.sm90_role1_interleaves_rows``; session 51), so no chunk is permuted here
     w1_rows_interleaved: bool = False
+    #: dev experiment (session 60, never in a bundle yet): a fourth warpgroup runs every task's epilogue
+    #: (:mod:`.role2_handover`): the consumers hand their accumulators over through shared memory as BF16 pairs of
+    #: ``acc x efac`` — the rounding both epilogues start with, so the outputs are bit-identical — on full / empty
+    #: mbarriers and go on with the next task's K loop while the epilogue warpgroup requantises (W1) or stores (W2)
+    #: and releases. The K-loop probe measured the shape of it (session 59, ``wg2cw``): +5-6 % (W1-like) / +10-11 %
+    #: (W2-like) of the BM 64 loop. Persistent one-CTA builds with task records (the epilogue's task fields travel
+    #: in the hand-over), without the signal warp (the epilogue warpgroup releases)
+    epilogue_warpgroup: bool = False
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -266,6 +282,13 @@ class Role2GemmConfig:
             raise ValueError("role2 k_interleave: the interleaved decode tables fold each K32 block's exponent and "
                              "the chunk permutation works on tensor-map chunks, so pipelined=True, act_tma=True, "
                              "fold_scales=True, dev_no_decode=False")
+        if self.epilogue_warpgroup and not (self.pipelined and self.ctas_per_sm == 1 and self.task_records
+                                            and self.act_tma and self.slab_passes == 1 and not self.signal_warp
+                                            and self.bm in EPILOGUE_WG_BM):
+            raise ValueError(f"role2 epilogue_warpgroup: a fourth warpgroup beside the persistent one-CTA kernel's "
+                             f"producer and consumers, fed task records, so pipelined=True, ctas_per_sm=1, "
+                             f"task_records=True, act_tma=True, slab_passes=1, signal_warp=False (it releases) and BM "
+                             f"in {EPILOGUE_WG_BM}; got BM={self.bm}")
         if self.w1_rows_interleaved and not self.k_interleave:
             raise ValueError("role2 w1_rows_interleaved: only with k_interleave (the rows' order is that layout's)")
         if self.kc % (128 * self.mma_steps_per_call):
@@ -299,7 +322,8 @@ class Role2GemmConfig:
 
     @property
     def threads(self) -> int:
-        return CONSUMER_THREADS + (PRODUCER_THREADS if self.pipelined else 0)
+        return (CONSUMER_THREADS + (PRODUCER_THREADS if self.pipelined else 0)
+                + (EPILOGUE_THREADS if self.epilogue_warpgroup else 0))
 
     @property
     def act_budget(self) -> int:
@@ -345,7 +369,19 @@ class Role2GemmConfig:
     def misc_bytes(self) -> int:
         epi = 4 * self.bm * 16  # amax partials: 4 slabs x 4 warps per token
         return (self.act_buffers * (self.act_buffer_bytes + self.asc_buffer_bytes) + epi + self.act_bar_bytes
-                + self.stash_bytes)
+                + self.handover_bytes + self.stash_bytes)
+
+    @property
+    def handover_bytes(self) -> int:
+        """:attr:`epilogue_warpgroup`'s hand-over area (after the chunk buffers' mbarriers): every consumer thread's
+        ``bm`` accumulators as ``bm / 2`` BF16 pairs (= W2's ``[bm][256]`` BF16 staging), then its full / empty
+        mbarriers and the task's fields (:mod:`.role2_handover`)."""
+        return 512 * self.bm + 32 if self.epilogue_warpgroup else 0
+
+    @property
+    def handover_off(self) -> int:
+        """Shared offset of the hand-over area (16-byte aligned: every area before it is)."""
+        return self.misc_bytes - self.stash_bytes - self.handover_bytes
 
     @property
     def slabs_per_pass(self) -> int:
@@ -393,16 +429,24 @@ class Role2GemmConfig:
         CTA's threads never exceeds its launch allocation (checked)."""
         if self.ctas_per_sm == 2:
             prod, cons = PRODUCER_REGS_2, CONSUMER_REGS_2
+        elif self.epilogue_warpgroup:
+            prod, cons = PRODUCER_REGS_EPI, CONSUMER_REGS_EPI
         elif self.pingpong and self.producer_claims:
             prod, cons = PRODUCER_REGS_TURNS, CONSUMER_REGS_TURNS
         elif self.bm >= WIDE_CONSUMER_MIN_BM:
             prod, cons = PRODUCER_REGS_WIDE, CONSUMER_REGS_WIDE
         else:
             prod, cons = PRODUCER_REGS, CONSUMER_REGS
-        if PRODUCER_THREADS * prod + CONSUMER_THREADS * cons > (PRODUCER_THREADS + CONSUMER_THREADS) * self.launch_regs:
+        if (PRODUCER_THREADS * prod + CONSUMER_THREADS * cons + EPILOGUE_THREADS * self.epilogue_regs
+                > self.threads * self.launch_regs):
             raise ValueError(f"role2 setmaxnreg {prod}/{cons} exceeds the launch allocation of {self.launch_regs} "
                              f"registers per thread at {self.ctas_per_sm} CTA(s) per SM")
         return prod, cons
+
+    @property
+    def epilogue_regs(self) -> int:
+        """The epilogue warpgroup's registers after ``setmaxnreg`` (:attr:`epilogue_warpgroup`; 0 without one)."""
+        return EPILOGUE_REGS if self.epilogue_warpgroup else 0
 
     @property
     def stages(self) -> int:

@@ -192,6 +192,10 @@ ACT2_EXPERIMENTS["_ppksafwr4c"] = {**ACT2_EXPERIMENTS["_ppksafwr4"], "step_stamp
 #: ... and (session 59) the shipped BM 64 form without the turns: the K-loop probe's two warpgroups ran 1-2 % faster
 #: without them (``kloop_probe`` wg2ne against wg2 / wg2ce), where session 26 measured the turns 4-7 % faster in role2
 ACT2_EXPERIMENTS["_ppksafr"] = {**ACT2_EXPERIMENTS["_ppksafwr"], "pingpong": False}
+#: ... and (session 60) both with the epilogue warpgroup (e: ``Role2GemmConfig.epilogue_warpgroup``; it releases, so no
+#: signal warp): the consumers hand each task's accumulators over as BF16 pairs and go on (K-loop probe ``wg2cwh``)
+ACT2_EXPERIMENTS["_ppksafwre"] = {**ACT2_EXPERIMENTS["_ppksafwr"], "signal_warp": False, "epilogue_warpgroup": True}
+ACT2_EXPERIMENTS["_ppksafre"] = {**ACT2_EXPERIMENTS["_ppksafr"], "signal_warp": False, "epilogue_warpgroup": True}
 
 
 def configs(shapes, experiments: bool = False):
@@ -312,7 +316,8 @@ def main(argv=None):
                        "step_stamps": [STAMP_CTAS, STAMP_STEPS, list(STAMP_EVENTS)] if cfg.step_stamps else None,
                        "fold_scales": cfg.fold_scales, "act_buffers": cfg.act_buffers,
                        "mma_steps_per_call": cfg.mma_steps_per_call, "k_interleave": cfg.k_interleave,
-                       "w1_rows_interleaved": cfg.w1_rows_interleaved, "row_tiles": cfg.row_tiles}
+                       "w1_rows_interleaved": cfg.w1_rows_interleaved, "row_tiles": cfg.row_tiles,
+                       "epilogue_warpgroup": cfg.epilogue_warpgroup}
         print(f"{name}: {len(cubin)} B cubin, {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     tmp = out / ".index.json.tmp"
     tmp.write_text(json.dumps(index, indent=1, sort_keys=True))

@@ -73,11 +73,10 @@ def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg,
                     rws[key] = ld_global_f32(rw_addr(n))
                 if const_expr(efac is not None):
                     gv, uv = gv * efac, uv * efac
-                gte = fmin(bf16_round(gv), Float32(clamp))
-                up = fmax(fmin(bf16_round(uv), Float32(clamp)), Float32(-clamp))
-                y = gte * sigmoid(gte * Float32(alpha), fast_math) * up
+                rw = None
                 if const_expr(rw_addr is not None):
-                    y = y * rws[key]
+                    rw = rws[key]
+                y = swiglu_value(gv, uv, alpha, clamp, fast_math, rw)
                 ys.append(sel_f32(Int32(n < ntok), y, Float32(0.0)))
     # amax partials: a thread's values of one token (both slabs when acc holds both) first, then the 8 lanes of
     # its t (g = 0..7 hold the warp's 8 I-columns of the same tokens) by shuffles: half the shuffles of reducing
@@ -103,6 +102,19 @@ def _w1_epilogue(acc, smem, amax_off: int, stage_off: int, efac, ntok, tile, wg,
                              for j in range(nd // 2)] if part == 2 else []) + ys,
                            smem, amax_off, stage_off, ntok, tile, ctid, wg, warp, g, t, q_addr, sf_addr, bm,
                            8 if part == 0 else 16, k_interleave)
+
+
+def swiglu_value(gv, uv, alpha: float, clamp: float, fast_math: bool, rw=None, rounded: bool = False):
+    """One W1 output before its requantisation (numerics reference step 3): the gate ``gv`` and up ``uv`` values
+    (``acc x efac``) rounded to BF16 (unless ``rounded``: already BF16 values, e.g. unpacked from a BF16 pair),
+    clamped (the gate from above, the up value both ways), ``gate * sigmoid(alpha * gate) * up``, times the routing
+    weight ``rw`` unless None. Every W1 epilogue computes its values here."""
+    gte = fmin(gv if rounded else bf16_round(gv), Float32(clamp))
+    up = fmax(fmin(uv if rounded else bf16_round(uv), Float32(clamp)), Float32(-clamp))
+    y = gte * sigmoid(gte * Float32(alpha), fast_math) * up
+    if rw is not None:
+        y = y * rw
+    return y
 
 
 @cute.jit
@@ -200,29 +212,43 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
         if ctid < ntok:
             dst = dst_of(ctid)
     bar_sync(1, CONSUMER_THREADS)  # every warpgroup's last wgmma has read the activation chunk
+    w2_stage_rows(acc, efac, smem, stage_off, ctid, wg, warp, bm, stash_off)
+    if ctid < bm:
+        st_shared_u64(smem + dst_off + ctid * 8, dst)
+    bar_sync(*loads_barrier)
+    early = after_loads() if after_loads is not None else None
+    w2_store_rows(smem, stage_off, dst_off, ntok, ctid, CONSUMER_THREADS, bm)
+    return early
+
+
+def w2_stage_rows(acc, efac, smem, stage_off: int, ctid, wg, warp, bm: int, stash_off: int = -1):
+    """:func:`w2_epilogue`'s staging: BF16 ``acc * efac`` of the task's 256 rows into ``[bm][256]`` at ``stage_off``
+    (:func:`w2_stage_chunk_off`), every consumer thread (warp-collective ``stmatrix``)."""
+    nd = bm // 2
     # one stmatrix per 8 tokens: the four 8 x 8 accumulator fragments (slab s2, row half h) of tokens 8q..8q+7 as
     # BF16 pairs, stored transposed, so each token's 8 weight rows land as one 16-byte chunk (lane 8j + c names token
     # 8q + c's chunk of matrix j); 32 two-byte stores with 4-way bank conflicts before (session 24)
     lane = ctid & 31
     mj, mc = lane >> 3, lane & 7
     chunk = wg * 16 + (mj >> 1) * 8 + 2 * warp + (mj & 1)  # (wg*128 + s2*64 + 16*warp + 8h) / 8 for matrix mj
-    for q in cutlass.range_constexpr(nd // 4):
+    for q in range(nd // 4):  # plain Python: unrolled at trace time
         stmatrix_x4_trans(smem + w2_stage_chunk_off(stage_off, 8 * q + mc, chunk),
                           *[_w2_stage_pair(acc, efac, smem, stash_off, ctid, nd, q, j) for j in range(4)])
-    if ctid < bm:
-        st_shared_u64(smem + dst_off + ctid * 8, dst)
-    bar_sync(*loads_barrier)
-    early = after_loads() if after_loads is not None else None
+
+
+@cute.jit
+def w2_store_rows(smem, stage_off: int, dst_off: int, ntok, tid, threads: int, bm: int):
+    """The staged ``[bm][256]`` BF16 rows out, 16 bytes a store, 32 per valid token, to the destinations at ``dst_off``
+    (8 B per token), spread over ``threads`` threads (``tid`` in ``[0, threads)``)."""
     units = bm * 32
-    for it in cutlass.range_constexpr((units + CONSUMER_THREADS - 1) // CONSUMER_THREADS):
-        u = ctid + it * CONSUMER_THREADS
+    for it in cutlass.range_constexpr((units + threads - 1) // threads):
+        u = tid + it * threads
         if u < units:
             n = u >> 5
             c = u & 31
             if n < ntok:
                 v = ld_shared_v4(smem + w2_stage_chunk_off(stage_off, n, c))
                 st_global_v4(ld_shared_u64(smem + dst_off + n * 8) + Int64(16 * c), v[0], v[1], v[2], v[3])
-    return early
 
 
 def w2_stash_slab(acc, efac, smem, stash_off: int, ctid, bm: int):

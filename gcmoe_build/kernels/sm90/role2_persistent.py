@@ -46,6 +46,7 @@ from .role2_chunks import (ActTma, act_tma_phase_flips, _token_major_scale_addr,
 from .role2_config import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, SIGNAL_BAR, SIGNAL_BAR_THREADS,
                            SIGNAL_WARP_TIDS, STAMP_EVENTS, Role2GemmConfig, _consumer_lane)
 from .role2_epilogue import _w1_epilogue, row_table_dst, w2_epilogue, w2_stash_slab
+from .role2_handover import epilogue_warpgroup_loop, hand_over, handover_layout, init_handover
 from .role2_mainloop import (TokenScales, _mma_k128_steps, pingpong_close, pingpong_open, pingpong_turns,
                              step_stamper)
 from .role2_stages import _init_stage_barriers, _produce_k128, stage_k128_step
@@ -93,6 +94,8 @@ def build_role2_persistent(cfg: Role2GemmConfig):
     EARLY = cfg.w2_early_release and not W1  # W2: released in the epilogue, before its stores
     SIG = cfg.signal_warp  # the releases run on the signal warp, handed over at SIGNAL_BAR
     TASK_BITS = 0 if W1 else all_w1_tile_bits(K)  # W2: every W1 mask bit of the block's I
+    EPIWG = cfg.epilogue_warpgroup  # every task's epilogue and releases in a fourth warpgroup (role2_handover)
+    HO = handover_layout(cfg.handover_off, BM) if EPIWG else None
     if SLOTS:
         check_slot_reuse(NK128 * NP, NS, f"role2 {cfg.mode} persistent")
 
@@ -165,6 +168,20 @@ def build_role2_persistent(cfg: Role2GemmConfig):
         task = next_task(smem + TASK_OFF, li, qwait) if DYN else static_task(cta, li, ntasks, ncta)
         return task, Int32(0), Int32(0), Float32(0.0)
 
+    def epilogue_warpgroup(smem, e, aux, out, outs, l2_mask, l1_empty):
+        """The epilogue warpgroup's loop (:mod:`.role2_handover`) with this kernel's addresses: the dev buffers'
+        rows of ring block ``task // NT``."""
+        def row(task, n):
+            return Int64(task // NT) * BM + Int64(n)
+
+        epilogue_warpgroup_loop(
+            smem, HO, AMAX_OFF, e, W1, BM, NT, lambda task, n: aux + row(task, n) * 4,
+            lambda task, n, col: out + row(task, n) * I_COLS + Int64(col),
+            lambda task, n, grp: outs + row(task, n) * (I_COLS // L2_SCALE_GROUP) + Int64(grp),
+            lambda task, n: row_table_dst(out, aux + row(task, n) * 4, cfg.rows, task % NT),
+            lambda task: release_task(task, l2_mask, l1_empty), EARLY, alpha, clamp, cfg.fast_math, cfg.k_interleave,
+            TMO)
+
     @cute.kernel
     def role2_persistent_kernel(w: Int64, ws: Int64, ef: Int64, act: Int64, asc: Int64, bexp: Int64, bntok: Int64,
                                 bgen: Int64, aux: Int64, out: Int64, outs: Int64, l1_full: Int64, l1_empty: Int64,
@@ -180,7 +197,9 @@ def build_role2_persistent(cfg: Role2GemmConfig):
             _init_stage_barriers(smem, BAR_OFF, NS)
             if const_expr(SLOTS):
                 init_task_slots(smem + TASK_OFF)
-        bar_sync(0, P0 + CT)
+            if const_expr(EPIWG):
+                init_handover(smem, HO)
+        bar_sync(0, cfg.threads)
 
         if tid < P0:
             setmaxnreg(cfg.setmaxnreg[0], False)
@@ -213,6 +232,10 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                             release_task(task, l2_mask, l1_empty)
                         li = li + 1
                         task = static_task(cta, li, ntasks, ncta)
+        elif tid >= P0 + CT:  # the epilogue warpgroup (epilogue_warpgroup builds only: no thread gets here otherwise)
+            if const_expr(EPIWG):
+                setmaxnreg(cfg.epilogue_regs, False)
+                epilogue_warpgroup(smem, tid - P0 - CT, aux, out, outs, l2_mask, l1_empty)
         else:
             setmaxnreg(cfg.setmaxnreg[1], True)
             ctid = tid - P0
@@ -291,7 +314,9 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                         else:
                             w2_stash_slab(acc, efac, smem, STASH_OFF, ctid, BM)
 
-                if const_expr(W1):
+                if const_expr(EPIWG):  # the epilogue warpgroup takes the task over (its barriers, its releases)
+                    hand_over(acc, efac, smem, HO, ctid, wg, warp, li, task, ntok, W1, BM, TMO)
+                elif const_expr(W1):
                     w1_epilogue_task(2 if NP == 2 else 0)
                 else:
                     def early_release():  # W2's release needs only its reads done (w2_early_release)
@@ -309,13 +334,15 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                 if const_expr(SIG):
                     if const_expr(not EARLY):
                         bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)
-                else:
+                elif const_expr(not EPIWG):
                     bar_sync(1, CT)
                     if const_expr(not EARLY):
                         if ctid == 0:
                             release_task(task, l2_mask, l1_empty)
                 li = li + 1
                 task, rexpert, rntok, refac = consumer_task(smem, cta, li, ntasks, ncta)
+            if const_expr(EPIWG):  # the end marker ends the epilogue warpgroup's loop
+                hand_over(acc, Float32(0.0), smem, HO, ctid, wg, warp, li, task, Int32(0), W1, BM, TMO, end=True)
             if const_expr(cfg.pingpong):
                 pingpong_close(wg)
 

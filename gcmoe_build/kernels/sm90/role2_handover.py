@@ -1,0 +1,238 @@
+"""The epilogue warpgroup of the SM90 role2 persistent kernel (``Role2GemmConfig.epilogue_warpgroup``, dev): the
+consumers' hand-over of a finished task and the epilogue warpgroup's side of it — W1's SwiGLU, amax and FP8
+requantisation, W2's BF16 stores, and the task's releases — so the consumers go on with the next task's K loop while
+the epilogue runs (the K-loop probe's ``wg2cw`` / ``wg2cwh``, session 59).
+
+The hand-over area (``Role2GemmConfig.handover_off``, ``handover_bytes``): ``512 * bm`` bytes of data, then the full
+mbarrier (every consumer thread arrives once its share is written), the empty mbarrier (every epilogue thread
+arrives once it has read what it needs), and the task's fields ``(task, tokens)`` (two u32, written by consumer
+thread 0). The data is BF16 pairs of ``acc x efac`` — the rounding both epilogues begin with (``_w1_epilogue``'s
+``bf16_round``, ``w2_epilogue``'s ``_bf16_pair``), so the outputs are bit-identical to the consumers' own epilogues:
+
+* **W1**: consumer thread ``c``'s ``bm / 2`` pairs (element ``2j``, ``2j + 1`` of its accumulator) as ``bm / 8``
+  16-byte words at ``(q * 256 + c) * 16`` (``q``: the word's group of four pairs): conflict-free on both sides.
+  Epilogue thread ``e`` reads the pairs of consumer threads ``e`` and ``e + 128`` (the same warp and lane in both
+  consumer warpgroups: the same 16 tokens, four I-columns each), so a token's amax over the task's 128 I-columns
+  has four partials (one per warp), not the consumers' eight. The E4M3 bytes are staged ``[bm][W1_STAGE_STRIDE]``
+  in the hand-over area once every epilogue thread has read its pairs (their values wait in registers, four to a
+  word), then leave in 16-byte stores.
+* **W2**: the consumers stage the BF16 rows in ``w2_epilogue``'s ``[bm][256]`` layout (``w2_stage_rows``) straight
+  into the hand-over area, which the epilogue warpgroup stores out (``w2_store_rows``).
+
+The hand-over of the consumers' ``li``-th task (and, after their last, an end marker with task -1) waits for the
+empty barrier's phase ``li - 1`` (parity ``(li & 1) ^ 1``: a fresh barrier's "previous" phase counts as complete)
+and completes the full barrier's phase ``li``; the epilogue warpgroup waits for full phase ``li`` and completes empty
+phase ``li``. mbarrier arrive / wait order the shared-memory writes before them for the waiters (release / acquire at
+CTA scope), both ways.
+"""
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Int32, Int64, Float32, const_expr
+
+from gcmoe_runtime.numerics.sm90_layout import k128_epilogue_position
+
+from .ptx_mem import (bar_sync, ld_global_f32, ld_shared_f32, ld_shared_v4, mbar_arrive, mbar_init, mbar_wait_or_trap,
+                      st_global_u8, st_global_v4, st_shared_f32, st_shared_u64, st_shared_u8, st_shared_v4)
+from .ring_sync import ld_shared_b32, st_shared_b32
+from .role2_config import CONSUMER_THREADS, EPILOGUE_BAR, EPILOGUE_THREADS
+from .role2_epilogue import W1_STAGE_STRIDE, _bf16_pair, swiglu_value, w2_stage_rows, w2_store_rows
+from .role2_math import bits_float, fabs, float_bits, fmax, sel_f32, shfl_bfly_f32, to_e4m3_byte, ue8m0_scale_for
+
+#: W1's amax partials per token in the epilogue warpgroup (one per warp) and, after them, the routing weights
+#: ``[bm]`` FP32, in the kernel's amax area; W2's destination table ``[bm]`` u64 sits at the same offset
+W1_PARTIALS = 4
+
+
+def handover_layout(off: int, bm: int) -> dict:
+    """Shared offsets of the hand-over area at ``off``: ``data``, ``full``, ``empty`` (mbarriers), ``info``."""
+    data_end = off + 512 * bm
+    return dict(data=off, full=data_end, empty=data_end + 8, info=data_end + 16)
+
+
+def init_handover(smem, lay: dict):
+    """One thread, before the CTA's first barrier: the full (every consumer thread) and empty (every epilogue
+    thread) mbarriers."""
+    mbar_init(smem + lay["full"], CONSUMER_THREADS)
+    mbar_init(smem + lay["empty"], EPILOGUE_THREADS)
+
+
+@cute.jit
+def hand_over(acc, efac, smem, lay: dict, ctid, wg, warp, li, task, ntok, w1: bool, bm: int, timeout_ns: int,
+              end: bool = False):
+    """Consumers, once the task's MMAs are waited: wait until the epilogue warpgroup has read hand-over ``li - 1``,
+    write this thread's share (``efac``: the expert factor), consumer thread 0 the task's fields, and arrive on the
+    full barrier. ``end``: the end marker after the consumers' last task (``task`` -1; ``acc`` / ``efac`` unused)."""
+    mbar_wait_or_trap(smem + lay["empty"], (li & 1) ^ 1, timeout_ns)
+    if const_expr(not end):
+        if const_expr(w1):
+            for q in cutlass.range_constexpr(bm // 8):
+                st_shared_v4(smem + lay["data"] + (q * CONSUMER_THREADS + ctid) * 16,
+                             *[_bf16_pair(acc, 8 * q + 2 * r, efac) for r in range(4)])
+        else:
+            w2_stage_rows(acc, efac, smem, lay["data"], ctid, wg, warp, bm)
+    if ctid == 0:
+        st_shared_b32(smem + lay["info"], task)
+        st_shared_b32(smem + lay["info"] + 4, ntok)
+    mbar_arrive(smem + lay["full"])
+
+
+def _bf16_lo(word):
+    """The low BF16 of a pair as FP32."""
+    return bits_float(word << 16)
+
+
+def _bf16_hi(word):
+    """The high BF16 of a pair as FP32."""
+    return bits_float(word & Int32(-65536))
+
+
+def _w1_pairs(smem, lay: dict, e, bm: int):
+    """Epilogue thread ``e``'s W1 values, in a fixed order, as ``(wgc, slab, m, b, gate, up)`` tuples: consumer
+    warpgroup ``wgc``'s thread ``e + 128 wgc``, accumulator slab ``slab``, token ``8m + 2t + b``; ``gate`` / ``up``
+    BF16 values as FP32. A generator (plain Python, run at trace time): each 16-byte word is loaded just before its
+    four pairs are used, so its ``bm / 4`` words are not all live at once."""
+    nd = bm // 2
+    for wgc in range(2):
+        for q in range(bm // 8):
+            v = ld_shared_v4(smem + lay["data"] + (q * CONSUMER_THREADS + wgc * EPILOGUE_THREADS + e) * 16)
+            slab, i0 = (8 * q) // nd, (8 * q) % nd
+            for r in (0, 2):  # words r (gate pair) and r + 1 (up pair): elements i0 + 2r .. +3
+                m = (i0 >> 2) + (r >> 1)
+                yield wgc, slab, m, 0, _bf16_lo(v[r]), _bf16_lo(v[r + 1])
+                yield wgc, slab, m, 1, _bf16_hi(v[r]), _bf16_hi(v[r + 1])
+
+
+def _fold_max(amax: dict, key, a):
+    """``amax[key] = max(amax[key], a)``, or ``a`` for the key's first value (trace-time bookkeeping)."""
+    amax[key] = fmax(amax[key], a) if key in amax else a
+
+
+def _pack_byte(packed: list, byte, where):
+    """Append an E4M3 byte (an Int32 in 0..255) to ``packed``'s last word, or a new word once it holds four: each
+    entry ``(word, [where of byte 0, 1, ...])`` (trace-time bookkeeping; the register keeps byte k in bits 8k..)."""
+    if packed and len(packed[-1][1]) < 4:
+        word, wheres = packed[-1]
+        packed[-1] = (word | (byte << (8 * len(wheres))), wheres + [where])
+    else:
+        packed.append((byte, [where]))
+
+
+@cute.jit
+def epilogue_w1(smem, lay: dict, amax_off: int, e, task, ntok, tile, rw_addr, q_addr, sf_addr, bm: int, alpha: float,
+                clamp: float, fast_math: bool, k_interleave: bool, timeout_ns: int):
+    """The epilogue warpgroup's W1 task (numerics reference steps 3-4, as ``_w1_epilogue``): the routing weights into
+    shared memory, the values' amax partials (a thread's four columns of a token, then its 8 lanes of ``g``, then one
+    partial per warp), one thread per token its UE8M0 scale and inverse, the values again (recomputed from the pairs:
+    no registers to keep 32 of them) to E4M3 bytes, held four to a register until every thread has read its pairs,
+    then staged over them and stored 16 bytes at a time. Arrives on the empty barrier after its last read of the
+    area; the caller releases after its next barrier."""
+    warp = e // 32
+    lane = e % 32
+    g, t = lane // 4, lane % 4
+    rw_off = amax_off + W1_PARTIALS * bm * 4
+    if e < bm:
+        st_shared_f32(smem + rw_off + e * 4, ld_global_f32(rw_addr(e)))
+    bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)
+    keys = [(m, b) for m in range(bm // 8) for b in range(2)]
+    amax = {}
+    for wgc, slab, m, b, gv, uv in _w1_pairs(smem, lay, e, bm):
+        n = 8 * m + 2 * t + b
+        y = swiglu_value(gv, uv, alpha, clamp, fast_math, ld_shared_f32(smem + rw_off + n * 4), rounded=True)
+        _fold_max(amax, (m, b), fabs(sel_f32(Int32(n < ntok), y, Float32(0.0))))
+    for key in keys:
+        mx = amax[key]
+        mx = fmax(mx, shfl_bfly_f32(mx, 4))
+        mx = fmax(mx, shfl_bfly_f32(mx, 8))
+        mx = fmax(mx, shfl_bfly_f32(mx, 16))
+        if g == 0:
+            st_shared_f32(smem + amax_off + (warp * bm + 8 * key[0] + 2 * t + key[1]) * 4, mx)
+    bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)
+    if e < bm:  # token e: its group's amax, scale byte, and 1/scale for everyone (in partial 0's slot)
+        mx = Float32(0.0)
+        for p in cutlass.range_constexpr(W1_PARTIALS):
+            mx = fmax(mx, ld_shared_f32(smem + amax_off + (p * bm + e) * 4))
+        scale, inv = ue8m0_scale_for(mx)
+        st_shared_f32(smem + amax_off + e * 4, inv)
+        if e < ntok:
+            st_global_u8(sf_addr(e, tile), (float_bits(scale) >> 23) & 0xFF)
+    bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)
+    invs = {key: ld_shared_f32(smem + amax_off + (8 * key[0] + 2 * t + key[1]) * 4) for key in keys}
+    packed = []  # (word, [(token, column), ...]): four E4M3 bytes per register
+    for wgc, slab, m, b, gv, uv in _w1_pairs(smem, lay, e, bm):
+        n = 8 * m + 2 * t + b
+        y = swiglu_value(gv, uv, alpha, clamp, fast_math, ld_shared_f32(smem + rw_off + n * 4), rounded=True)
+        byte = to_e4m3_byte(sel_f32(Int32(n < ntok), y, Float32(0.0)) * invs[(m, b)])
+        if const_expr(k_interleave):  # the column's byte in W2's interleaved K order
+            col = k128_epilogue_position(wgc * 2 + slab, warp, g)
+        else:  # within the task's 128 I-columns
+            col = (wgc * 2 + slab) * 32 + 8 * warp + g
+        _pack_byte(packed, byte, (n, col))
+    bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)  # every thread's pairs are read: the bytes may be staged over them
+    for word, where in packed:
+        for k, (n, col) in enumerate(where):
+            st_shared_u8(smem + lay["data"] + n * W1_STAGE_STRIDE + col, word >> (8 * k))
+    bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)
+    for it in cutlass.range_constexpr((bm * 8 + EPILOGUE_THREADS - 1) // EPILOGUE_THREADS):
+        u = e + it * EPILOGUE_THREADS
+        if u < bm * 8:
+            n = u >> 3
+            c = u & 7
+            if n < ntok:
+                v = ld_shared_v4(smem + lay["data"] + n * W1_STAGE_STRIDE + c * 16)
+                st_global_v4(q_addr(n, tile * 128 + c * 16), v[0], v[1], v[2], v[3])
+    mbar_arrive(smem + lay["empty"])
+
+
+@cute.jit
+def epilogue_w2(smem, lay: dict, dst_off: int, e, ntok, dst_of, bm: int, after_loads):
+    """The epilogue warpgroup's W2 task (as ``w2_epilogue`` after its staging): each token's destination
+    (``dst_of(n)``, in thread ``n``) into the table at ``dst_off``, a barrier, ``after_loads()`` (the task's release:
+    every read of the task is done), the staged rows out, then the empty barrier."""
+    dst = Int64(0)
+    if e < bm:
+        if e < ntok:
+            dst = dst_of(e)
+        st_shared_u64(smem + dst_off + e * 8, dst)
+    bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)
+    after_loads()
+    w2_store_rows(smem, lay["data"], dst_off, ntok, e, EPILOGUE_THREADS, bm)
+    mbar_arrive(smem + lay["empty"])
+
+
+@cute.jit
+def epilogue_warpgroup_loop(smem, lay: dict, amax_off: int, e, w1: bool, bm: int, row_tiles: int, rw_addr, q_addr,
+                            sf_addr, dst_of, release, early_release: bool, alpha: float, clamp: float,
+                            fast_math: bool, k_interleave: bool, timeout_ns: int):
+    """The epilogue warpgroup (``e`` in ``[0, 128)``): each hand-over until the end marker, its epilogue and its
+    releases: ``release(task)`` in thread 0 after the barrier that follows the stores (W1: its mask bits and count;
+    a release operation is cumulative over the stores the barrier ordered before it), or W2 with ``early_release``
+    once the destinations are loaded (its reads are done; its stores need no release). The address callbacks take
+    the task: ``rw_addr(task, n)``, ``q_addr(task, n, col)``, ``sf_addr(task, n, grp)``, ``dst_of(task, n)``."""
+    li = Int32(0)
+    mbar_wait_or_trap(smem + lay["full"], li & 1, timeout_ns)
+    task = ld_shared_b32(smem + lay["info"])
+    while task >= 0:
+        ntok = ld_shared_b32(smem + lay["info"] + 4)
+        if const_expr(w1):
+            epilogue_w1(smem, lay, amax_off, e, task, ntok, task % row_tiles, lambda n: rw_addr(task, n),
+                        lambda n, col: q_addr(task, n, col), lambda n, grp: sf_addr(task, n, grp), bm, alpha, clamp,
+                        fast_math, k_interleave, timeout_ns)
+        else:
+            def after_loads():
+                if const_expr(early_release):
+                    if e == 0:
+                        release(task)
+
+            epilogue_w2(smem, lay, amax_off, e, ntok, lambda n: dst_of(task, n), bm, after_loads)
+        # the stores before the release (W1, or W2 without early_release); the next task's tables after this one's
+        # reads of them (W2's destinations)
+        bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)
+        if const_expr(w1 or not early_release):
+            if e == 0:
+                release(task)
+        li = li + 1
+        mbar_wait_or_trap(smem + lay["full"], li & 1, timeout_ns)
+        task = ld_shared_b32(smem + lay["info"])
+    mbar_arrive(smem + lay["empty"])  # the end marker is read (nothing waits for it: symmetry of the phases)
