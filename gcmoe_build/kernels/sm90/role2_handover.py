@@ -59,7 +59,7 @@ def init_handover(smem, lay: dict):
 
 
 @cute.jit
-def hand_over(acc, efac, smem, lay: dict, ctid, wg, warp, li, task, ntok, w1: bool, bm: int, timeout_ns: int,
+def hand_over_task(acc, efac, smem, lay: dict, ctid, wg, warp, li, task, ntok, w1: bool, bm: int, timeout_ns: int,
               end: bool = False):
     """Consumers, once the task's MMAs are waited: wait until the epilogue warpgroup has read hand-over ``li - 1``,
     write this thread's share (``efac``: the expert factor), consumer thread 0 the task's fields, and arrive on the
@@ -88,20 +88,32 @@ def _bf16_hi(word):
     return bits_float(word & Int32(-65536))
 
 
+def w1_word_map(bm: int):
+    """The W1 hand-over's layout, the one place both sides read it: per 16-byte word ``q`` of a consumer thread (its
+    accumulator elements ``8q .. 8q + 7``, pair ``r`` = elements ``8q + 2r``, ``+1`` in word ``r``), the tuple
+    ``(q, slab, [(r_gate, r_up, m), ...])``: the element's 64-row slab and, for each gate / up word pair, the index
+    ``m`` of its tokens ``8m + 2t`` (low halves) and ``8m + 2t + 1`` (high halves) — ``_w1_epilogue``'s element
+    ``i`` of slab ``slab`` is a gate when ``(i >> 1) & 1 == 0``, for token ``8 (i >> 2) + 2t + (i & 1)``, its up value
+    element ``i + 2``."""
+    nd = bm // 2
+    out = []
+    for q in range(bm // 8):
+        slab, i0 = (8 * q) // nd, (8 * q) % nd
+        out.append((q, slab, [(r, r + 1, (i0 >> 2) + (r >> 1)) for r in (0, 2)]))
+    return out
+
+
 def _w1_pairs(smem, lay: dict, e, bm: int):
     """Epilogue thread ``e``'s W1 values, in a fixed order, as ``(wgc, slab, m, b, gate, up)`` tuples: consumer
     warpgroup ``wgc``'s thread ``e + 128 wgc``, accumulator slab ``slab``, token ``8m + 2t + b``; ``gate`` / ``up``
-    BF16 values as FP32. A generator (plain Python, run at trace time): each 16-byte word is loaded just before its
-    four pairs are used, so its ``bm / 4`` words are not all live at once."""
-    nd = bm // 2
+    BF16 values as FP32 (:func:`w1_word_map`). A generator (plain Python, run at trace time): each 16-byte word is
+    loaded just before its four pairs are used, so its ``bm / 4`` words are not all live at once."""
     for wgc in range(2):
-        for q in range(bm // 8):
+        for q, slab, pairs in w1_word_map(bm):
             v = ld_shared_v4(smem + lay["data"] + (q * CONSUMER_THREADS + wgc * EPILOGUE_THREADS + e) * 16)
-            slab, i0 = (8 * q) // nd, (8 * q) % nd
-            for r in (0, 2):  # words r (gate pair) and r + 1 (up pair): elements i0 + 2r .. +3
-                m = (i0 >> 2) + (r >> 1)
-                yield wgc, slab, m, 0, _bf16_lo(v[r]), _bf16_lo(v[r + 1])
-                yield wgc, slab, m, 1, _bf16_hi(v[r]), _bf16_hi(v[r + 1])
+            for rg, ru, m in pairs:
+                yield wgc, slab, m, 0, _bf16_lo(v[rg]), _bf16_lo(v[ru])
+                yield wgc, slab, m, 1, _bf16_hi(v[rg]), _bf16_hi(v[ru])
 
 
 def _fold_max(amax: dict, key, a):

@@ -46,7 +46,7 @@ from .role2_chunks import (ActTma, act_tma_phase_flips, _token_major_scale_addr,
 from .role2_config import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, SIGNAL_BAR, SIGNAL_BAR_THREADS,
                            SIGNAL_WARP_TIDS, STAMP_EVENTS, Role2GemmConfig, _consumer_lane)
 from .role2_epilogue import _w1_epilogue, row_table_dst, w2_epilogue, w2_stash_slab
-from .role2_handover import epilogue_warpgroup_loop, hand_over, handover_layout, init_handover
+from .role2_handover import epilogue_warpgroup_loop, hand_over_task, handover_layout, init_handover
 from .role2_mainloop import (TokenScales, _mma_k128_steps, pingpong_close, pingpong_open, pingpong_turns,
                              step_stamper)
 from .role2_stages import _init_stage_barriers, _produce_k128, stage_k128_step
@@ -315,7 +315,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                             w2_stash_slab(acc, efac, smem, STASH_OFF, ctid, BM)
 
                 if const_expr(EPIWG):  # the epilogue warpgroup takes the task over (its barriers, its releases)
-                    hand_over(acc, efac, smem, HO, ctid, wg, warp, li, task, ntok, W1, BM, TMO)
+                    hand_over_task(acc, efac, smem, HO, ctid, wg, warp, li, task, ntok, W1, BM, TMO)
                 elif const_expr(W1):
                     w1_epilogue_task(2 if NP == 2 else 0)
                 else:
@@ -342,7 +342,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                 li = li + 1
                 task, rexpert, rntok, refac = consumer_task(smem, cta, li, ntasks, ncta)
             if const_expr(EPIWG):  # the end marker ends the epilogue warpgroup's loop
-                hand_over(acc, Float32(0.0), smem, HO, ctid, wg, warp, li, task, Int32(0), W1, BM, TMO, end=True)
+                hand_over_task(acc, Float32(0.0), smem, HO, ctid, wg, warp, li, task, Int32(0), W1, BM, TMO, end=True)
             if const_expr(cfg.pingpong):
                 pingpong_close(wg)
 

@@ -82,7 +82,14 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
          + [(sh, 64, v) for sh in ("glm52", "dsv41flash") for v in ("_ppksafwra", "_ppksafwr4", "_ppksafwra4")]
          + [("glm52", 64, "_ppksafwra4c")]
          # ... and the shipped BM 64 form without the turns (session 59)
-         + [(sh, 64, "_ppksafr") for sh in ("glm52", "dsv41flash")])
+         + [(sh, 64, "_ppksafr") for sh in ("glm52", "dsv41flash")]
+         # ... and with the epilogue warpgroup (session 60: Role2GemmConfig.epilogue_warpgroup; bit-identical to the
+         # forms without it: test_epilogue_warpgroup_is_bit_identical)
+         + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (32, 64)
+            for v in ("_ppksafwre", "_ppksafre", "_ppksafwe")])
+#: the epilogue-warpgroup forms and the forms they hand the epilogue over from (bit-identical outputs); _ppksafwe in
+#: the plain K order (W1's columns in their own order, not W2's interleaved one)
+EPILOGUE_WG_PAIRS = (("_ppksafwre", "_ppksafwr"), ("_ppksafre", "_ppksafr"), ("_ppksafwe", "_ppksafw"))
 # BM 48 (wgmma N = 48, session 29): the one-CTA forms at lag 0, lag 1 (a second partial set fits, unlike BM 64) and
 # with the turns; BM 80 (session 31): lag 0 and the turns (the ring's BM 80 build), one block for 65-80 tokens
 #: ("_p_read" / "_p2_read", the racy release, are built for diag_two_cta.py, which shows the race, not tested here:
@@ -135,7 +142,9 @@ def _blocks(gen, bm):
     return bexp, ntok
 
 
-def run_w1(kernels, shape, bm, seed, variant=""):
+def run_w1(kernels, shape, bm, seed, variant="", outputs=None):
+    """The W1 check of one build; ``outputs`` (a dict, or None): gets the first repeat's ``(E4M3 bytes, scale
+    bytes)``."""
     import torch
 
     from gcmoe_runtime.numerics.quant import quantize_e4m3_fp32_k128, quantize_e4m3_ue8m0
@@ -189,6 +198,8 @@ def run_w1(kernels, shape, bm, seed, variant=""):
         assert (sig.l2_mask == (1 << (2 * nt1)) - 1).all(), sig.l2_mask
     for o, s in results[1:]:
         assert torch.equal(o, results[0][0]) and torch.equal(s, results[0][1]), f"{name}: repeats not bit-identical"
+    if outputs is not None:
+        outputs["w1"] = results[0]
     spec = SwiGLUSpec(alpha=info["alpha"], clamp=info["clamp"])
     worst = {"rel_l2": 0.0, "byte_mismatch": 0.0, "scale_mismatch": 0.0}
     be = bexp.tolist()
@@ -210,7 +221,8 @@ def run_w1(kernels, shape, bm, seed, variant=""):
     return worst
 
 
-def run_w2(kernels, shape, bm, seed, variant=""):
+def run_w2(kernels, shape, bm, seed, variant="", outputs=None):
+    """The W2 check of one build; ``outputs`` (a dict, or None): gets the first repeat's BF16 rows."""
     import torch
 
     from gcmoe_runtime.numerics.quant import dequantize_e4m3_ue8m0, quantize_e4m3_ue8m0
@@ -259,6 +271,8 @@ def run_w2(kernels, shape, bm, seed, variant=""):
         assert (sig.empty == info["row_tiles"]).all(), sig.empty
     for o in results[1:]:
         assert torch.equal(o.view(torch.int16), results[0].view(torch.int16)), f"{name}: repeats not bit-identical"
+    if outputs is not None:
+        outputs["w2"] = results[0]
     worst = {"rel_l2": 0.0, "unwritten": 0, "bf16_mismatch": 0.0}
     written = torch.zeros(nrows_out, dtype=torch.bool, device="cuda")
     be = bexp.tolist()
@@ -306,12 +320,32 @@ def test_role2_w2_matches_reference(kernels, shape, bm, variant):
     assert w["rel_l2"] < 1e-2, w
 
 
+@pytest.mark.parametrize("shape", ["glm52", "dsv41flash"])
+@pytest.mark.parametrize("bm", [32, 64])
+@pytest.mark.parametrize("variant,base", EPILOGUE_WG_PAIRS)
+def test_epilogue_warpgroup_is_bit_identical(kernels, shape, bm, variant, base):
+    """The epilogue warpgroup (session 60) starts from the BF16 pairs of ``acc x efac`` that both consumer epilogues
+    round to first, so its outputs (W1's E4M3 bytes and scales, W2's BF16 rows) equal the consumers' own epilogues'
+    bit for bit on the same data — any layout or mapping slip of the hand-over shows here as a mismatch."""
+    import torch
+
+    got = {}
+    for v in (variant, base):
+        got[v] = {}
+        run_w1(kernels, shape, bm, seed=3000 + bm, variant=v, outputs=got[v])
+        run_w2(kernels, shape, bm, seed=4000 + bm, variant=v, outputs=got[v])
+    (q, c), (q0, c0) = got[variant]["w1"], got[base]["w1"]
+    assert torch.equal(q, q0) and torch.equal(c, c0), f"{shape} BM {bm} {variant}: W1 differs from {base}"
+    assert torch.equal(got[variant]["w2"].view(torch.int16), got[base]["w2"].view(torch.int16)), (
+        f"{shape} BM {bm} {variant}: W2 differs from {base}")
+
+
 @pytest.mark.parametrize("shape,variant", [("test", "_pp"), ("glm52", "_ppk"), ("glm52", "_pp2k"), ("glm52", "_ppke"),
                                            ("glm52", "_pp2ke"), ("glm52", "_ppkf"), ("glm52", "_pp2kf"),
                                            ("glm52", "_ppks"), ("glm52", "_pp2ks"), ("glm52", "_ppksa"),
                                            ("glm52", "_pp2ksa"), ("glm52", "_ppksag"), ("glm52", "_pp2ksag"),
                                            ("glm52", "_pp2ksag1"), ("glm52", "_pp2ksap"), ("glm52", "_ppksafw"),
-                                           ("glm52", "_pp2ksafw")])
+                                           ("glm52", "_pp2ksafw"), ("glm52", "_ppksafwe")])
 def test_role2_persistent_chain_waits_on_the_ring(kernels, shape, variant):
     """W2 is launched first and must wait for W1's l2_full_mask bits; W1 must wait for l1_full_count,
     which a third stream publishes ~1 ms later. Small grids so all three run side by side. W2's
@@ -321,7 +355,7 @@ def test_role2_persistent_chain_waits_on_the_ring(kernels, shape, variant):
 
     from gcmoe_runtime.numerics.quant import dequantize_e4m3_ue8m0, quantize_e4m3_fp32_k128
 
-    bm = 64 if variant == "_pp2ksap" else 16  # slab passes: built at BM 32 / 64 only
+    bm = 64 if variant in ("_pp2ksap", "_ppksafwe") else 16  # slab passes, epilogue warpgroup: built at BM 32 / 64
     n1, n2 = f"role2_w1_{shape}_bm{bm}{variant}", f"role2_w2_{shape}_bm{bm}{variant}"
     if n1 not in kernels.index or n2 not in kernels.index:
         pytest.skip(f"{n1} / {n2} not built (role2_devbuild)")

@@ -1,0 +1,100 @@
+"""CPU: the role2 epilogue warpgroup (``Role2GemmConfig.epilogue_warpgroup``, :mod:`gcmoe_build.kernels.sm90.role2_handover`):
+the W1 hand-over's word map against the consumers' own epilogue's element map, the configuration's rules (threads,
+registers, shared memory, refusals by name), and the dev builds' SASS and PTX (four warpgroups' ``setmaxnreg``, the
+hand-over's mbarriers and the epilogue warpgroup's barrier, register-A QGMMAs, no spill in an MMA loop). Their GPU
+check is ``test_role2_gpu.py`` (bit-identical to the forms without it)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gcmoe_build.kernels.sm90.role2_config import (CONSUMER_THREADS, EPILOGUE_BAR, EPILOGUE_THREADS, PRODUCER_THREADS,
+                                                   Role2GemmConfig)
+from gcmoe_build.kernels.sm90.role2_handover import handover_layout, w1_word_map
+
+SHAPES = {"glm52": (6144, 2048), "dsv41flash": (5120, 2304)}
+
+
+def _cfg(mode="w1", shape="glm52", bm=64, sfx="_ppksafwre", **kw):
+    """A dev form's configuration (``role2_devbuild.ACT2_EXPERIMENTS[sfx]``, ``kw`` on top)."""
+    from gcmoe_build.kernels.sm90.role2_devbuild import ACT2_EXPERIMENTS
+
+    h, i = SHAPES[shape]
+    k, rows = (h, 2 * i) if mode == "w1" else (i, h)
+    return Role2GemmConfig(mode=mode, k=k, rows=rows, bm=bm, pipelined=True, **{**ACT2_EXPERIMENTS[sfx], **kw})
+
+
+@pytest.mark.parametrize("bm", [32, 64])
+def test_w1_word_map_covers_the_consumer_epilogue(bm):
+    """Every accumulator element of a consumer thread lands in exactly one hand-over word half, and the epilogue
+    warpgroup reads it as what ``_w1_epilogue`` makes of it: a gate for token ``8 (i >> 2) + 2t + (i & 1)`` of slab
+    ``slab``, whose up value is element ``i + 2``."""
+    nd = bm // 2
+    seen = {}
+    for q, slab, pairs in w1_word_map(bm):
+        for r_gate, r_up, m in pairs:
+            for b in (0, 1):  # low / high half of the word
+                gate_elem = 8 * q + 2 * r_gate + b
+                up_elem = 8 * q + 2 * r_up + b
+                for elem, role in ((gate_elem, "gate"), (up_elem, "up")):
+                    assert elem not in seen, (bm, elem)
+                    seen[elem] = (role, slab, m, b)
+    assert sorted(seen) == list(range(2 * nd))
+    for elem, (role, slab, m, b) in seen.items():
+        assert slab == elem // nd
+        i = elem % nd
+        if role == "gate":
+            assert (i >> 1) & 1 == 0 and (i >> 2, i & 1) == (m, b), (elem, role, slab, m, b)
+            assert seen[elem + 2] == ("up", slab, m, b)  # the consumers' up value of this gate
+        else:
+            assert (i >> 1) & 1 == 1 and ((i - 2) >> 2, i & 1) == (m, b), (elem, role, slab, m, b)
+
+
+def test_config_of_the_epilogue_warpgroup():
+    """512 threads; the four warpgroups' registers fill the launch allocation exactly; the hand-over area (BF16 pairs =
+    W2's staging, two mbarriers, the task's fields) after the chunk buffers' mbarriers, inside the misc area; BM 64 at
+    the GLM-5.2 shape keeps 7 weight stages (8 without it); refused outside its rules, by name."""
+    cfg, base = _cfg(), _cfg(sfx="_ppksafwr")
+    assert cfg.threads == PRODUCER_THREADS + CONSUMER_THREADS + EPILOGUE_THREADS == 512
+    prod, cons = cfg.setmaxnreg
+    assert PRODUCER_THREADS * prod + CONSUMER_THREADS * cons + EPILOGUE_THREADS * cfg.epilogue_regs == 512 * 128
+    assert cfg.launch_regs == 128 and base.epilogue_regs == 0 and base.handover_bytes == 0
+    assert cfg.handover_bytes == 512 * 64 + 32 == CONSUMER_THREADS * 64 * 2 + 32
+    lay = handover_layout(cfg.handover_off, cfg.bm)
+    assert cfg.handover_off % 16 == 0 and lay["full"] % 8 == 0 and lay["info"] + 8 <= cfg.misc_bytes
+    assert lay["data"] >= cfg.misc_bytes - cfg.handover_bytes - cfg.stash_bytes
+    assert (cfg.stages, base.stages) == (7, 8) and cfg.smem_bytes <= 232448
+    for bad in (dict(signal_warp=True), dict(task_records=False), dict(bm=48), dict(bm=16), dict(ctas_per_sm=2)):
+        with pytest.raises(ValueError, match="role2 epilogue_warpgroup"):
+            _cfg(**bad)
+
+
+@pytest.fixture(scope="module")
+def built():
+    from gcmoe_build.frontend.dsl import import_dsl
+
+    import_dsl("sm_90a")
+    from gcmoe_build.kernels.sm90.role2_devbuild import compile_one
+
+    return {mode: compile_one(f"role2_{mode}_glm52_bm64_ppksafwre", _cfg(mode)) for mode in ("w1", "w2")}
+
+
+@pytest.mark.parametrize("mode", ["w1", "w2"])
+def test_epilogue_warpgroup_build(built, mode):
+    """The BM 64 build: 512 threads (``.reqntid``), ``setmaxnreg`` 32 (producer, dec) / 200 (consumers, inc) / 80 (epilogue, dec),
+    the hand-over's mbarriers (256 and 128 arrivals), the epilogue warpgroup's 128-thread barrier, W1's mask-bit
+    release; register-A QGMMAs only and no spill in an MMA loop (SASS)."""
+    from gcmoe_build import sass
+
+    ptx, cubin, _ = built[mode]
+    assert ".reqntid 512, 1, 1" in ptx
+    regs = {(m.group(1), int(m.group(2))) for m in re.finditer(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32 (\d+);", ptx)}
+    assert regs == {("dec", 32), ("inc", 200), ("dec", 80)}, regs
+    inits = {int(m.group(1)) for m in re.finditer(r"mbarrier\.init\.shared::cta\.b64 \[[^]]+\], (\d+);", ptx)}
+    assert {CONSUMER_THREADS, EPILOGUE_THREADS} <= inits, inits
+    assert f"bar.sync {EPILOGUE_BAR}, {EPILOGUE_THREADS};" in ptx
+    assert ("red.release.gpu.global.or.b64" in ptx) == (mode == "w1")
+    summary = sass.summarize(cubin)
+    assert summary.qgmma == summary.qgmma_register_a > 0
+    assert summary.spill_ops_in_mma_loops == 0
