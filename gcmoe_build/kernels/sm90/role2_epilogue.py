@@ -205,7 +205,6 @@ def w2_epilogue(acc, efac, smem, stage_off: int, dst_off: int, ntok, ctid, dst_o
     (``Role2GemmConfig.signal_warp``), which then releases instead of ``after_loads``. Pass 1 of
     ``Role2GemmConfig.slab_passes = 2`` (``stash_off >= 0``): ``acc`` holds the warpgroup's second slab and the
     first slab's BF16 values wait at ``stash_off`` (:func:`w2_stash_slab`)."""
-    nd = bm // 2
     wg, warp, _, _, _ = _consumer_lane(ctid)
     dst = Int64(0)
     if ctid < bm:

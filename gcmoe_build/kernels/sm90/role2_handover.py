@@ -59,8 +59,8 @@ def init_handover(smem, lay: dict):
 
 
 @cute.jit
-def hand_over_task(acc, efac, smem, lay: dict, ctid, wg, warp, li, task, ntok, w1: bool, bm: int, timeout_ns: int,
-              end: bool = False):
+def hand_over_task(acc, efac, smem, lay: dict, ctid, wg, warp, li, task, ntok, w1: bool, bm: int,
+                   timeout_ns: int, end: bool = False):
     """Consumers, once the task's MMAs are waited: wait until the epilogue warpgroup has read hand-over ``li - 1``,
     write this thread's share (``efac``: the expert factor), consumer thread 0 the task's fields, and arrive on the
     full barrier. ``end``: the end marker after the consumers' last task (``task`` -1; ``acc`` / ``efac`` unused)."""
@@ -132,8 +132,8 @@ def _pack_byte(packed: list, byte, where):
 
 
 @cute.jit
-def epilogue_w1(smem, lay: dict, amax_off: int, e, task, ntok, tile, rw_addr, q_addr, sf_addr, bm: int, alpha: float,
-                clamp: float, fast_math: bool, k_interleave: bool, timeout_ns: int):
+def epilogue_w1(smem, lay: dict, amax_off: int, e, ntok, tile, rw_addr, q_addr, sf_addr, bm: int, alpha: float,
+                clamp: float, fast_math: bool, k_interleave: bool):
     """The epilogue warpgroup's W1 task (numerics reference steps 3-4, as ``_w1_epilogue``): the routing weights into
     shared memory, the values' amax partials (a thread's four columns of a token, then its 8 lanes of ``g``, then one
     partial per warp), one thread per token its UE8M0 scale and inverse, the values again (recomputed from the pairs:
@@ -228,9 +228,9 @@ def epilogue_warpgroup_loop(smem, lay: dict, amax_off: int, e, w1: bool, bm: int
     while task >= 0:
         ntok = ld_shared_b32(smem + lay["info"] + 4)
         if const_expr(w1):
-            epilogue_w1(smem, lay, amax_off, e, task, ntok, task % row_tiles, lambda n: rw_addr(task, n),
+            epilogue_w1(smem, lay, amax_off, e, ntok, task % row_tiles, lambda n: rw_addr(task, n),
                         lambda n, col: q_addr(task, n, col), lambda n, grp: sf_addr(task, n, grp), bm, alpha, clamp,
-                        fast_math, k_interleave, timeout_ns)
+                        fast_math, k_interleave)
         else:
             def after_loads():
                 if const_expr(early_release):

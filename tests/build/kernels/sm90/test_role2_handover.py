@@ -1,5 +1,5 @@
-"""CPU: the role2 epilogue warpgroup (``Role2GemmConfig.epilogue_warpgroup``, :mod:`gcmoe_build.kernels.sm90.role2_handover`):
-the W1 hand-over's word map against the consumers' own epilogue's element map, the configuration's rules (threads,
+"""CPU: the role2 epilogue warpgroup (``Role2GemmConfig.epilogue_warpgroup``,
+:mod:`gcmoe_build.kernels.sm90.role2_handover`): the W1 hand-over's word map against the consumers' own epilogue's element map, the configuration's rules (threads,
 registers, shared memory, refusals by name), and the dev builds' SASS and PTX (four warpgroups' ``setmaxnreg``, the
 hand-over's mbarriers and the epilogue warpgroup's barrier, register-A QGMMAs, no spill in an MMA loop). Their GPU
 check is ``test_role2_gpu.py`` (bit-identical to the forms without it)."""
@@ -82,14 +82,15 @@ def built():
 
 @pytest.mark.parametrize("mode", ["w1", "w2"])
 def test_epilogue_warpgroup_build(built, mode):
-    """The BM 64 build: 512 threads (``.reqntid``), ``setmaxnreg`` 32 (producer, dec) / 200 (consumers, inc) / 80 (epilogue, dec),
-    the hand-over's mbarriers (256 and 128 arrivals), the epilogue warpgroup's 128-thread barrier, W1's mask-bit
+    """The BM 64 build: 512 threads (``.reqntid``), ``setmaxnreg`` 32 (producer, dec) / 200 (consumers, inc) / 80
+    (epilogue, dec), the hand-over's mbarriers (256 and 128 arrivals), the epilogue warpgroup's 128-thread barrier, W1's mask-bit
     release; register-A QGMMAs only and no spill in an MMA loop (SASS)."""
     from gcmoe_build import sass
 
     ptx, cubin, _ = built[mode]
     assert ".reqntid 512, 1, 1" in ptx
-    regs = {(m.group(1), int(m.group(2))) for m in re.finditer(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32 (\d+);", ptx)}
+    regs = {(m.group(1), int(m.group(2)))
+            for m in re.finditer(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32 (\d+);", ptx)}
     assert regs == {("dec", 32), ("inc", 200), ("dec", 80)}, regs
     inits = {int(m.group(1)) for m in re.finditer(r"mbarrier\.init\.shared::cta\.b64 \[[^]]+\], (\d+);", ptx)}
     assert {CONSUMER_THREADS, EPILOGUE_THREADS} <= inits, inits
