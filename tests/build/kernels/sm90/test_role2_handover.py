@@ -1,7 +1,7 @@
 """CPU: the role2 epilogue warpgroup (``Role2GemmConfig.epilogue_warpgroup``,
-:mod:`gcmoe_build.kernels.sm90.role2_handover`): the W1 hand-over's word map against the consumers' own epilogue's element map, the configuration's rules (threads,
-registers, shared memory, refusals by name), and the dev builds' SASS and PTX (four warpgroups' ``setmaxnreg``, the
-hand-over's mbarriers and the epilogue warpgroup's barrier, register-A QGMMAs, no spill in an MMA loop). Their GPU
+:mod:`gcmoe_build.kernels.sm90.role2_handover`): the W1 hand-over's word map against the consumers' own epilogue's
+element map, the configuration's rules (threads, registers, shared memory, refusals), and the dev builds' SASS and
+PTX (four warpgroups' ``setmaxnreg``, the hand-over's mbarriers and the epilogue warpgroup's barrier, register-A QGMMAs, no spill in an MMA loop). Their GPU
 check is ``test_role2_gpu.py`` (bit-identical to the forms without it)."""
 from __future__ import annotations
 
@@ -83,8 +83,8 @@ def built():
 @pytest.mark.parametrize("mode", ["w1", "w2"])
 def test_epilogue_warpgroup_build(built, mode):
     """The BM 64 build: 512 threads (``.reqntid``), ``setmaxnreg`` 32 (producer, dec) / 200 (consumers, inc) / 80
-    (epilogue, dec), the hand-over's mbarriers (256 and 128 arrivals), the epilogue warpgroup's 128-thread barrier, W1's mask-bit
-    release; register-A QGMMAs only and no spill in an MMA loop (SASS)."""
+    (epilogue, dec), the hand-over's mbarriers (256 and 128 arrivals), the epilogue warpgroup's 128-thread barrier,
+    W1's mask-bit release; register-A QGMMAs only and no spill in an MMA loop (SASS)."""
     from gcmoe_build import sass
 
     ptx, cubin, _ = built[mode]
