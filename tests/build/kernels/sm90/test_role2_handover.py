@@ -1,8 +1,8 @@
 """CPU: the role2 epilogue warpgroup (``Role2GemmConfig.epilogue_warpgroup``,
 :mod:`gcmoe_build.kernels.sm90.role2_handover`): the W1 hand-over's word map against the consumers' own epilogue's
 element map, the configuration's rules (threads, registers, shared memory, refusals), and the dev builds' SASS and
-PTX (four warpgroups' ``setmaxnreg``, the hand-over's mbarriers and the epilogue warpgroup's barrier, register-A QGMMAs, no spill in an MMA loop). Their GPU
-check is ``test_role2_gpu.py`` (bit-identical to the forms without it)."""
+PTX (four warpgroups' ``setmaxnreg``, the hand-over's mbarriers and the epilogue warpgroup's barrier, register-A
+QGMMAs, no spill in an MMA loop). Their GPU check is ``test_role2_gpu.py`` (bit-identical to the forms without it)."""
 from __future__ import annotations
 
 import re
