@@ -38,6 +38,15 @@ EPILOGUE_THREADS = 128
 EPILOGUE_BAR = 5
 EPILOGUE_WG_BM = (32, 64)
 PRODUCER_REGS_EPI, CONSUMER_REGS_EPI, EPILOGUE_REGS = 32, 200, 80
+#: u32 words of task fields an epilogue warpgroup's hand-over carries (:mod:`.role2_handover`; the kernel's choice of
+#: what its epilogue needs; field 0 < 0 is the end marker)
+HANDOVER_FIELDS = 8
+
+
+def handover_bytes(bm: int) -> int:
+    """Shared-memory bytes of the epilogue warpgroup's hand-over area (:mod:`.role2_handover`): the data (``bm / 2``
+    BF16 pairs per consumer thread = W2's ``[bm][256]`` BF16 staging), its two mbarriers, the task fields."""
+    return 512 * bm + 16 + 4 * HANDOVER_FIELDS
 #: one 64-row slab's share of a K128 weight stage: its packed codes (4 KB) + UE8M0 scales (256 B)
 SLAB_STAGE_BYTES = 4096 + 256
 STAGE_BYTES = 4 * SLAB_STAGE_BYTES  # one K128 step of a CTA's four slabs: packed codes of 256 rows + their scales
@@ -209,8 +218,8 @@ class Role2GemmConfig:
     #: ``acc x efac`` — the rounding both epilogues start with, so the outputs are bit-identical — on full / empty
     #: mbarriers and go on with the next task's K loop while the epilogue warpgroup requantises (W1) or stores (W2)
     #: and releases. The K-loop probe measured the shape of it (session 59, ``wg2cw``): +5-6 % (W1-like) / +10-11 %
-    #: (W2-like) of the BM 64 loop. Persistent one-CTA builds with task records (the epilogue's task fields travel
-    #: in the hand-over), without the signal warp (the epilogue warpgroup releases)
+    #: (W2-like) of the BM 64 loop. Persistent one-CTA builds (the epilogue's task fields travel in the hand-over),
+    #: without the signal warp (the epilogue warpgroup releases)
     epilogue_warpgroup: bool = False
 
     def __post_init__(self):
@@ -284,13 +293,12 @@ class Role2GemmConfig:
             raise ValueError("role2 k_interleave: the interleaved decode tables fold each K32 block's exponent and "
                              "the chunk permutation works on tensor-map chunks, so pipelined=True, act_tma=True, "
                              "fold_scales=True, dev_no_decode=False")
-        if self.epilogue_warpgroup and not (self.pipelined and self.ctas_per_sm == 1 and self.task_records
-                                            and self.act_tma and self.slab_passes == 1 and not self.signal_warp
+        if self.epilogue_warpgroup and not (self.pipelined and self.ctas_per_sm == 1 and self.act_tma
+                                            and self.slab_passes == 1 and not self.signal_warp
                                             and self.bm in EPILOGUE_WG_BM):
             raise ValueError(f"role2 epilogue_warpgroup: a fourth warpgroup beside the persistent one-CTA kernel's "
-                             f"producer and consumers, fed task records, so pipelined=True, ctas_per_sm=1, "
-                             f"task_records=True, act_tma=True, slab_passes=1, signal_warp=False (it releases) and BM "
-                             f"in {EPILOGUE_WG_BM}; got BM={self.bm}")
+                             f"producer and consumers, so pipelined=True, ctas_per_sm=1, act_tma=True, slab_passes=1, "
+                             f"signal_warp=False (it releases) and BM in {EPILOGUE_WG_BM}; got BM={self.bm}")
         if self.w1_rows_interleaved and not self.k_interleave:
             raise ValueError("role2 w1_rows_interleaved: only with k_interleave (the rows' order is that layout's)")
         if self.kc % (128 * self.mma_steps_per_call):
@@ -375,10 +383,8 @@ class Role2GemmConfig:
 
     @property
     def handover_bytes(self) -> int:
-        """:attr:`epilogue_warpgroup`'s hand-over area (after the chunk buffers' mbarriers): every consumer thread's
-        ``bm`` accumulators as ``bm / 2`` BF16 pairs (= W2's ``[bm][256]`` BF16 staging), then its full / empty
-        mbarriers and the task's fields (:mod:`.role2_handover`)."""
-        return 512 * self.bm + 32 if self.epilogue_warpgroup else 0
+        """:attr:`epilogue_warpgroup`'s hand-over area (after the chunk buffers' mbarriers; :func:`handover_bytes`)."""
+        return handover_bytes(self.bm) if self.epilogue_warpgroup else 0
 
     @property
     def handover_off(self) -> int:

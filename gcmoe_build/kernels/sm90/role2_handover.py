@@ -3,11 +3,12 @@ consumers' hand-over of a finished task and the epilogue warpgroup's side of it 
 requantisation, W2's BF16 stores, and the task's releases — so the consumers go on with the next task's K loop while
 the epilogue runs (the K-loop probe's ``wg2cw`` / ``wg2cwh``, session 59).
 
-The hand-over area (``Role2GemmConfig.handover_off``, ``handover_bytes``): ``512 * bm`` bytes of data, then the full
-mbarrier (every consumer thread arrives once its share is written), the empty mbarrier (every epilogue thread
-arrives once it has read what it needs), and the task's fields ``(task, tokens)`` (two u32, written by consumer
-thread 0). The data is BF16 pairs of ``acc x efac`` — the rounding both epilogues begin with (``_w1_epilogue``'s
-``bf16_round``, ``w2_epilogue``'s ``_bf16_pair``), so the outputs are bit-identical to the consumers' own epilogues:
+The hand-over area (``Role2GemmConfig.handover_off``, ``role2_config.handover_bytes``): ``512 * bm`` bytes of data,
+then the full mbarrier (every consumer thread arrives once its share is written), the empty mbarrier (every epilogue thread
+arrives once it has read what it needs), and up to :data:`HANDOVER_FIELDS` task fields (u32, written by consumer
+thread 0; the kernel decides which: the dev kernel ``(task, tokens)``, the ring kernel the task's coordinates). The
+data is BF16 pairs of ``acc x efac`` — the rounding both epilogues begin with (``_w1_epilogue``'s ``bf16_round``,
+``w2_epilogue``'s ``_bf16_pair``), so the outputs are bit-identical to the consumers' own epilogues:
 
 * **W1**: consumer thread ``c``'s ``bm / 2`` pairs (element ``2j``, ``2j + 1`` of its accumulator) as ``bm / 8``
   16-byte words at ``(q * 256 + c) * 16`` (``q``: the word's group of four pairs): conflict-free on both sides.
@@ -19,7 +20,7 @@ thread 0). The data is BF16 pairs of ``acc x efac`` — the rounding both epilog
 * **W2**: the consumers stage the BF16 rows in ``w2_epilogue``'s ``[bm][256]`` layout (``w2_stage_rows``) straight
   into the hand-over area, which the epilogue warpgroup stores out (``w2_store_rows``).
 
-The hand-over of the consumers' ``li``-th task (and, after their last, an end marker with task -1) waits for the
+The hand-over of the consumers' ``li``-th task (and, after their last, an end marker: field 0 < 0) waits for the
 empty barrier's phase ``li - 1`` (parity ``(li & 1) ^ 1``: a fresh barrier's "previous" phase counts as complete)
 and completes the full barrier's phase ``li``; the epilogue warpgroup waits for full phase ``li`` and completes empty
 phase ``li``. mbarrier arrive / wait order the shared-memory writes before them for the waiters (release / acquire at
@@ -33,10 +34,10 @@ from cutlass import Int32, Int64, Float32, const_expr
 
 from gcmoe_runtime.numerics.sm90_layout import k128_epilogue_position
 
-from .ptx_mem import (bar_sync, ld_global_f32, ld_shared_f32, ld_shared_v4, mbar_arrive, mbar_init, mbar_wait_or_trap,
-                      st_global_u8, st_global_v4, st_shared_f32, st_shared_u64, st_shared_u8, st_shared_v4)
+from .ptx_mem import (bar_sync, ld_global_f32, ld_shared_f32, ld_shared_v4, mbar_arrive, mbar_init, st_global_u8,
+                      st_global_v4, st_shared_f32, st_shared_u64, st_shared_u8, st_shared_v4)
 from .ring_sync import ld_shared_b32, st_shared_b32
-from .role2_config import CONSUMER_THREADS, EPILOGUE_BAR, EPILOGUE_THREADS
+from .role2_config import CONSUMER_THREADS, EPILOGUE_BAR, EPILOGUE_THREADS, HANDOVER_FIELDS
 from .role2_epilogue import W1_STAGE_STRIDE, _bf16_pair, swiglu_value, w2_stage_rows, w2_store_rows
 from .role2_math import bits_float, fabs, float_bits, fmax, sel_f32, shfl_bfly_f32, to_e4m3_byte, ue8m0_scale_for
 
@@ -46,7 +47,8 @@ W1_PARTIALS = 4
 
 
 def handover_layout(off: int, bm: int) -> dict:
-    """Shared offsets of the hand-over area at ``off``: ``data``, ``full``, ``empty`` (mbarriers), ``info``."""
+    """Shared offsets of the hand-over area at ``off`` (16-byte aligned): ``data``, ``full``, ``empty`` (mbarriers),
+    ``info`` (the task fields)."""
     data_end = off + 512 * bm
     return dict(data=off, full=data_end, empty=data_end + 8, info=data_end + 16)
 
@@ -58,23 +60,35 @@ def init_handover(smem, lay: dict):
     mbar_init(smem + lay["empty"], EPILOGUE_THREADS)
 
 
+def _hand_over_data(acc, efac, smem, lay: dict, ctid, wg, warp, w1: bool, bm: int):
+    """This consumer thread's share of the data: W1's BF16 pairs as 16-byte words, W2's rows staged."""
+    if w1:
+        for q in range(bm // 8):  # plain Python: unrolled at trace time
+            st_shared_v4(smem + lay["data"] + (q * CONSUMER_THREADS + ctid) * 16,
+                         *[_bf16_pair(acc, 8 * q + 2 * r, efac) for r in range(4)])
+    else:
+        w2_stage_rows(acc, efac, smem, lay["data"], ctid, wg, warp, bm)
+
+
 @cute.jit
-def hand_over_task(acc, efac, smem, lay: dict, ctid, wg, warp, li, task, ntok, w1: bool, bm: int,
-                   timeout_ns: int, end: bool = False):
-    """Consumers, once the task's MMAs are waited: wait until the epilogue warpgroup has read hand-over ``li - 1``,
-    write this thread's share (``efac``: the expert factor), consumer thread 0 the task's fields, and arrive on the
-    full barrier. ``end``: the end marker after the consumers' last task (``task`` -1; ``acc`` / ``efac`` unused)."""
-    mbar_wait_or_trap(smem + lay["empty"], (li & 1) ^ 1, timeout_ns)
+def hand_over_task(acc, efac, smem, lay: dict, ctid, wg, warp, li, fields, w1, bm: int, wait, end: bool = False):
+    """Consumers, once the task's MMAs are waited: wait until the epilogue warpgroup has read hand-over ``li - 1``
+    (``wait(mbarrier, parity)``: the kernel's bounded wait), write this thread's share (``efac``: the expert factor;
+    ``w1``: a bool, or an Int32 read at run time — the task stream of both GEMMs), consumer thread 0 the task's
+    ``fields`` (at most :data:`HANDOVER_FIELDS` Int32), and arrive on the full barrier. ``end``: the end marker after
+    the consumers' last task (``fields[0]`` < 0; ``acc`` / ``efac`` unused)."""
+    wait(smem + lay["empty"], (li & 1) ^ 1)
     if const_expr(not end):
-        if const_expr(w1):
-            for q in cutlass.range_constexpr(bm // 8):
-                st_shared_v4(smem + lay["data"] + (q * CONSUMER_THREADS + ctid) * 16,
-                             *[_bf16_pair(acc, 8 * q + 2 * r, efac) for r in range(4)])
+        if const_expr(isinstance(w1, bool)):
+            _hand_over_data(acc, efac, smem, lay, ctid, wg, warp, w1, bm)
         else:
-            w2_stage_rows(acc, efac, smem, lay["data"], ctid, wg, warp, bm)
+            if w1 != 0:
+                _hand_over_data(acc, efac, smem, lay, ctid, wg, warp, True, bm)
+            else:
+                _hand_over_data(acc, efac, smem, lay, ctid, wg, warp, False, bm)
     if ctid == 0:
-        st_shared_b32(smem + lay["info"], task)
-        st_shared_b32(smem + lay["info"] + 4, ntok)
+        for j, f in enumerate(fields):  # plain Python over the trace-time tuple
+            st_shared_b32(smem + lay["info"] + 4 * j, f)
     mbar_arrive(smem + lay["full"])
 
 
@@ -198,53 +212,43 @@ def epilogue_w1(smem, lay: dict, amax_off: int, e, ntok, tile, rw_addr, q_addr, 
 
 
 @cute.jit
-def epilogue_w2(smem, lay: dict, dst_off: int, e, ntok, dst_of, bm: int, after_loads):
+def epilogue_w2(smem, lay: dict, dst_off: int, e, ntok, dst_of, bm: int, after_loads=None):
     """The epilogue warpgroup's W2 task (as ``w2_epilogue`` after its staging): each token's destination
-    (``dst_of(n)``, in thread ``n``) into the table at ``dst_off``, a barrier, ``after_loads()`` (the task's release:
-    every read of the task is done), the staged rows out, then the empty barrier."""
+    (``dst_of(n)``, in thread ``n``) into the table at ``dst_off``, a barrier, ``after_loads()`` in thread 0 (e.g. the
+    task's release: every read of the task is done; None: nothing), the staged rows out, then the empty barrier."""
     dst = Int64(0)
     if e < bm:
         if e < ntok:
             dst = dst_of(e)
         st_shared_u64(smem + dst_off + e * 8, dst)
     bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)
-    after_loads()
+    if const_expr(after_loads is not None):
+        if e == 0:
+            after_loads()
     w2_store_rows(smem, lay["data"], dst_off, ntok, e, EPILOGUE_THREADS, bm)
     mbar_arrive(smem + lay["empty"])
 
 
 @cute.jit
-def epilogue_warpgroup_loop(smem, lay: dict, amax_off: int, e, w1: bool, bm: int, row_tiles: int, rw_addr, q_addr,
-                            sf_addr, dst_of, release, early_release: bool, alpha: float, clamp: float,
-                            fast_math: bool, k_interleave: bool, timeout_ns: int):
-    """The epilogue warpgroup (``e`` in ``[0, 128)``): each hand-over until the end marker, its epilogue and its
-    releases: ``release(task)`` in thread 0 after the barrier that follows the stores (W1: its mask bits and count;
-    a release operation is cumulative over the stores the barrier ordered before it), or W2 with ``early_release``
-    once the destinations are loaded (its reads are done; its stores need no release). The address callbacks take
-    the task: ``rw_addr(task, n)``, ``q_addr(task, n, col)``, ``sf_addr(task, n, grp)``, ``dst_of(task, n)``."""
+def epilogue_warpgroup_loop(smem, lay: dict, nfields: int, e, wait, run_task, finish_task=None):
+    """The epilogue warpgroup (``e`` in ``[0, 128)``): each hand-over until the end marker. ``run_task(fields)``
+    (the hand-over's ``nfields`` task fields, Int32) emits the task's epilogue (:func:`epilogue_w1`,
+    :func:`epilogue_w2`, which arrive on the empty barrier after their last read of the area); then every epilogue
+    thread meets at the epilogue barrier — the task's stores are done, and the next task may rewrite the epilogue's
+    tables — and thread 0 runs ``finish_task(fields)`` (None: nothing), e.g. W1's release: a release operation is
+    cumulative over the stores that barrier ordered before it. ``wait(mbarrier, parity)``: the kernel's bounded
+    wait."""
     li = Int32(0)
-    mbar_wait_or_trap(smem + lay["full"], li & 1, timeout_ns)
-    task = ld_shared_b32(smem + lay["info"])
-    while task >= 0:
-        ntok = ld_shared_b32(smem + lay["info"] + 4)
-        if const_expr(w1):
-            epilogue_w1(smem, lay, amax_off, e, ntok, task % row_tiles, lambda n: rw_addr(task, n),
-                        lambda n, col: q_addr(task, n, col), lambda n, grp: sf_addr(task, n, grp), bm, alpha, clamp,
-                        fast_math, k_interleave)
-        else:
-            def after_loads():
-                if const_expr(early_release):
-                    if e == 0:
-                        release(task)
-
-            epilogue_w2(smem, lay, amax_off, e, ntok, lambda n: dst_of(task, n), bm, after_loads)
-        # the stores before the release (W1, or W2 without early_release); the next task's tables after this one's
-        # reads of them (W2's destinations)
+    wait(smem + lay["full"], li & 1)
+    head = ld_shared_b32(smem + lay["info"])
+    while head >= 0:
+        fields = [head] + [ld_shared_b32(smem + lay["info"] + 4 * j) for j in range(1, nfields)]
+        run_task(fields)
         bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)
-        if const_expr(w1 or not early_release):
+        if const_expr(finish_task is not None):
             if e == 0:
-                release(task)
+                finish_task(fields)
         li = li + 1
-        mbar_wait_or_trap(smem + lay["full"], li & 1, timeout_ns)
-        task = ld_shared_b32(smem + lay["info"])
+        wait(smem + lay["full"], li & 1)
+        head = ld_shared_b32(smem + lay["info"])
     mbar_arrive(smem + lay["empty"])  # the end marker is read (nothing waits for it: symmetry of the phases)

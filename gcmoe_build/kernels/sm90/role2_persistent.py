@@ -46,7 +46,8 @@ from .role2_chunks import (ActTma, act_tma_phase_flips, _token_major_scale_addr,
 from .role2_config import (CONSUMER_THREADS, L2_SCALE_GROUP, PRODUCER_THREADS, SIGNAL_BAR, SIGNAL_BAR_THREADS,
                            SIGNAL_WARP_TIDS, STAMP_EVENTS, Role2GemmConfig, _consumer_lane)
 from .role2_epilogue import _w1_epilogue, row_table_dst, w2_epilogue, w2_stash_slab
-from .role2_handover import epilogue_warpgroup_loop, hand_over_task, handover_layout, init_handover
+from .role2_handover import (epilogue_w1, epilogue_w2, epilogue_warpgroup_loop, hand_over_task, handover_layout,
+                             init_handover)
 from .role2_mainloop import (TokenScales, _mma_k128_steps, pingpong_close, pingpong_open, pingpong_turns,
                              step_stamper)
 from .role2_stages import _init_stage_barriers, _produce_k128, stage_k128_step
@@ -169,18 +170,26 @@ def build_role2_persistent(cfg: Role2GemmConfig):
         return task, Int32(0), Int32(0), Float32(0.0)
 
     def epilogue_warpgroup(smem, e, aux, out, outs, l2_mask, l1_empty):
-        """The epilogue warpgroup's loop (:mod:`.role2_handover`) with this kernel's addresses: the dev buffers'
-        rows of ring block ``task // NT``."""
+        """The epilogue warpgroup's loop (:mod:`.role2_handover`) over the hand-overs' fields ``(task, tokens)``, with
+        this kernel's addresses (the dev buffers' rows of ring block ``task // NT``) and releases (:func:`release_task`:
+        W1 after its stores, W2 once its destinations are loaded)."""
         def row(task, n):
             return Int64(task // NT) * BM + Int64(n)
 
-        epilogue_warpgroup_loop(
-            smem, HO, AMAX_OFF, e, W1, BM, NT, lambda task, n: aux + row(task, n) * 4,
-            lambda task, n, col: out + row(task, n) * I_COLS + Int64(col),
-            lambda task, n, grp: outs + row(task, n) * (I_COLS // L2_SCALE_GROUP) + Int64(grp),
-            lambda task, n: row_table_dst(out, aux + row(task, n) * 4, cfg.rows, task % NT),
-            lambda task: release_task(task, l2_mask, l1_empty), EARLY, alpha, clamp, cfg.fast_math, cfg.k_interleave,
-            TMO)
+        def run_task(fields):
+            task, ntok = fields[0], fields[1]
+            if const_expr(W1):
+                epilogue_w1(smem, HO, AMAX_OFF, e, ntok, task % NT, lambda n: aux + row(task, n) * 4,
+                            lambda n, col: out + row(task, n) * I_COLS + Int64(col),
+                            lambda n, grp: outs + row(task, n) * (I_COLS // L2_SCALE_GROUP) + Int64(grp), BM, alpha,
+                            clamp, cfg.fast_math, cfg.k_interleave)
+            else:
+                epilogue_w2(smem, HO, AMAX_OFF, e, ntok,
+                            lambda n: row_table_dst(out, aux + row(task, n) * 4, cfg.rows, task % NT), BM,
+                            (lambda: release_task(task, l2_mask, l1_empty)) if EARLY else None)
+
+        epilogue_warpgroup_loop(smem, HO, 2, e, qwait, run_task,
+                                None if EARLY else lambda fields: release_task(fields[0], l2_mask, l1_empty))
 
     @cute.kernel
     def role2_persistent_kernel(w: Int64, ws: Int64, ef: Int64, act: Int64, asc: Int64, bexp: Int64, bntok: Int64,
@@ -315,7 +324,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                             w2_stash_slab(acc, efac, smem, STASH_OFF, ctid, BM)
 
                 if const_expr(EPIWG):  # the epilogue warpgroup takes the task over (its barriers, its releases)
-                    hand_over_task(acc, efac, smem, HO, ctid, wg, warp, li, task, ntok, W1, BM, TMO)
+                    hand_over_task(acc, efac, smem, HO, ctid, wg, warp, li, (task, ntok), W1, BM, qwait)
                 elif const_expr(W1):
                     w1_epilogue_task(2 if NP == 2 else 0)
                 else:
@@ -342,7 +351,7 @@ def build_role2_persistent(cfg: Role2GemmConfig):
                 li = li + 1
                 task, rexpert, rntok, refac = consumer_task(smem, cta, li, ntasks, ncta)
             if const_expr(EPIWG):  # the end marker ends the epilogue warpgroup's loop
-                hand_over_task(acc, Float32(0.0), smem, HO, ctid, wg, warp, li, task, Int32(0), W1, BM, TMO, end=True)
+                hand_over_task(acc, Float32(0.0), smem, HO, ctid, wg, warp, li, (task,), W1, BM, qwait, end=True)
             if const_expr(cfg.pingpong):
                 pingpong_close(wg)
 

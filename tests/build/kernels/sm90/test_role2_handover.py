@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from gcmoe_build.kernels.sm90.role2_config import (CONSUMER_THREADS, EPILOGUE_BAR, EPILOGUE_THREADS, PRODUCER_THREADS,
-                                                   Role2GemmConfig)
+from gcmoe_build.kernels.sm90.role2_config import (CONSUMER_THREADS, EPILOGUE_BAR, EPILOGUE_THREADS, HANDOVER_FIELDS,
+                                                   PRODUCER_THREADS, Role2GemmConfig)
 from gcmoe_build.kernels.sm90.role2_handover import handover_layout, w1_word_map
 
 SHAPES = {"glm52": (6144, 2048), "dsv41flash": (5120, 2304)}
@@ -60,12 +60,13 @@ def test_config_of_the_epilogue_warpgroup():
     prod, cons = cfg.setmaxnreg
     assert PRODUCER_THREADS * prod + CONSUMER_THREADS * cons + EPILOGUE_THREADS * cfg.epilogue_regs == 512 * 128
     assert cfg.launch_regs == 128 and base.epilogue_regs == 0 and base.handover_bytes == 0
-    assert cfg.handover_bytes == 512 * 64 + 32 == CONSUMER_THREADS * 64 * 2 + 32
+    assert cfg.handover_bytes == CONSUMER_THREADS * 64 * 2 + 16 + 4 * HANDOVER_FIELDS
     lay = handover_layout(cfg.handover_off, cfg.bm)
-    assert cfg.handover_off % 16 == 0 and lay["full"] % 8 == 0 and lay["info"] + 8 <= cfg.misc_bytes
+    assert cfg.handover_off % 16 == 0 and lay["full"] % 8 == 0
+    assert lay["info"] + 4 * HANDOVER_FIELDS == cfg.handover_off + cfg.handover_bytes <= cfg.misc_bytes
     assert lay["data"] >= cfg.misc_bytes - cfg.handover_bytes - cfg.stash_bytes
     assert (cfg.stages, base.stages) == (7, 8) and cfg.smem_bytes <= 232448
-    for bad in (dict(signal_warp=True), dict(task_records=False), dict(bm=48), dict(bm=16), dict(ctas_per_sm=2)):
+    for bad in (dict(signal_warp=True), dict(slab_passes=2), dict(bm=48), dict(bm=16), dict(ctas_per_sm=2)):
         with pytest.raises(ValueError, match="role2 epilogue_warpgroup"):
             _cfg(**bad)
 
