@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from gcmoe_runtime.artifacts.record import canonical_json, sha256_hex
-from gcmoe_runtime.heuristics import choose_shared_bm, reachable_tiles, sm90_role1_interleaves_rows
+from gcmoe_runtime.heuristics import (choose_shared_bm, reachable_tiles, sm90_epilogue_wg,
+                                      sm90_role1_interleaves_rows)
 
 ROLE1_DISPATCH = "role1"
 ROLE2_GROUPED_GEMM = "role2"
@@ -155,6 +156,9 @@ def enumerate_variants(manifest: Any) -> list[Variant]:
                     if t.k_interleave:  # only when set: the plain builds' params (and keys) are as before; 2: W1's
                         # ring rows arrive interleaved (role1's), 1: role2 permutes them
                         p["k_interleave"] = 2 if sm90_role1_interleaves_rows(c.bm) else 1
+                    if sm90_epilogue_wg(c.bm, c.threads, c.ctas_per_sm):  # only when set (an experiment: the
+                        # shipped params and keys are as before)
+                        p["epilogue_wg"] = 1
                 add(ROLE2_GROUPED_GEMM, t.arch, p)
             # the routed-only layer (shared_experts 0) too: a model with shared experts may run them outside the
             # operator (the paper's "routed" configurations), and role3 then must not reduce combine lane k

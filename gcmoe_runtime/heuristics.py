@@ -611,6 +611,22 @@ def sm90_w1_prefetch_steps(tokens: int, ranks: int, role4_edge: str) -> int:
 SM90_K_INTERLEAVE_ROLE1_MIN_BM = 48
 
 
+#: SM90 role2's epilogue warpgroup (session 60, not yet measured: 0 = no build has it, the shipped setting): the one-CTA
+#: 384-thread tile of this BM gets a fourth warpgroup that runs every task's epilogue and releases while the consumers
+#: go on with the next task (``role2_ring``'s variant parameter ``epilogue_wg``, ``gcmoe_build.kernels.sm90
+#: .role2_handover``). An experiment bundle sets it with ``ci/run_with_heuristics.py SM90_EPILOGUE_WG_BM=64 -- ...``
+#: (the BMs that build: ``role2_config.EPILOGUE_WG_BM``).
+SM90_EPILOGUE_WG_BM = 0
+
+
+def sm90_epilogue_wg(bm: int, threads: int, ctas_per_sm: int) -> bool:
+    """Whether role2's SM90 tile (BM ``bm``, ``threads``, ``ctas_per_sm``) is built with the epilogue warpgroup
+    (:data:`SM90_EPILOGUE_WG_BM`)."""
+    _check_int("SM90 epilogue warpgroup", "bm", bm, 1)
+    return SM90_EPILOGUE_WG_BM != 0 and bm == SM90_EPILOGUE_WG_BM and threads == SM90_THREADS_PIPELINED \
+        and ctas_per_sm == 1
+
+
 def sm90_role1_interleaves_rows(bm: int) -> bool:
     """Whether, in a ``k_interleave`` SM90 build, role1 (not role2) puts W1's ring rows of a BM ``bm`` tile into the
     interleaved K order (the role1 and role2 variants' ``k_interleave`` parameters follow it)."""

@@ -30,14 +30,16 @@ PINGPONG_BARS = (3, 4)
 SUPPORTED_BM = (8, 16, 32, 48, 64, 80)
 #: ``Role2GemmConfig.epilogue_warpgroup`` (dev): the epilogue warpgroup's threads (the CTA's last 128), its named
 #: barrier, the BMs it is built for, and the ``setmaxnreg`` split of the four warpgroups (producer, each consumer,
-#: epilogue): 128 * (32 + 2 * 200 + 80) = 512 * 128, the launch allocation at 512 threads. At 200 the consumers' BM 32 /
-#: 64 MMA loops stay spill-free (session 60's SASS; the K-loop probe's too, session 59: 184 spilled), BM 48's lag-1
-#: loops spill 40-54 instructions each (two partial sets), so BM 48 is not built; the producer keeps the 32 of the
-#: turns builds
+#: epilogue): 128 * (24 + 2 * 216 + 56) = 512 * 128, the launch allocation at 512 threads. Session 60's SASS (GLM-5.2 /
+#: DSV-4.1-Flash BM 64): the ring kernel's consumers spill 80-114 instructions at 200 (4-6 in its MMA loops, every
+#: K-loop wgmma descriptor through R2UR), 17 outside the loops at 208, none at 216; its epilogue warpgroup (both
+#: GEMMs' epilogues) spills 8 at 56 (off the K loop), the dev kernel's none; the producer thread uses <= 19. At 200 /
+#: 216 the dev kernel's BM 32 / 64 loops are spill-free, BM 48's lag-1 loops spill 40-54 instructions each (two
+#: partial sets), so BM 48 is not built.
 EPILOGUE_THREADS = 128
 EPILOGUE_BAR = 5
 EPILOGUE_WG_BM = (32, 64)
-PRODUCER_REGS_EPI, CONSUMER_REGS_EPI, EPILOGUE_REGS = 32, 200, 80
+PRODUCER_REGS_EPI, CONSUMER_REGS_EPI, EPILOGUE_REGS = 24, 216, 56
 #: u32 words of task fields an epilogue warpgroup's hand-over carries (:mod:`.role2_handover`; the kernel's choice of
 #: what its epilogue needs; field 0 < 0 is the end marker)
 HANDOVER_FIELDS = 8

@@ -230,25 +230,50 @@ def epilogue_w2(smem, lay: dict, dst_off: int, e, ntok, dst_of, bm: int, after_l
 
 
 @cute.jit
-def epilogue_warpgroup_loop(smem, lay: dict, nfields: int, e, wait, run_task, finish_task=None):
-    """The epilogue warpgroup (``e`` in ``[0, 128)``): each hand-over until the end marker. ``run_task(fields)``
-    (the hand-over's ``nfields`` task fields, Int32) emits the task's epilogue (:func:`epilogue_w1`,
-    :func:`epilogue_w2`, which arrive on the empty barrier after their last read of the area); then every epilogue
-    thread meets at the epilogue barrier — the task's stores are done, and the next task may rewrite the epilogue's
-    tables — and thread 0 runs ``finish_task(fields)`` (None: nothing), e.g. W1's release: a release operation is
-    cumulative over the stores that barrier ordered before it. ``wait(mbarrier, parity)``: the kernel's bounded
-    wait."""
+def epilogue_warpgroup_loop(smem, lay: dict, nfields: int, e, wait, run_task, finish_task=None, go=None,
+                            is_last=None):
+    """The epilogue warpgroup (``e`` in ``[0, 128)``): each hand-over in turn. ``run_task(fields)`` (the hand-over's
+    ``nfields`` task fields, Int32) emits the task's epilogue (:func:`epilogue_w1`, :func:`epilogue_w2`, which arrive
+    on the empty barrier after their last read of the area); then every epilogue thread meets at the epilogue
+    barrier — the task's stores are done, and the next task may rewrite the epilogue's tables — and thread 0 runs
+    ``finish_task(fields)`` (None: nothing), e.g. W1's release: a release operation is cumulative over the stores that
+    barrier ordered before it. ``wait(mbarrier, parity)``: the kernel's bounded wait.
+
+    How the loop ends: by default at the consumers' end marker (field 0 < 0, :func:`hand_over_task`'s ``end``); or,
+    with ``go`` (Int32: whether the CTA has any task) and ``is_last(fields)`` (Int32: the task was the CTA's last), at
+    the last task's hand-over — the ring kernel's form, whose consumers may not add anything after their task loop
+    (it took the K loops off the uniform datapath)."""
     li = Int32(0)
-    wait(smem + lay["full"], li & 1)
-    head = ld_shared_b32(smem + lay["info"])
-    while head >= 0:
-        fields = [head] + [ld_shared_b32(smem + lay["info"] + 4 * j) for j in range(1, nfields)]
-        run_task(fields)
-        bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)
-        if const_expr(finish_task is not None):
-            if e == 0:
-                finish_task(fields)
-        li = li + 1
+    if const_expr(is_last is None):
         wait(smem + lay["full"], li & 1)
         head = ld_shared_b32(smem + lay["info"])
-    mbar_arrive(smem + lay["empty"])  # the end marker is read (nothing waits for it: symmetry of the phases)
+        while head >= 0:
+            fields = [head] + [ld_shared_b32(smem + lay["info"] + 4 * j) for j in range(1, nfields)]
+            _run_and_finish(fields, e, run_task, finish_task)
+            li = li + 1
+            wait(smem + lay["full"], li & 1)
+            head = ld_shared_b32(smem + lay["info"])
+        mbar_arrive(smem + lay["empty"])  # the end marker is read (nothing waits for it: symmetry of the phases)
+    else:  # field 0 >= 0 in every hand-over; the first is waited for only where the CTA has a task
+        head = Int32(-1)
+        if go != 0:
+            wait(smem + lay["full"], li & 1)
+            head = ld_shared_b32(smem + lay["info"])
+        while head >= 0:
+            fields = [head] + [ld_shared_b32(smem + lay["info"] + 4 * j) for j in range(1, nfields)]
+            _run_and_finish(fields, e, run_task, finish_task)
+            li = li + 1
+            head = Int32(-1)
+            if is_last(fields) == 0:
+                wait(smem + lay["full"], li & 1)
+                head = ld_shared_b32(smem + lay["info"])
+
+
+@cute.jit
+def _run_and_finish(fields, e, run_task, finish_task):
+    """:func:`epilogue_warpgroup_loop`'s body: the task's epilogue, the epilogue barrier, thread 0's finish."""
+    run_task(fields)
+    bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)
+    if const_expr(finish_task is not None):
+        if e == 0:
+            finish_task(fields)

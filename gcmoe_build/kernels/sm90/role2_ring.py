@@ -260,12 +260,13 @@ def build(variant):
     so = cfg.smem_offsets()
     return KernelBuild(
         host=host, kernel=kernel, args=fake, name_prefix=NAME_PREFIX, abi=abi_plan(cfg.ranks),
-        launch=LaunchFacts(block=(cfg.threads, 1, 1), cluster=(1, 1, 1), dynamic_smem=cfg.smem_bytes,
+        launch=LaunchFacts(block=(cfg.launch_threads, 1, 1), cluster=(1, 1, 1), dynamic_smem=cfg.smem_bytes,
                            grid=grid_rule(cfg.ctas_per_sm)),
         extra={"role": ROLE, "bm": cfg.bm, "threads": cfg.threads, "ctas_per_sm": cfg.ctas_per_sm,
                "stages": so["stages"], "kc_w1": cfg.w1.kc,
                "kc_w2": cfg.w2.kc, "tasks_per_block": cfg.nt1 + cfg.nt2, "w1_split": cfg.w1_split,
                "k_interleave": int(cfg.k_interleave) + int(cfg.w1_rows_interleaved),
+               **({"epilogue_wg": 1} if cfg.epilogue_wg else {}),
                "offset_params": list(OFFSET_PARAMS)},
     )
 
@@ -294,6 +295,8 @@ def _trace_parts(cfg):
                                PRODUCER_THREADS, ROWS_PER_CTA, SIGNAL_BAR, SIGNAL_BAR_THREADS, SIGNAL_WARP_TIDS,
                                _consumer_lane)
     from .role2_epilogue import _w1_epilogue, w2_epilogue
+    from .role2_handover import (epilogue_w1, epilogue_w2, epilogue_warpgroup_loop, hand_over_task, handover_layout,
+                                 init_handover)
     from .role2_mainloop import K128Step, TokenScales, _mma_k128_steps, pingpong_open, pingpong_turns
     from .role2_stages import _init_stage_barriers, stage_k128_step, _load_k128, _produce_k128
     from .role1_sync import shfl_idx
@@ -304,7 +307,8 @@ def _trace_parts(cfg):
     SCOPE = peer_scope(P)
     PIPE = cfg.pipelined
     SIG = cfg.w1.signal_warp  # 384-thread builds: the releases run on the producer warpgroup's signal warp
-    THREADS = cfg.threads
+    EPIWG = cfg.epilogue_wg  # ... or, with the epilogue warpgroup, there (module docstring, "Epilogue warpgroup")
+    THREADS = cfg.launch_threads
     P0 = PRODUCER_THREADS if PIPE else 0
     CT = CONSUMER_THREADS
     ND = BM // 2
@@ -317,6 +321,7 @@ def _trace_parts(cfg):
     NIG = I // L2_SCALE_GROUP  # UE8M0 L2 scales per token row
     so = cfg.smem_offsets()
     ACT_OFF, ASC_OFF, AMAX_OFF, INFO_OFF = so["act"], so["asc"], so["amax"], so["info"]
+    HO = handover_layout(so["handover"], BM) if EPIWG else None
     STAGE_OFF, BAR_OFF, NS = so["stage"], so["bar"], so["stages"]
     SLOT_OFF, NSLOT, SIGREC_OFF = so.get("slots", 0), so.get("nslots", 0), so.get("sigrec", 0)
     if PIPE:
@@ -436,6 +441,14 @@ def _trace_parts(cfg):
         """Rank ``r``'s workspace base (a fresh trace-time view each use)."""
         pd_ = PeerDesc(peer)
         return pd_.base() + pd_.offset(r)
+
+    def combine_row(peer, ws, o_ring_meta, o_combine, row0, tile, n):
+        """W2's destination of token ``n`` of the block at ``row0``: ``ring_meta`` = (routing weight, src_rank,
+        src_token, slot), so its ``combine[slot][src_token]`` row of its source rank (peer descriptor), this task's
+        256 columns."""
+        meta = ld_global_v4(ws + o_ring_meta + (row0 + Int64(n)) * 16)
+        cell = (Int64(meta[3]) * CAP + Int64(meta[2])) * H + Int64(tile * ROWS_PER_CTA)
+        return peer_ws(peer, meta[1]) + o_combine + cell * 2
 
     @cute.jit
     def place_cta(sslot: Int32, place: Int64, ncta: Int32, late: Int32) -> Int32:
@@ -744,6 +757,9 @@ def _trace_parts(cfg):
         smem = cute.arch.get_dyn_smem(Uint8, 1024).toint()
         ws = PeerDesc(peer).base()
         policy = evict_first_policy()
+
+        def ho_wait(bar, ph):  # the epilogue warpgroup's hand-overs (epilogue_wg): bounded, with a trap record
+            mbar_wait_rt(bar, ph, err, CODE_STAGE, timeout_ns)
         if const_expr(PIPE):
             if tid == 0:
                 if const_expr(TMA):
@@ -751,6 +767,8 @@ def _trace_parts(cfg):
                         mbar_init(smem + ACTBAR_OFF + 8 * b, 1)
                 _init_stage_barriers(smem, BAR_OFF, NS)
                 init_task_slots(smem + SLOT_OFF, NSLOT)
+                if const_expr(EPIWG):
+                    init_handover(smem, HO)
 
         # ---- this replay's pool blocks: wait for every receive counter of this parity to be complete ----
         if tid < 32:
@@ -843,6 +861,35 @@ def _trace_parts(cfg):
                                 release_task(kind, rec[1], rec[2], rec[3], ws + o_l2_full_mask,
                                              ws + o_l2_empty_count, ws + o_l1_empty_count)
                 li = li + 1
+        elif tid >= P0 + CT:
+            # ---------------- the epilogue warpgroup (epilogue_wg builds only: no thread gets here otherwise) -------
+            if const_expr(EPIWG):
+                setmaxnreg(cfg.w1.epilogue_regs, False)
+                e = tid - P0 - CT
+
+                def ring_epilogue(fields):  # the hand-over's (is1, tile, gen, rb, tokens, the CTA's last task)
+                    is1, tile, gen, rb, ntok, _ = fields
+                    row0 = Int64(rb) * Int64(bm_stride)
+                    if is1 != 0:  # as the consumers' W1 epilogue above, from the hand-over
+                        epilogue_w1(smem, HO, AMAX_OFF, e, ntok, tile,
+                                    lambda n: ws + o_ring_meta + (row0 + Int64(n)) * 16,
+                                    lambda n, col: ws + o_l2_x + (row0 + Int64(n)) * I + Int64(col),
+                                    lambda n, grp: ws + o_l2_sf + (row0 + Int64(n)) * NIG + Int64(grp),
+                                    BM, alpha, clamp, cfg.fast_math, cfg.k_interleave)
+                    else:  # W2: released once the destinations are loaded (every read of the block is done)
+                        epilogue_w2(smem, HO, AMAX_OFF, e, ntok,
+                                    lambda n: combine_row(peer, ws, o_ring_meta, o_combine, row0, tile, n), BM,
+                                    lambda: release_task(is1, tile, gen, rb, ws + o_l2_full_mask,
+                                                         ws + o_l2_empty_count, ws + o_l1_empty_count))
+
+                def ring_finish(fields):  # W1, after every epilogue thread's stores: its two mask bits
+                    if fields[0] != 0:
+                        release_task(fields[0], fields[1], fields[2], fields[3], ws + o_l2_full_mask,
+                                     ws + o_l2_empty_count, ws + o_l1_empty_count)
+
+                # the loop ends with the CTA's last task (its record's bit, handed over), none without a task
+                epilogue_warpgroup_loop(smem, HO, 6, e, ho_wait, ring_epilogue, ring_finish, go=Int32(nlocal > 0),
+                                        is_last=lambda fields: fields[5])
         else:
             # ---------------- consumer warpgroups ----------------
             if const_expr(PIPE):
@@ -969,17 +1016,22 @@ def _trace_parts(cfg):
                                     st_shared_v4(smem + SIGREC_OFF + (li % 2) * 16, SKIP + 4 * last_task, tile, gen,
                                                  rb)
                     if last != 0:
-                        # routing weight = ring_meta[rb][row].x; E4M3 -> l2_x[rb][row][I],
-                        # UE8M0 -> l2_sf[rb][row][I/L2_SCALE_GROUP]
-                        _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF, efac, ntok, tile, wg, warp, g, t,
-                                     lambda n: ws + o_ring_meta + (row0 + Int64(n)) * 16,
-                                     lambda n, col: ws + o_l2_x + (row0 + Int64(n)) * I + Int64(col),
-                                     lambda n, grp: ws + o_l2_sf + (row0 + Int64(n)) * NIG + Int64(grp),
-                                     BM, alpha, clamp, fast_math=cfg.fast_math, k_interleave=cfg.k_interleave)
+                        if const_expr(EPIWG):  # the epilogue warpgroup requantises, stores and releases
+                            hand_over_task(acc, efac, smem, HO, ctid, wg, warp, li, (Int32(1), tile, gen, rb, ntok,
+                                                                                          last_task), True, BM,
+                                           ho_wait)
+                        else:
+                            # routing weight = ring_meta[rb][row].x; E4M3 -> l2_x[rb][row][I],
+                            # UE8M0 -> l2_sf[rb][row][I/L2_SCALE_GROUP]
+                            _w1_epilogue(acc, smem, AMAX_OFF, ACT_OFF, efac, ntok, tile, wg, warp, g, t,
+                                         lambda n: ws + o_ring_meta + (row0 + Int64(n)) * 16,
+                                         lambda n, col: ws + o_l2_x + (row0 + Int64(n)) * I + Int64(col),
+                                         lambda n, grp: ws + o_l2_sf + (row0 + Int64(n)) * NIG + Int64(grp),
+                                         BM, alpha, clamp, fast_math=cfg.fast_math, k_interleave=cfg.k_interleave)
                     # publish: every consumer's stores, then the task's two W1 N128 mask bits (release_task)
                     if const_expr(SIG):
                         bar_sync(SIGNAL_BAR, SIGNAL_BAR_THREADS)
-                    else:
+                    elif const_expr(not EPIWG):
                         bar_sync(1, CT)
                         if ctid == 0:  # a release operation: cumulative over the barrier's stores, no acquire half
                             red_release_or_b64(ws + o_l2_full_mask + Int64(rb) * 8, Int64(3) << Int64(2 * tile))
@@ -995,15 +1047,15 @@ def _trace_parts(cfg):
                                 stamp(ws + o_role2_trace, task, wsl.TRACE_KLOOP_END, globaltimer())
                     efac = efac_rec if const_expr(PIPE) else ld_global_f32(w2_factor + Int64(el) * 4)
 
-                    def combine_row(n):  # ring_meta = (routing weight, src_rank, src_token, slot): token n's
-                        # combine[slot][src_token] row of its source rank (peer descriptor), this task's 256 columns
-                        meta = ld_global_v4(ws + o_ring_meta + (row0 + Int64(n)) * 16)
-                        cell = (Int64(meta[3]) * CAP + Int64(meta[2])) * H + Int64(tile * ROWS_PER_CTA)
-                        return peer_ws(peer, meta[1]) + o_combine + cell * 2
+                    def dst_row(n):
+                        return combine_row(peer, ws, o_ring_meta, o_combine, row0, tile, n)
 
-                    if const_expr(SIG):
+                    if const_expr(EPIWG):  # the epilogue warpgroup stores and releases
+                        hand_over_task(acc, efac, smem, HO, ctid, wg, warp, li, (Int32(0), tile, gen, rb, ntok,
+                                                                                      last_task), False, BM, ho_wait)
+                    elif const_expr(SIG):
                         # the signal warp joins the barrier after the loads and releases there
-                        w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid, combine_row, BM, None,
+                        w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid, dst_row, BM, None,
                                     (SIGNAL_BAR, SIGNAL_BAR_THREADS))
                     else:
                         def release_reads():  # every read of the block is done (mainloop, ring_meta); no store yet
@@ -1012,7 +1064,7 @@ def _trace_parts(cfg):
                                 old = atom_add_release_gpu_u32(ws + o_l2_empty_count + Int64(rb) * 4, Int32(1))
                             return old
 
-                        old = w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid, combine_row, BM,
+                        old = w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid, dst_row, BM,
                                           after_loads=release_reads)
                         bar_sync(1, CT)
                         if ctid == 0:

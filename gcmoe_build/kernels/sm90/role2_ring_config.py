@@ -217,7 +217,7 @@ class Role2RingConfig:
     """Compile-time shape of one role2 variant (validated; errors name the field and the limit)."""
 
     def __init__(self, params):
-        from .role2_config import Role2GemmConfig
+        from .role2_config import EPILOGUE_WG_BM, Role2GemmConfig
 
         p = dict(params)
 
@@ -261,7 +261,16 @@ class Role2RingConfig:
         # ... and apply the promote's 2**FOLD_LOG2 when they stage the token scales (session 12 call J: kernel alone
         # BM 32 / 64 -0.6..-3.5 %, BM 8 / 16 +-1.5 %); their releases run on the signal warp (role2_ring's doc)
         # ... and their chunks come by tensor map (session 14: kernel alone -4..-25 % from BM 16 up)
-        sig = signal_warp_build(pipe, self.bm, self.ctas_per_sm)
+        ewg = p.get("epilogue_wg", 0)
+        if isinstance(ewg, bool) or ewg not in (0, 1):
+            raise ValueError(f"role2: variant param epilogue_wg={ewg!r} must be 0 or 1")
+        if ewg and not (pipe and self.ctas_per_sm == 1 and self.bm in EPILOGUE_WG_BM):
+            raise ValueError(f"role2: epilogue_wg=1 needs threads=384, ctas_per_sm=1 and bm in {EPILOGUE_WG_BM} (got "
+                             f"threads={self.threads}, ctas_per_sm={self.ctas_per_sm}, bm={self.bm})")
+        #: the epilogue warpgroup (variant param ``epilogue_wg``, ``heuristics.sm90_epilogue_wg``; role2_ring's doc,
+        #: "Epilogue warpgroup"): a fourth warpgroup runs the epilogues and the releases, so no signal warp
+        self.epilogue_wg = bool(ewg)
+        sig = signal_warp_build(pipe, self.bm, self.ctas_per_sm) and not self.epilogue_wg
         slabs = slab_groups_build(pipe, self.bm, self.ctas_per_sm)
         turns = pingpong_build(pipe, self.bm, self.ctas_per_sm)
         #: the routed tiles' K order (``Role2GemmConfig.k_interleave``; variant param ``k_interleave`` from the
@@ -279,12 +288,12 @@ class Role2RingConfig:
                                   clamp=self.clamp, pipelined=pipe, ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf,
                                   staged_fold_scale=pipe, signal_warp=sig, act_tma=pipe, slab_groups=slabs,
                                   pingpong=turns, producer_claims=pipe, k_interleave=self.k_interleave,
-                                  w1_rows_interleaved=self.w1_rows_interleaved)
+                                  w1_rows_interleaved=self.w1_rows_interleaved, epilogue_warpgroup=self.epilogue_wg)
         self.w2 = Role2GemmConfig(mode="w2", k=self.inter, rows=self.hidden, bm=self.bm, pipelined=pipe,
                                   ctas_per_sm=self.ctas_per_sm, act_buffers=nbuf, staged_fold_scale=pipe,
                                   signal_warp=sig, act_tma=pipe, slab_groups=slabs, pingpong=turns,
                                   producer_claims=pipe, k_interleave=self.k_interleave,
-                                  w1_rows_interleaved=self.w1_rows_interleaved)
+                                  w1_rows_interleaved=self.w1_rows_interleaved, epilogue_warpgroup=self.epilogue_wg)
         # ... and at lag 1 one drain per K512 (each GEMM by its own chunk)
         self.w1, self.w2 = (dataclasses.replace(c, mma_steps_per_call=steps_per_call_build(c))
                             for c in (self.w1, self.w2))
@@ -309,6 +318,11 @@ class Role2RingConfig:
         return self.threads == 384
 
     @property
+    def launch_threads(self):
+        """The CTA's threads: the variant's ``threads``, plus the epilogue warpgroup's where it has one."""
+        return self.w1.threads if self.pipelined else self.threads
+
+    @property
     def experts_local(self):
         return self.experts // self.ranks
 
@@ -321,7 +335,7 @@ class Role2RingConfig:
         return self.w2.row_tiles
 
     def smem_offsets(self):
-        from .role2_config import MAX_STAGES, STAGE_BYTES, task_smem_offsets
+        from .role2_config import MAX_STAGES, STAGE_BYTES, handover_bytes, task_smem_offsets
         from .task_queue import TASK_SLOT_BYTES, task_slot_count
 
         bm = self.bm
@@ -330,6 +344,9 @@ class Role2RingConfig:
         if not self.pipelined:
             o.update(stage=misc, bar=misc, stages=0, total=misc)
             return self._with_place_word(o)
+        if self.epilogue_wg:  # its hand-over area (role2_handover), after the per-task areas
+            o["handover"] = _align(misc, 16)
+            misc = o["handover"] + handover_bytes(bm)
         stage = _align(misc, 1024)
         limit = self.w1.smem_limit
         min_nk = min(self.hidden, self.inter) // 128
