@@ -325,6 +325,20 @@ def summarize(cubin: bytes) -> SassSummary:
         r2ur_in_mma_loops=tuple(lp.count("R2UR") for lp in loops))
 
 
+def setmaxnreg_regions(sass: str) -> list[tuple[int, int]]:
+    """``(cap, highest register named)`` of the code laid out after each ``USETMAXREG`` (a warp-specialised kernel's
+    ``setmaxnreg``), up to the next one or the end, in layout order: ptxas keeps each warp role's code under the
+    registers its ``setmaxnreg`` leaves it, so ``highest < cap`` wherever the layout follows the roles."""
+    lines = sass.splitlines()
+    marks = [(k, int(m.group(1), 16)) for k, line in enumerate(lines)
+             for m in [re.search(r"USETMAXREG\.\S+ (?:UP\d+, )?(0x[0-9a-f]+)", line)] if m]
+    out = []
+    for (k, cap), (k_next, _) in zip(marks, marks[1:] + [(len(lines), 0)]):
+        regs = [int(r) for line in lines[k:k_next] for r in re.findall(r"\bR(\d+)\b", line)]
+        out.append((cap, max(regs, default=-1)))
+    return out
+
+
 def _matches(variant: dict, where: dict[str, str]) -> bool:
     return all(str(variant.get(k)) == v for k, v in where.items())
 

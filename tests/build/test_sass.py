@@ -325,3 +325,18 @@ def test_issue_bound_counts_both_warpgroups_bytes():
     assert issue_bound(LoopSchedule(445, 16, 747, 20)) == pytest.approx(2.05, abs=0.01)
     # a K512 loop (BM 48's, 32 QGMMA) at twice the instructions has the same bound
     assert issue_bound(LoopSchedule(952, 32, 1500, 50)) == pytest.approx(issue_bound(LoopSchedule(476, 16, 0, 0)))
+
+
+def test_setmaxnreg_regions():
+    """Each ``USETMAXREG`` starts a region that runs to the next one: its cap and the highest register named there."""
+    from gcmoe_build.sass import setmaxnreg_regions
+
+    text = "\n".join([
+        "        /*0000*/                   MOV R1, c[0x0][0x28] ;",
+        "        /*0320*/                   USETMAXREG.DEALLOC.CTAPOOL 0x20 ;",
+        "        /*0330*/                   IMAD R13, R2, R3, RZ ;",
+        "        /*10d0*/                   USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xc8 ;",
+        "        /*10e0*/                   FFMA R197, R1, R2, R3 ;",
+        "        /*10f0*/                   EXIT ;"])
+    assert setmaxnreg_regions(text) == [(32, 13), (200, 197)]
+    assert setmaxnreg_regions("        /*0000*/                   EXIT ;") == []

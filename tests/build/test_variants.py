@@ -121,6 +121,23 @@ def test_params_per_role(variants):
             assert not (isinstance(val, str) and ("/" in val or "\\" in val))
 
 
+def test_epilogue_warpgroup_only_where_asked(manifests, monkeypatch):
+    """``heuristics.SM90_EPILOGUE_WG_BM`` (0 as shipped): no variant has ``epilogue_wg``; set to 64 (an experiment
+    bundle, ``ci/run_with_heuristics.py``), exactly the one-CTA 384-thread BM 64 role2 tiles get ``epilogue_wg = 1``
+    and nothing else changes."""
+    import gcmoe_runtime.heuristics as h
+
+    plain = enumerate_variants(manifests["glm-5.2"])
+    assert not any("epilogue_wg" in v.params for v in plain)
+    monkeypatch.setattr(h, "SM90_EPILOGUE_WG_BM", 64)
+    marked = enumerate_variants(manifests["glm-5.2"])
+    with_wg = [v for v in marked if "epilogue_wg" in v.params]
+    assert with_wg and all(v.role == "role2" and v.params["bm"] == 64 and v.params["threads"] == 384
+                           and v.params["ctas_per_sm"] == 1 and v.params["epilogue_wg"] == 1 for v in with_wg)
+    unmarked = sorted(canonical_json({k: x for k, x in v.params.items() if k != "epilogue_wg"}) for v in marked)
+    assert unmarked == sorted(canonical_json(dict(v.params)) for v in plain)
+
+
 def test_no_role4_or_selftests_unless_asked(manifests):
     d = manifests["test-tiny"].model_dump()
     d["model"]["shared_experts"] = {"count": 0, "k_group": None}

@@ -103,10 +103,6 @@ def test_epilogue_warpgroup_build(built, mode):
     assert summary.spill_ops_in_mma_loops == 0
     # ptxas keeps each warpgroup's code inside its setmaxnreg cap: the code laid out after each USETMAXREG (the
     # producer's, the epilogue warpgroup's, the consumers') names no register at or above it
-    lines = sass.disassemble(cubin).splitlines()
-    marks = [(k, int(m.group(1), 16)) for k, line in enumerate(lines)
-             for m in [re.search(r"USETMAXREG\.\S+ (?:UP\d, )?(0x[0-9a-f]+)", line)] if m]
-    assert sorted(cap for _, cap in marks) == sorted((PRODUCER_REGS_EPI, CONSUMER_REGS_EPI, EPILOGUE_REGS)), marks
-    for (k, cap), (k_next, _) in zip(marks, marks[1:] + [(len(lines), 0)]):
-        used = max(int(r) for line in lines[k:k_next] for r in re.findall(r"\bR(\d+)\b", line))
-        assert used < cap, (mode, cap, used)
+    regions = sass.setmaxnreg_regions(sass.disassemble(cubin))
+    assert sorted(cap for cap, _ in regions) == sorted((PRODUCER_REGS_EPI, CONSUMER_REGS_EPI, EPILOGUE_REGS))
+    assert all(used < cap for cap, used in regions), regions

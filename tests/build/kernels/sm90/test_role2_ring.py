@@ -594,3 +594,45 @@ def test_k_interleave_builds_tables_per_step_and_permutes_chunks(bm, ctas):
         assert len(by_role1.mma_loops) == len(inter.mma_loops)
         assert all(n2 <= n1 + 4 for (n2, _), (n1, _) in zip(by_role1.mma_loops, inter.mma_loops)), (
             by_role1.mma_loops, inter.mma_loops)
+
+
+def test_epilogue_warpgroup_ring_build():
+    """Variant parameter ``epilogue_wg`` (session 60, ``heuristics.SM90_EPILOGUE_WG_BM``; no shipped build): the
+    GLM-5.2-shaped one-CTA BM 64 build gets a fourth warpgroup (512 threads in the launch facts and the PTX) that runs
+    the epilogues and every release (no signal warp), the hand-over area before the weight stages; ``setmaxnreg``
+    24 / 216 / 56 with each region's code under its cap; its MMA loops stay on the uniform datapath (no ``R2UR``), with
+    no spill and no more instructions than the build without it (the hand-over ends with the CTA's last task, not with
+    a marker after the consumers' loop: that took every K-loop descriptor off the uniform datapath). Refused outside
+    its rule, by name."""
+    from gcmoe_build import sass
+    from gcmoe_build.compile import compile_variant
+    from gcmoe_build.kernels.sm90.role2_config import (CONSUMER_REGS_EPI, EPILOGUE_BAR, EPILOGUE_REGS,
+                                                       PRODUCER_REGS_EPI)
+    from gcmoe_build.kernels.sm90.role2_ring_config import Role2RingConfig
+    from gcmoe_build.variants import FrozenParams, Variant
+
+    glm = {**BASE, "hidden": 6144, "intermediate": 2048, "experts": 256, "top_k": 8, "ranks": 1, "bm": 64,
+           "threads": 384, "ctas_per_sm": 1, "w1_split": 1, "k_interleave": 2}
+    base, ewg = Role2RingConfig(glm), Role2RingConfig({**glm, "epilogue_wg": 1})
+    assert (base.launch_threads, ewg.launch_threads) == (384, 512) and ewg.threads == 384
+    assert base.w1.signal_warp and not ewg.w1.signal_warp and ewg.w1.epilogue_warpgroup and ewg.w2.epilogue_warpgroup
+    so = ewg.smem_offsets()
+    assert "handover" not in base.smem_offsets() and so["handover"] + ewg.w1.handover_bytes <= so["stage"]
+    assert so["stages"] == 7 and so["total"] <= ewg.w1.smem_limit
+    for bad in ({"bm": 48}, {"bm": 16, "ctas_per_sm": 2}, {"threads": 256}, {"epilogue_wg": 2}):
+        with pytest.raises(ValueError, match="epilogue_wg"):
+            Role2RingConfig({**glm, **bad, "epilogue_wg": bad.get("epilogue_wg", 1)})
+    arts = {e: compile_variant(Variant("role2", "sm_90a", FrozenParams({**glm, **({"epilogue_wg": 1} if e else {})}),
+                                       "test")) for e in (0, 1)}
+    rec = arts[1].record
+    assert rec.launch.block == (512, 1, 1) and rec.launch.dynamic_smem == ewg.smem_bytes
+    ptx = arts[1].ptx
+    assert ".reqntid 512, 1, 1" in ptx and f"bar.sync {EPILOGUE_BAR}, 128;" in ptx
+    assert "red.release.gpu.global.or.b64" in ptx and "atom.release.gpu.global.add.u32" in ptx
+    summ = {e: sass.summarize(a.cubin) for e, a in arts.items()}
+    assert summ[1].qgmma == summ[1].qgmma_register_a == summ[0].qgmma
+    assert summ[1].spill_ops_in_mma_loops == 0 and all(n == 0 for n in summ[1].r2ur_in_mma_loops)
+    assert all(n1 <= n0 for (n1, _), (n0, _) in zip(summ[1].mma_loops, summ[0].mma_loops)), (summ[0], summ[1])
+    regions = sass.setmaxnreg_regions(sass.disassemble(arts[1].cubin))
+    assert sorted(cap for cap, _ in regions) == sorted((PRODUCER_REGS_EPI, CONSUMER_REGS_EPI, EPILOGUE_REGS))
+    assert all(used < cap for cap, used in regions), regions
