@@ -27,6 +27,11 @@ scale FMAs, identical epilogues; the helpers are shared), but:
   N128 tiles that produced them (tiles ``k0/64 .. k1/64 - 1``; timeout code 9), and release
   ``l2_empty_count[b] += 1`` when the task is done.
 
+* **Epilogue warpgroup** (``Role2GemmConfig.epilogue_warpgroup``, dev ``_ppksafwre`` / ``_ppksafre`` /
+  ``_ppksafwe``; session 60): a fourth warpgroup takes each finished task over (:mod:`.role2_handover`: the hand-over's
+  fields ``(task, tokens)``, an end marker after the consumers' last task), runs its epilogue and its releases, while
+  the consumers go on with the next task.
+
 Not yet: W1 and W2 are still two launches (the paper's single task stream with a scheduler warp and
 one-in-one-out L1/L2 claims is the next step), ``gen`` and the block count come from arrays/params
 rather than the workspace's ``ring_block`` records, and W2 stores go to a local buffer, not through

@@ -145,6 +145,21 @@ here is the ring contract (``gcmoe_runtime.operator.ring``, ``gcmoe_runtime.work
   the signal warp reaches after reading it. The signal warp runs the producer thread's task loop (one loop, two
   branches: a second loop made ptxas spill the producer's values).
 
+* **Epilogue warpgroup (session 60, an experiment: variant parameter ``epilogue_wg``, which only
+  ``heuristics.SM90_EPILOGUE_WG_BM`` sets, 0 as shipped; :mod:`.role2_handover`).** The one-CTA 384-thread BM 32 / 64
+  build gets a fourth warpgroup (512 threads): at a task's end the consumers hand their accumulators over through
+  shared memory as BF16 pairs of ``acc x efac`` (W1) or as W2's staged BF16 rows, with the task's coordinates ``(is1,
+  tile, gen, rb, tokens, last)``, and go on with the next task's K loop, while the epilogue warpgroup runs the
+  epilogue (W1's SwiGLU, amax, requantisation, the ``l2_x`` / ``l2_sf`` stores; W2's ``ring_meta`` loads and peer
+  stores into ``combine``) and the releases: W1's mask bits after its stores, W2's ``l2_empty`` count (and the
+  generation's hand-back) once its destinations are loaded, as the signal warp did (which this build has not). The
+  outputs are bit-identical (both epilogues round ``acc x efac`` to BF16 first). Its loop ends with the hand-over of
+  the CTA's last task (the record's bit); an end marker after the consumers' task loop took every K-loop descriptor
+  off the uniform datapath (32 ``R2UR`` per loop), and at 200 consumer registers the loops spilled, hence
+  ``setmaxnreg`` 24 / 216 / 56 (``role2_config``). The K-loop probe priced it at +5-6 % (W1-like) / +10-11 %
+  (W2-like) of the BM 64 loop (session 59); the dev kernel's form (``role2_persistent``, ``_ppksafwre``) is measured
+  first (``results/operator/steps/s60-b.steps``).
+
 * **Narrow W1 loop (session 36; ``Role2RingConfig.narrow_n``, :func:`narrow_n_build`).** The one-CTA BM 48 / 64 /
   80 builds carry a second W1 K loop at wgmma N = 32 / 48 / 64, taken by a W1 task whose block holds at most that many
   tokens: an expert below the build's BM in a layer whose other experts need it pays the narrower MMAs and
