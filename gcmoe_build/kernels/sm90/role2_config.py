@@ -49,6 +49,8 @@ def handover_bytes(bm: int) -> int:
     """Shared-memory bytes of the epilogue warpgroup's hand-over area (:mod:`.role2_handover`): the data (``bm / 2``
     BF16 pairs per consumer thread = W2's ``[bm][256]`` BF16 staging), its two mbarriers, the task fields."""
     return 512 * bm + 16 + 4 * HANDOVER_FIELDS
+
+
 #: one 64-row slab's share of a K128 weight stage: its packed codes (4 KB) + UE8M0 scales (256 B)
 SLAB_STAGE_BYTES = 4096 + 256
 STAGE_BYTES = 4 * SLAB_STAGE_BYTES  # one K128 step of a CTA's four slabs: packed codes of 256 rows + their scales

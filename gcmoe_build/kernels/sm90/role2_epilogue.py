@@ -149,8 +149,15 @@ def _w1_quantize_store(ys, smem, amax_off: int, stage_off: int, ntok, tile, ctid
                 st_shared_u8(smem + stage_off + n * W1_STAGE_STRIDE + col, to_e4m3_byte(ys[yi] * invs[key]))
                 yi += 1
     bar_sync(1, CONSUMER_THREADS)
-    for it in cutlass.range_constexpr((bm * 8 + CONSUMER_THREADS - 1) // CONSUMER_THREADS):
-        u = ctid + it * CONSUMER_THREADS
+    w1_store_rows(smem, stage_off, ntok, tile, ctid, CONSUMER_THREADS, bm, q_addr)
+
+
+@cute.jit
+def w1_store_rows(smem, stage_off: int, ntok, tile, tid, threads: int, bm: int, q_addr):
+    """The staged ``[bm][W1_STAGE_STRIDE]`` E4M3 rows out, 16 bytes a store, 8 per valid token (``q_addr(n, col)``: the
+    token's byte of I-column ``col``), spread over ``threads`` threads (``tid`` in ``[0, threads)``)."""
+    for it in cutlass.range_constexpr((bm * 8 + threads - 1) // threads):
+        u = tid + it * threads
         if u < bm * 8:
             n = u >> 3
             c = u & 7

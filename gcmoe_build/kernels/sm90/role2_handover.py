@@ -1,13 +1,14 @@
-"""The epilogue warpgroup of the SM90 role2 persistent kernel (``Role2GemmConfig.epilogue_warpgroup``, dev): the
-consumers' hand-over of a finished task and the epilogue warpgroup's side of it — W1's SwiGLU, amax and FP8
-requantisation, W2's BF16 stores, and the task's releases — so the consumers go on with the next task's K loop while
-the epilogue runs (the K-loop probe's ``wg2cw`` / ``wg2cwh``, session 59).
+"""The epilogue warpgroup of the SM90 role2 kernels (``Role2GemmConfig.epilogue_warpgroup``: the dev persistent kernel's
+forms and the ring kernel's variant parameter ``epilogue_wg``, neither shipped yet): the consumers' hand-over of a
+finished task and the epilogue warpgroup's side of it — W1's SwiGLU, amax and FP8 requantisation, W2's BF16 stores,
+and the task's releases — so the consumers go on with the next task's K loop while the epilogue runs (the K-loop
+probe's ``wg2cw`` / ``wg2cwh``, session 59).
 
-The hand-over area (``Role2GemmConfig.handover_off``, ``role2_config.handover_bytes``): ``512 * bm`` bytes of data,
-then the full mbarrier (every consumer thread arrives once its share is written), the empty mbarrier (every epilogue thread
-arrives once it has read what it needs), and up to :data:`HANDOVER_FIELDS` task fields (u32, written by consumer
-thread 0; the kernel decides which: the dev kernel ``(task, tokens)``, the ring kernel the task's coordinates). The
-data is BF16 pairs of ``acc x efac`` — the rounding both epilogues begin with (``_w1_epilogue``'s ``bf16_round``,
+The hand-over area (``Role2GemmConfig.handover_off``, ``role2_config.handover_bytes``): ``512 * bm`` bytes of data, then
+the full mbarrier (every consumer thread arrives once its share is written), the empty mbarrier (every epilogue thread
+arrives once it has read what it needs), and up to ``role2_config.HANDOVER_FIELDS`` task fields (u32, written by
+consumer thread 0; the kernel decides which: the dev kernel ``(task, tokens)``, the ring kernel the task's coordinates).
+The data is BF16 pairs of ``acc x efac`` — the rounding both epilogues begin with (``_w1_epilogue``'s ``bf16_round``,
 ``w2_epilogue``'s ``_bf16_pair``), so the outputs are bit-identical to the consumers' own epilogues:
 
 * **W1**: consumer thread ``c``'s ``bm / 2`` pairs (element ``2j``, ``2j + 1`` of its accumulator) as ``bm / 8``
@@ -20,11 +21,11 @@ data is BF16 pairs of ``acc x efac`` — the rounding both epilogues begin with 
 * **W2**: the consumers stage the BF16 rows in ``w2_epilogue``'s ``[bm][256]`` layout (``w2_stage_rows``) straight
   into the hand-over area, which the epilogue warpgroup stores out (``w2_store_rows``).
 
-The hand-over of the consumers' ``li``-th task (and, after their last, an end marker: field 0 < 0) waits for the
-empty barrier's phase ``li - 1`` (parity ``(li & 1) ^ 1``: a fresh barrier's "previous" phase counts as complete)
-and completes the full barrier's phase ``li``; the epilogue warpgroup waits for full phase ``li`` and completes empty
-phase ``li``. mbarrier arrive / wait order the shared-memory writes before them for the waiters (release / acquire at
-CTA scope), both ways.
+The hand-over of the consumers' ``li``-th task (in the dev kernel also, after their last, an end marker: field 0 < 0;
+the ring kernel's fields say which task was the CTA's last instead) waits for the empty barrier's phase ``li - 1``
+(parity ``(li & 1) ^ 1``: a fresh barrier's "previous" phase counts as complete) and completes the full barrier's phase
+``li``; the epilogue warpgroup waits for full phase ``li`` and completes empty phase ``li``. mbarrier arrive / wait
+order the shared-memory writes before them for the waiters (release / acquire at CTA scope), both ways.
 """
 from __future__ import annotations
 
@@ -35,10 +36,10 @@ from cutlass import Int32, Int64, Float32, const_expr
 from gcmoe_runtime.numerics.sm90_layout import k128_epilogue_position
 
 from .ptx_mem import (bar_sync, ld_global_f32, ld_shared_f32, ld_shared_v4, mbar_arrive, mbar_init, st_global_u8,
-                      st_global_v4, st_shared_f32, st_shared_u64, st_shared_u8, st_shared_v4)
+                      st_shared_f32, st_shared_u64, st_shared_u8, st_shared_v4)
 from .ring_sync import ld_shared_b32, st_shared_b32
-from .role2_config import CONSUMER_THREADS, EPILOGUE_BAR, EPILOGUE_THREADS, HANDOVER_FIELDS
-from .role2_epilogue import W1_STAGE_STRIDE, _bf16_pair, swiglu_value, w2_stage_rows, w2_store_rows
+from .role2_config import CONSUMER_THREADS, EPILOGUE_BAR, EPILOGUE_THREADS
+from .role2_epilogue import W1_STAGE_STRIDE, _bf16_pair, swiglu_value, w1_store_rows, w2_stage_rows, w2_store_rows
 from .role2_math import bits_float, fabs, float_bits, fmax, sel_f32, shfl_bfly_f32, to_e4m3_byte, ue8m0_scale_for
 
 #: W1's amax partials per token in the epilogue warpgroup (one per warp) and, after them, the routing weights
@@ -71,21 +72,16 @@ def _hand_over_data(acc, efac, smem, lay: dict, ctid, wg, warp, w1: bool, bm: in
 
 
 @cute.jit
-def hand_over_task(acc, efac, smem, lay: dict, ctid, wg, warp, li, fields, w1, bm: int, wait, end: bool = False):
+def hand_over_task(acc, efac, smem, lay: dict, ctid, wg, warp, li, fields, w1: bool, bm: int, wait,
+                   end: bool = False):
     """Consumers, once the task's MMAs are waited: wait until the epilogue warpgroup has read hand-over ``li - 1``
     (``wait(mbarrier, parity)``: the kernel's bounded wait), write this thread's share (``efac``: the expert factor;
-    ``w1``: a bool, or an Int32 read at run time — the task stream of both GEMMs), consumer thread 0 the task's
-    ``fields`` (at most :data:`HANDOVER_FIELDS` Int32), and arrive on the full barrier. ``end``: the end marker after
-    the consumers' last task (``fields[0]`` < 0; ``acc`` / ``efac`` unused)."""
+    ``w1``: the task's GEMM), consumer thread 0 the task's ``fields`` (at most ``role2_config.HANDOVER_FIELDS``
+    Int32), and arrive on the full barrier. ``end``: the end marker after the consumers' last task (``fields[0]`` < 0;
+    ``acc`` / ``efac`` unused)."""
     wait(smem + lay["empty"], (li & 1) ^ 1)
     if const_expr(not end):
-        if const_expr(isinstance(w1, bool)):
-            _hand_over_data(acc, efac, smem, lay, ctid, wg, warp, w1, bm)
-        else:
-            if w1 != 0:
-                _hand_over_data(acc, efac, smem, lay, ctid, wg, warp, True, bm)
-            else:
-                _hand_over_data(acc, efac, smem, lay, ctid, wg, warp, False, bm)
+        _hand_over_data(acc, efac, smem, lay, ctid, wg, warp, w1, bm)
     if ctid == 0:
         for j, f in enumerate(fields):  # plain Python over the trace-time tuple
             st_shared_b32(smem + lay["info"] + 4 * j, f)
@@ -200,14 +196,7 @@ def epilogue_w1(smem, lay: dict, amax_off: int, e, ntok, tile, rw_addr, q_addr, 
         for k, (n, col) in enumerate(where):
             st_shared_u8(smem + lay["data"] + n * W1_STAGE_STRIDE + col, word >> (8 * k))
     bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)
-    for it in cutlass.range_constexpr((bm * 8 + EPILOGUE_THREADS - 1) // EPILOGUE_THREADS):
-        u = e + it * EPILOGUE_THREADS
-        if u < bm * 8:
-            n = u >> 3
-            c = u & 7
-            if n < ntok:
-                v = ld_shared_v4(smem + lay["data"] + n * W1_STAGE_STRIDE + c * 16)
-                st_global_v4(q_addr(n, tile * 128 + c * 16), v[0], v[1], v[2], v[3])
+    w1_store_rows(smem, lay["data"], ntok, tile, e, EPILOGUE_THREADS, bm, q_addr)
     mbar_arrive(smem + lay["empty"])
 
 
@@ -243,30 +232,32 @@ def epilogue_warpgroup_loop(smem, lay: dict, nfields: int, e, wait, run_task, fi
     with ``go`` (Int32: whether the CTA has any task) and ``is_last(fields)`` (Int32: the task was the CTA's last), at
     the last task's hand-over — the ring kernel's form, whose consumers may not add anything after their task loop
     (it took the K loops off the uniform datapath)."""
+    marker = is_last is None
     li = Int32(0)
-    if const_expr(is_last is None):
-        wait(smem + lay["full"], li & 1)
-        head = ld_shared_b32(smem + lay["info"])
-        while head >= 0:
-            fields = [head] + [ld_shared_b32(smem + lay["info"] + 4 * j) for j in range(1, nfields)]
-            _run_and_finish(fields, e, run_task, finish_task)
-            li = li + 1
-            wait(smem + lay["full"], li & 1)
-            head = ld_shared_b32(smem + lay["info"])
-        mbar_arrive(smem + lay["empty"])  # the end marker is read (nothing waits for it: symmetry of the phases)
-    else:  # field 0 >= 0 in every hand-over; the first is waited for only where the CTA has a task
-        head = Int32(-1)
+    head = Int32(-1)  # field 0 of the hand-over in hand; < 0: none (the end marker, or no task / the last was run)
+    if const_expr(marker):
+        head = _next_head(smem, lay, li, wait)
+    else:  # the first hand-over is waited for only where the CTA has a task
         if go != 0:
-            wait(smem + lay["full"], li & 1)
-            head = ld_shared_b32(smem + lay["info"])
-        while head >= 0:
-            fields = [head] + [ld_shared_b32(smem + lay["info"] + 4 * j) for j in range(1, nfields)]
-            _run_and_finish(fields, e, run_task, finish_task)
-            li = li + 1
-            head = Int32(-1)
+            head = _next_head(smem, lay, li, wait)
+    while head >= 0:
+        fields = [head] + [ld_shared_b32(smem + lay["info"] + 4 * j) for j in range(1, nfields)]
+        _run_and_finish(fields, e, run_task, finish_task)
+        li = li + 1
+        head = Int32(-1)
+        if const_expr(marker):
+            head = _next_head(smem, lay, li, wait)
+        else:
             if is_last(fields) == 0:
-                wait(smem + lay["full"], li & 1)
-                head = ld_shared_b32(smem + lay["info"])
+                head = _next_head(smem, lay, li, wait)
+    if const_expr(marker):
+        mbar_arrive(smem + lay["empty"])  # the end marker is read (nothing waits for it: symmetry of the phases)
+
+
+def _next_head(smem, lay: dict, li, wait):
+    """Wait for hand-over ``li`` and read its field 0."""
+    wait(smem + lay["full"], li & 1)
+    return ld_shared_b32(smem + lay["info"])
 
 
 @cute.jit

@@ -1032,9 +1032,8 @@ def _trace_parts(cfg):
                                                  rb)
                     if last != 0:
                         if const_expr(EPIWG):  # the epilogue warpgroup requantises, stores and releases
-                            hand_over_task(acc, efac, smem, HO, ctid, wg, warp, li, (Int32(1), tile, gen, rb, ntok,
-                                                                                          last_task), True, BM,
-                                           ho_wait)
+                            hand_over_task(acc, efac, smem, HO, ctid, wg, warp, li,
+                                           (Int32(1), tile, gen, rb, ntok, last_task), True, BM, ho_wait)
                         else:
                             # routing weight = ring_meta[rb][row].x; E4M3 -> l2_x[rb][row][I],
                             # UE8M0 -> l2_sf[rb][row][I/L2_SCALE_GROUP]
@@ -1066,8 +1065,8 @@ def _trace_parts(cfg):
                         return combine_row(peer, ws, o_ring_meta, o_combine, row0, tile, n)
 
                     if const_expr(EPIWG):  # the epilogue warpgroup stores and releases
-                        hand_over_task(acc, efac, smem, HO, ctid, wg, warp, li, (Int32(0), tile, gen, rb, ntok,
-                                                                                      last_task), False, BM, ho_wait)
+                        hand_over_task(acc, efac, smem, HO, ctid, wg, warp, li,
+                                       (Int32(0), tile, gen, rb, ntok, last_task), False, BM, ho_wait)
                     elif const_expr(SIG):
                         # the signal warp joins the barrier after the loads and releases there
                         w2_epilogue(acc, efac, smem, ACT_OFF, AMAX_OFF, ntok, ctid, dst_row, BM, None,
