@@ -196,8 +196,10 @@ ACT2_EXPERIMENTS["_ppksafr"] = {**ACT2_EXPERIMENTS["_ppksafwr"], "pingpong": Fal
 #: signal warp): the consumers hand each task's accumulators over as BF16 pairs and go on (K-loop probe ``wg2cwh``)
 ACT2_EXPERIMENTS["_ppksafwre"] = {**ACT2_EXPERIMENTS["_ppksafwr"], "signal_warp": False, "epilogue_warpgroup": True}
 ACT2_EXPERIMENTS["_ppksafre"] = {**ACT2_EXPERIMENTS["_ppksafr"], "signal_warp": False, "epilogue_warpgroup": True}
-#: ... and in the plain K order (the chained-launch GPU test's form: its data is not interleaved)
+#: ... and in the plain K order (the chained-launch GPU test's form: its data is not interleaved), and stamped (c:
+#: where a K128 step's cycles go with the epilogue warpgroup beside the consumers, against _ppksafwrc)
 ACT2_EXPERIMENTS["_ppksafwe"] = {**ACT2_EXPERIMENTS["_ppksafw"], "signal_warp": False, "epilogue_warpgroup": True}
+ACT2_EXPERIMENTS["_ppksafwrec"] = {**ACT2_EXPERIMENTS["_ppksafwre"], "step_stamps": True}
 
 
 def configs(shapes, experiments: bool = False):

@@ -65,7 +65,7 @@ CASES = ([(sh, bm, v) for sh in ("test", "glm52", "dsv41flash") for bm in (8, 16
          + [(sh, 80, v) for sh in ("glm52", "dsv41flash") for v in ("_ppksaf", "_ppksafw")]
          # the step-stamp builds (session 34: Role2GemmConfig.step_stamps): stamping must not change a result
          + [("glm52", 64, "_ppksafwc"), ("glm52", 48, "_ppksafc"), ("glm52", 16, "_pp2ksafc"),
-            ("glm52", 64, "_ppksafwrc")]
+            ("glm52", 64, "_ppksafwrc"), ("glm52", 64, "_ppksafwrec")]
          # four K128 steps per MMA call at lag 1, as the ring's one-CTA BM 8-48 builds (session 35), and stamped
          + [(sh, bm, v) for sh in ("glm52", "dsv41flash") for bm in (8, 48) for v in ("_ppksaf4",)]
          + [("glm52", 48, "_ppksafc4")]
