@@ -40,7 +40,9 @@ chunk that stays in shared memory (the B operand; what a task's fixed parts cost
 * ``wg2ct``, ``wg2cm`` (session 59): the chunk hand-over (``CHUNK_MODES``): two chunk buffers refilled from global
   every K512 as role2 does (``tma``) or by mbarriers without the consumer barrier (``mbar``), against ``wg2c``;
   ``wg2ctq`` / ``wg2cmq`` copy a quarter of each chunk, ``wg2ca`` alternates two buffers filled once, ``wg2ct1``
-  refills the one buffer it reads.
+  refills the one buffer it reads. Session 60: ``wg2ctw`` / ``wg2cts`` / ``wg2ctc`` run only some parts of ``tma``'s
+  hand-over (``CHUNK_PARTS``): the copy and the scales without the wait, the scales alone, the copy and its wait
+  without the scales.
 
 Kernel formals ``(w, ws, out, iters, stamps, task_steps, pause, act)`` (``stamps``: the stamp buffer's address, unused
 by unstamped forms; ``task_steps`` / ``pause``: used by the epilogue forms only; ``iters`` a multiple of
@@ -114,6 +116,8 @@ class Form(NamedTuple):
     # every K512 as role2's chunk loop does / without its consumer barrier (CHUNK_MODES)
     chunk_copy: int = ACT_BYTES  # bytes of each refill's chunk copy (less: the rest of the buffer keeps its ones)
     chunk_bufs: int = 2  # 1: every refill into the one buffer being read (harmless here: the bytes are the same)
+    chunk_parts: str = "cws"  # "tma" chunks: which parts of role2's hand-over run — c the next chunk's bulk copy, w
+    # the wait on its mbarrier, s the token scale's load before the MMAs and store after (CHUNK_PARTS)
     handover_bf16: bool = False  # "warpgroup": the accumulators handed over as BF16 pairs (32 KB), as role2's
     # epilogues round them first (bf16(acc x efac)), instead of FP32 (64 KB)
 
@@ -127,6 +131,12 @@ CHUNK_MODES = {"tma": "role2's: after the chunk's consumer barrier consumer thre
                        "each) once its empty mbarrier has every consumer thread's arrival after that chunk's MMAs",
                "alt": "two buffers filled once and alternated every K512, no copies and no waits: what alternating "
                       "the chunk's buffer costs by itself"}
+#: the parts of a "tma" chunk form's hand-over (``Form.chunk_parts``; a form without the wait has both buffers
+#: pre-filled with the chunk's bytes, so a read before a copy lands reads the same values, and waits for the last
+#: copy after its loop)
+CHUNK_PARTS = {"c": "consumer thread 0 bulk-copies the next chunk into the other buffer after the chunk's barrier",
+               "w": "every consumer waits on the chunk's mbarrier before the chunk's barrier",
+               "s": "every consumer loads its next token scale from global before the chunk's MMAs, stores it after"}
 #: where a form's emulated epilogue runs (``pause`` cycles of a ``%clock`` spin after every ``task_steps`` K128 steps)
 EPILOGUES = {"both": "in both consumer warpgroups after the same step (the shipped task structure)",
              "stagger": "in each consumer warpgroup, warpgroup 1 half a task after warpgroup 0",
@@ -166,7 +176,11 @@ FORMS = {"wg2": Form(2, 2, True, (24, 240)), "wg4": Form(4, 1, True, (24, 112)),
          "wg2cmq": Form(2, 2, True, (24, 240), chunks="mbar", chunk_copy=ACT_BYTES // 4),
          # ... or is it the alternation of two buffers (wg2ca: no copies) / the copy and its wait (wg2ct1: one buffer)?
          "wg2ca": Form(2, 2, True, (24, 240), barrier_every=4, chunks="alt"),
-         "wg2ct1": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_bufs=1)}
+         "wg2ct1": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_bufs=1),
+         # session 60: ... or one of the copy's parts (CHUNK_PARTS): without the wait, the scales alone, without them
+         "wg2ctw": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="cs"),
+         "wg2cts": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="s"),
+         "wg2ctc": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="cw")}
 #: forms whose outputs are not the GEMM's (no decode or no promote): timed, not checked against the weights
 TIMING_ONLY = tuple(f for f, v in FORMS.items() if not (v.decode and v.promote))
 #: the four-warpgroup turns' named barriers (the shipped two use PINGPONG_BARS = 3, 4; 0: every thread)
@@ -297,6 +311,12 @@ def build_probe(form: str):
     if not (barrier_every in (0, SPC) or (barrier_every % CHUNK_K128 == 0 and barrier_every > 0)):
         raise ValueError(f"kloop_probe {form}: barrier_every={barrier_every}: 0, {SPC} or a multiple of "
                          f"{CHUNK_K128} K128 steps (the chunk)")
+    parts = f.chunk_parts
+    if set(parts) - set(CHUNK_PARTS) or ("w" in parts and "c" not in parts) or (parts != "cws" and f.chunks != "tma"):
+        raise ValueError(f"kloop_probe {form}: chunk_parts={parts!r}: letters of {sorted(CHUNK_PARTS)}, the wait only "
+                         f"with the copy, and only for chunks='tma'")
+    # both chunk buffers hold the chunk's bytes from the start where nothing waits for a copy to land
+    prefill_both = f.chunks == "alt" or (f.chunks == "tma" and "w" not in parts)
     if epi and (epi not in EPILOGUES or nwg != 2 or stamps_on):
         raise ValueError(f"kloop_probe {form}: epilogue={epi!r}: one of {sorted(EPILOGUES)}, two consumer "
                          f"warpgroups, no stamps")
@@ -327,7 +347,7 @@ def build_probe(form: str):
                 mbar_init_fence()
         ctid = tid - PRODUCER_THREADS
         if tid >= PRODUCER_THREADS and ctid < ct:  # the activation chunk (E4M3 1.0) and the pre-folded token scales
-            for base, sbase in (chunk_buffer(lay, 0),) + ((chunk_buffer(lay, 1),) if f.chunks == "alt" else ()):
+            for base, sbase in (chunk_buffer(lay, 0),) + ((chunk_buffer(lay, 1),) if prefill_both else ()):
                 for i in cutlass.range_constexpr(ACT_BYTES // (16 * ct)):
                     st_shared_v4(smem + base + (i * ct + ctid) * 16, *([Int32(E4M3_ONES)] * 4))
                 if ctid < ASC_BYTES // 16:
@@ -386,21 +406,25 @@ def build_probe(form: str):
             handed = Int32(0)
             sink = Int32(0)  # the FMA-heavy epilogue's results, stored never (kept from ptxas's dead-code removal)
             if const_expr(f.chunks == "tma"):  # chunk 0 and its token scales, as role2's task top
-                if ctid == 0:
-                    _copy_chunk(smem, lay, 0, act, f.chunk_copy, False)
-                st_shared_f32(smem + ASC_OFF + ctid * 4, ld_global_f32(act + ACT_BYTES + ctid * 4))
+                if const_expr("c" in parts):
+                    if ctid == 0:
+                        _copy_chunk(smem, lay, 0, act, f.chunk_copy, False)
+                if const_expr("s" in parts):
+                    st_shared_f32(smem + ASC_OFF + ctid * 4, ld_global_f32(act + ACT_BYTES + ctid * 4))
             for c in cutlass.range(iters // CHUNK_K128, unroll=1):
                 cb = c & 1  # a chunk form's buffer
                 act_off, asc_off = chunk_buffer(lay, cb) if const_expr(f.chunks != "") else (ACT_OFF, ASC_OFF)
-                if const_expr(f.chunks in ("tma", "mbar")):
+                if const_expr(f.chunks == "mbar" or (f.chunks == "tma" and "w" in parts)):
                     mbar_wait_or_trap(smem + lay["chunk_bar"] + 8 * cb, (c >> 1) & 1, TIMEOUT_NS)
                 if const_expr(barrier_every == CHUNK_K128):
                     bar_sync(1, ct)
                 next_scale = Float32(0.0)
                 if const_expr(f.chunks == "tma"):  # chunk c - 1's buffer is free: the next chunk into it
-                    if ctid == 0 and c + 1 < iters // CHUNK_K128:
-                        _copy_chunk(smem, lay, 1 - cb, act, f.chunk_copy, False)
-                    next_scale = ld_global_f32(act + ACT_BYTES + ctid * 4)
+                    if const_expr("c" in parts):
+                        if ctid == 0 and c + 1 < iters // CHUNK_K128:
+                            _copy_chunk(smem, lay, 1 - cb, act, f.chunk_copy, False)
+                    if const_expr("s" in parts):
+                        next_scale = ld_global_f32(act + ACT_BYTES + ctid * 4)
                 if const_expr(barrier_every > CHUNK_K128):
                     if c % (barrier_every // CHUNK_K128) == 0:
                         bar_sync(1, ct)
@@ -434,10 +458,13 @@ def build_probe(form: str):
                                 handed = handed + 1
                             else:
                                 sink = sink + _spin_cycles(pause)
-                if const_expr(f.chunks == "tma"):  # the next chunk's token scale, read before the MMAs
+                if const_expr(f.chunks == "tma" and "s" in parts):  # the next chunk's token scale, read before the MMAs
                     st_shared_f32(smem + chunk_buffer(lay, 1 - cb)[1] + ctid * 4, next_scale)
                 if const_expr(f.chunks == "mbar"):  # this thread is done with the buffer
                     mbar_arrive(smem + lay["chunk_bar"] + 16 + 8 * cb)
+            if const_expr(f.chunks == "tma" and "c" in parts and "w" not in parts):  # the last copy landed
+                last = iters // CHUNK_K128 - 1
+                mbar_wait_or_trap(smem + lay["chunk_bar"] + 8 * (last & 1), (last >> 1) & 1, TIMEOUT_NS)
             if const_expr(with_turns):
                 if const_expr(nwg == 2):
                     pingpong_close(wg)
