@@ -329,11 +329,10 @@ def test_epilogue_warpgroup_is_bit_identical(kernels, shape, bm, variant, base):
     bit for bit on the same data — any layout or mapping slip of the hand-over shows here as a mismatch."""
     import torch
 
-    got = {}
-    for v in (variant, base):
-        got[v] = {}
-        run_w1(kernels, shape, bm, seed=3000 + bm, variant=v, outputs=got[v])
-        run_w2(kernels, shape, bm, seed=4000 + bm, variant=v, outputs=got[v])
+    got = {variant: {}, base: {}}
+    for run, seed in ((run_w1, 3000 + bm), (run_w2, 4000 + bm)):  # GEMM-major: one weight set per GEMM (_weights)
+        for v in (variant, base):
+            run(kernels, shape, bm, seed=seed, variant=v, outputs=got[v])
     (q, c), (q0, c0) = got[variant]["w1"], got[base]["w1"]
     assert torch.equal(q, q0) and torch.equal(c, c0), f"{shape} BM {bm} {variant}: W1 differs from {base}"
     assert torch.equal(got[variant]["w2"].view(torch.int16), got[base]["w2"].view(torch.int16)), (
