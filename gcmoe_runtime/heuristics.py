@@ -611,12 +611,14 @@ def sm90_w1_prefetch_steps(tokens: int, ranks: int, role4_edge: str) -> int:
 SM90_K_INTERLEAVE_ROLE1_MIN_BM = 48
 
 
-#: SM90 role2's epilogue warpgroup (session 60, not yet measured: 0 = no build has it, the shipped setting): the one-CTA
-#: 384-thread tile of this BM gets a fourth warpgroup that runs every task's epilogue and releases while the consumers
-#: go on with the next task (``role2_ring``'s variant parameter ``epilogue_wg``, ``gcmoe_build.kernels.sm90
-#: .role2_handover``). An experiment bundle sets it with ``ci/run_with_heuristics.py SM90_EPILOGUE_WG_BM=64 -- ...``
-#: (the BMs that build: ``role2_config.EPILOGUE_WG_BM``).
-SM90_EPILOGUE_WG_BM = 0
+#: SM90 role2's epilogue warpgroup (session 60; 0 = no build has it): the one-CTA 384-thread tile of this BM gets a
+#: fourth warpgroup that runs every task's epilogue and releases while the consumers go on with the next task
+#: (``role2_ring``'s variant parameter ``epilogue_wg``, ``gcmoe_build.kernels.sm90.role2_handover``; the BMs that
+#: build: ``role2_config.EPILOGUE_WG_BM``). Session 60, H100 (`results/operator/2026-12-05-session60/`): kernel alone
+#: at 64 tokens per expert -2.3..-3.6 % (W1 / W2, both production shapes, four alternating runs), the GLM-5.2 share's
+#: layer at T = 176-208 (its BM 64 range) role2 -3.3..-4.6 %, the span -3.2..-4.6 % (A E E A); outputs bit-identical
+#: (the accuracy suite's 47 cases with BM 64 forced, test-tiny and the share, + shared: every metric equal).
+SM90_EPILOGUE_WG_BM = 64
 
 
 def sm90_epilogue_wg(bm: int, threads: int, ctas_per_sm: int) -> bool:

@@ -103,7 +103,7 @@ def test_params_per_role(variants):
     r2 = find_variant(vs, "role2", ranks=1, bm=64, threads=384)
     assert dict(r2.params) == {**part, **shape, **act, "ranks": 1, "bm": 64, "threads": 384, "intermediate": 256,
                                "recipe_routed": "e4m3-fp32k128_x_mxfp4", "shared_experts": 1, "ctas_per_sm": 1,
-                               "w1_split": 1}
+                               "w1_split": 1, "epilogue_wg": 1}  # the one-CTA BM 64 tile: heuristics.sm90_epilogue_wg
     r3 = find_variant(vs, "role3", ranks=1, shared_experts=1)
     assert dict(r3.params) == {**part, **shape, "ranks": 1, "shared_experts": 1}
     assert dict(find_variant(vs, "role3", ranks=1, shared_experts=0).params) == {**part, **shape, "ranks": 1,
@@ -122,18 +122,20 @@ def test_params_per_role(variants):
 
 
 def test_epilogue_warpgroup_only_where_asked(manifests, monkeypatch):
-    """``heuristics.SM90_EPILOGUE_WG_BM`` (0 as shipped): no variant has ``epilogue_wg``; set to 64 (an experiment
-    bundle, ``ci/run_with_heuristics.py``), exactly the one-CTA 384-thread BM 64 role2 tiles get ``epilogue_wg = 1``
-    and nothing else changes."""
+    """``heuristics.SM90_EPILOGUE_WG_BM`` (64 as shipped since session 60): exactly the one-CTA 384-thread role2 tiles
+    of that BM carry ``epilogue_wg = 1``; at 0 no variant has it and nothing else changes."""
     import gcmoe_runtime.heuristics as h
 
-    plain = enumerate_variants(manifests["glm-5.2"])
-    assert not any("epilogue_wg" in v.params for v in plain)
-    monkeypatch.setattr(h, "SM90_EPILOGUE_WG_BM", 64)
     marked = enumerate_variants(manifests["glm-5.2"])
     with_wg = [v for v in marked if "epilogue_wg" in v.params]
-    assert with_wg and all(v.role == "role2" and v.params["bm"] == 64 and v.params["threads"] == 384
-                           and v.params["ctas_per_sm"] == 1 and v.params["epilogue_wg"] == 1 for v in with_wg)
+    assert h.SM90_EPILOGUE_WG_BM == 64 and with_wg
+    assert all(v.role == "role2" and v.params["bm"] == 64 and v.params["threads"] == 384
+               and v.params["ctas_per_sm"] == 1 and v.params["epilogue_wg"] == 1 for v in with_wg)
+    assert not [v for v in marked if v.role == "role2" and v.params["bm"] == 64 and v.params["threads"] == 384
+                and v.params["ctas_per_sm"] == 1 and "epilogue_wg" not in v.params]
+    monkeypatch.setattr(h, "SM90_EPILOGUE_WG_BM", 0)
+    plain = enumerate_variants(manifests["glm-5.2"])
+    assert not any("epilogue_wg" in v.params for v in plain)
     unmarked = sorted(canonical_json({k: x for k, x in v.params.items() if k != "epilogue_wg"}) for v in marked)
     assert unmarked == sorted(canonical_json(dict(v.params)) for v in plain)
 
@@ -285,7 +287,7 @@ def test_find_variant_errors(variants):
     vs = variants["glm-5.2"]
     with pytest.raises(LookupError, match=r"ranks in \{1, 2, 8\}.*glm-5.2"):
         find_variant(vs, "role2", ranks=4, bm=8)
-    with pytest.raises(LookupError, match="narrow it with one of \\['bm', 'ctas_per_sm', 'k_interleave'\\]"):
+    with pytest.raises(LookupError, match="narrow it with one of \\['bm', 'ctas_per_sm', 'epilogue_wg', 'k_interleave'\\]"):
         find_variant(vs, "role2", ranks=8)
     with pytest.raises(LookupError, match="roles present"):
         find_variant(vs, "selftest_tma_peer")

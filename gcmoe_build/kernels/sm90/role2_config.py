@@ -217,7 +217,8 @@ class Role2GemmConfig:
     #: with ``k_interleave``: W1's activation rows arrive in the interleaved order already (role1 permuted them,
     #: ``heuristics.sm90_role1_interleaves_rows``; session 51), so no chunk is permuted here
     w1_rows_interleaved: bool = False
-    #: dev experiment (session 60, never in a bundle yet): a fourth warpgroup runs every task's epilogue
+    #: session 60 (the ring kernel's BM 64 build since then, ``heuristics.SM90_EPILOGUE_WG_BM``; dev forms
+    #: ``_ppksafwre`` ...): a fourth warpgroup runs every task's epilogue
     #: (:mod:`.role2_handover`): the consumers hand their accumulators over through shared memory as BF16 pairs of
     #: ``acc x efac`` — the rounding both epilogues start with, so the outputs are bit-identical — on full / empty
     #: mbarriers and go on with the next task's K loop while the epilogue warpgroup requantises (W1) or stores (W2)

@@ -1,8 +1,8 @@
 """The epilogue warpgroup of the SM90 role2 kernels (``Role2GemmConfig.epilogue_warpgroup``: the dev persistent kernel's
-forms and the ring kernel's variant parameter ``epilogue_wg``, neither shipped yet): the consumers' hand-over of a
-finished task and the epilogue warpgroup's side of it — W1's SwiGLU, amax and FP8 requantisation, W2's BF16 stores,
-and the task's releases — so the consumers go on with the next task's K loop while the epilogue runs (the K-loop
-probe's ``wg2cw`` / ``wg2cwh``, session 59).
+forms and the ring kernel's variant parameter ``epilogue_wg``, shipped at BM 64 in session 60): the consumers'
+hand-over of a finished task and the epilogue warpgroup's side of it — W1's SwiGLU, amax and FP8 requantisation, W2's
+BF16 stores, and the task's releases — so the consumers go on with the next task's K loop while the epilogue runs
+(the K-loop probe's ``wg2cw`` / ``wg2cwh``, session 59).
 
 The hand-over area (``Role2GemmConfig.handover_off``, ``role2_config.handover_bytes``): ``512 * bm`` bytes of data, then
 the full mbarrier (every consumer thread arrives once its share is written), the empty mbarrier (every epilogue thread

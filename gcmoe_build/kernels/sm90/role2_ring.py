@@ -145,9 +145,9 @@ here is the ring contract (``gcmoe_runtime.operator.ring``, ``gcmoe_runtime.work
   the signal warp reaches after reading it. The signal warp runs the producer thread's task loop (one loop, two
   branches: a second loop made ptxas spill the producer's values).
 
-* **Epilogue warpgroup (session 60, an experiment: variant parameter ``epilogue_wg``, which only
-  ``heuristics.SM90_EPILOGUE_WG_BM`` sets, 0 as shipped; :mod:`.role2_handover`).** The one-CTA 384-thread BM 32 / 64
-  build gets a fourth warpgroup (512 threads): at a task's end the consumers hand their accumulators over through
+* **Epilogue warpgroup (session 60; variant parameter ``epilogue_wg``, set where ``heuristics.sm90_epilogue_wg``
+  says: the one-CTA 384-thread BM 64 tile; :mod:`.role2_handover`).** That build (BM 32 / 64 can) gets a fourth
+  warpgroup (512 threads): at a task's end the consumers hand their accumulators over through
   shared memory as BF16 pairs of ``acc x efac`` (W1) or as W2's staged BF16 rows, with the task's coordinates ``(is1,
   tile, gen, rb, tokens, last)``, and go on with the next task's K loop, while the epilogue warpgroup runs the
   epilogue (W1's SwiGLU, amax, requantisation, the ``l2_x`` / ``l2_sf`` stores; W2's ``ring_meta`` loads and peer
@@ -157,8 +157,8 @@ here is the ring contract (``gcmoe_runtime.operator.ring``, ``gcmoe_runtime.work
   the CTA's last task (the record's bit); an end marker after the consumers' task loop took every K-loop descriptor
   off the uniform datapath (32 ``R2UR`` per loop), and at 200 consumer registers the loops spilled, hence
   ``setmaxnreg`` 24 / 216 / 56 (``role2_config``). The K-loop probe priced it at +5-6 % (W1-like) / +10-11 %
-  (W2-like) of the BM 64 loop (session 59); the dev kernel's form (``role2_persistent``, ``_ppksafwre``) is measured
-  first (``results/operator/steps/s60-b.steps``).
+  (W2-like) of the BM 64 loop (session 59); measured (session 60, H100): kernel alone -2.3..-3.6 % (the dev form
+  ``_ppksafwre``), the GLM-5.2 share's layer at T = 176-208 role2 -3.3..-4.6 % (``heuristics.SM90_EPILOGUE_WG_BM``).
 
 * **Narrow W1 loop (session 36; ``Role2RingConfig.narrow_n``, :func:`narrow_n_build`).** The one-CTA BM 48 / 64 /
   80 builds carry a second W1 K loop at wgmma N = 32 / 48 / 64, taken by a W1 task whose block holds at most that many

@@ -597,7 +597,7 @@ def test_k_interleave_builds_tables_per_step_and_permutes_chunks(bm, ctas):
 
 
 def test_epilogue_warpgroup_ring_build():
-    """Variant parameter ``epilogue_wg`` (session 60, ``heuristics.SM90_EPILOGUE_WG_BM``; no shipped build): the
+    """Variant parameter ``epilogue_wg`` (session 60, ``heuristics.SM90_EPILOGUE_WG_BM``, shipped at BM 64): the
     GLM-5.2-shaped one-CTA BM 64 build gets a fourth warpgroup (512 threads in the launch facts and the PTX) that runs
     the epilogues and every release (no signal warp), the hand-over area before the weight stages; ``setmaxnreg``
     24 / 216 / 56 with each region's code under its cap; its MMA loops stay on the uniform datapath (no ``R2UR``), with
