@@ -226,6 +226,10 @@ class Role2GemmConfig:
     #: (W2-like) of the BM 64 loop. Persistent one-CTA builds (the epilogue's task fields travel in the hand-over),
     #: without the signal warp (the epilogue warpgroup releases)
     epilogue_warpgroup: bool = False
+    #: dev experiment (session 60, never in a bundle): at most this many weight stages (0: as many as fit, up to
+    #: MAX_STAGES). The K-loop probe ran 7 stages 3-5 % slower than 6 (``wg2ce7`` / ``wg2ce6``), and the BM 64 epilogue
+    #: warpgroup builds have 7: does the count matter in role2 itself?
+    dev_stages_cap: int = 0
 
     def __post_init__(self):
         if self.mode not in ("w1", "w2"):
@@ -467,7 +471,7 @@ class Role2GemmConfig:
             return 0
         free = (self.smem_limit - 1024 - self.misc_bytes - 2 * 8 * MAX_STAGES
                 - self.queue_bytes)
-        return max(2, min(MAX_STAGES, free // self.stage_bytes))
+        return max(2, min(self.dev_stages_cap or MAX_STAGES, MAX_STAGES, free // self.stage_bytes))
 
     @property
     def queue_bytes(self) -> int:

@@ -200,6 +200,11 @@ ACT2_EXPERIMENTS["_ppksafre"] = {**ACT2_EXPERIMENTS["_ppksafr"], "signal_warp": 
 #: where a K128 step's cycles go with the epilogue warpgroup beside the consumers, against _ppksafwrc)
 ACT2_EXPERIMENTS["_ppksafwe"] = {**ACT2_EXPERIMENTS["_ppksafw"], "signal_warp": False, "epilogue_warpgroup": True}
 ACT2_EXPERIMENTS["_ppksafwrec"] = {**ACT2_EXPERIMENTS["_ppksafwre"], "step_stamps": True}
+#: ... and (session 60) the weight-stage count alone: the shipped mirror at 7 / 6 stages, the epilogue form at 6
+#: (Role2GemmConfig.dev_stages_cap; the probe ran 7 stages 3-5 % slower than 6)
+ACT2_EXPERIMENTS["_ppksafwr7"] = {**ACT2_EXPERIMENTS["_ppksafwr"], "dev_stages_cap": 7}
+ACT2_EXPERIMENTS["_ppksafwr6"] = {**ACT2_EXPERIMENTS["_ppksafwr"], "dev_stages_cap": 6}
+ACT2_EXPERIMENTS["_ppksafwre6"] = {**ACT2_EXPERIMENTS["_ppksafwre"], "dev_stages_cap": 6}
 
 
 def configs(shapes, experiments: bool = False):
