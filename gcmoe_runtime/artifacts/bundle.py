@@ -300,6 +300,8 @@ MANIFEST_FIELD_OF_PARAM = {
     "recipe_routed": "targets[].recipe.routed",
     "recipe_shared": "targets[].recipe.shared",
     "k_interleave": "targets[].k_interleave (the routed tiles' K order; only set when true)",
+    "epilogue_wg": "targets[].bm / targets[].capacity (the tile heuristic's one-CTA BM 64 tile has role2's epilogue "
+                   "warpgroup, heuristics.SM90_EPILOGUE_WG_BM; a bundle built before session 60 has no such parameter)",
 }
 
 

@@ -1,4 +1,5 @@
-"""Session 60's kernel-alone A/B (s60-b, `call-1-h100/json/t64e-ab{1..4}.json`): per shape, GEMM and variant the
+"""Session 60's kernel-alone A/Bs (s60-b, `call-1-h100/json/t64e-ab{1..4}.json`; s60-d, `call-4-h100/json/
+t64e-h-ab{1..4}.json`, with the weight-stage forms): per shape, GEMM and variant the
 median time over the four alternating runs, the change against ``_ppksafwr`` (the shipped BM 64 mirror) — the median
 of the per-run ratios, each run timing every arm back to back — and the share of the run's streaming read.
 
@@ -10,11 +11,11 @@ import sys
 from pathlib import Path
 
 BASE = "_ppksafwr"
-ORDER = ("_ppksafwr", "_ppksafwre", "_ppksafr", "_ppksafre")
+ORDER = ("_ppksafwr", "_ppksafwre", "_ppksafr", "_ppksafre", "_ppksafwr7", "_ppksafwr6", "_ppksafwre6")
 
 
 def main(folder):
-    runs = [json.loads(p.read_text()) for p in sorted(Path(folder).glob("t64e-ab*.json"))]
+    runs = [json.loads(p.read_text()) for p in sorted(Path(folder).glob("t64e-*ab*.json"))]
     print(f"{len(runs)} runs, {runs[0]['gpu']}, streaming read {min(r['stream_read_Bps'] for r in runs) / 1e12:.2f}-"
           f"{max(r['stream_read_Bps'] for r in runs) / 1e12:.2f} TB/s\n")
     print("| shape | GEMM | variant | median µs | vs _ppksafwr (median of per-run ratios, range) | share of read |")

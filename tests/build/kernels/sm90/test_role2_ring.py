@@ -35,6 +35,24 @@ def _ptx(arts, bm, threads, ranks=2):
     return arts[(ranks, bm, threads)].ptx
 
 
+@pytest.fixture(scope="session")
+def signal_warp_arts(role2_arts):
+    """``role2_arts`` with test-tiny's one-CTA BM 64 tile built as before session 60, without the epilogue warpgroup
+    (its releases on the signal warp, its epilogue in the consumers: what every other one-CTA BM 32-80 build still
+    is), for the protocol tests below that read the consumers' epilogue and the signal warp in the PTX; the
+    epilogue-warpgroup build has its own (:func:`test_epilogue_warpgroup_protocol_order`)."""
+    from gcmoe_build.compile import compile_variant
+    from gcmoe_build.variants import FrozenParams, Variant
+
+    out = dict(role2_arts)
+    for key, art in role2_arts.items():
+        if "epilogue_wg" in art.record.variant:
+            v = next(v for v in _role2_variants() if (v.params["ranks"], v.params["bm"], v.params["threads"]) == key)
+            plain = {k: x for k, x in v.params.items() if k != "epilogue_wg"}
+            out[key] = compile_variant(Variant(v.role, v.arch, FrozenParams(plain), v.manifest))
+    return out
+
+
 def test_every_test_tiny_variant_compiles(role2_arts):
     from gcmoe_build.kernels.sm90.role2_ring_config import Role2RingConfig
 
@@ -122,8 +140,8 @@ def test_receive_count_wait_ptx_has_no_uniform_branch():
 
 
 @pytest.mark.parametrize("bm,threads", [(16, 256), (64, 384)])
-def test_ring_protocol_order(role2_arts, bm, threads):
-    ptx = _ptx(role2_arts, bm, threads)
+def test_ring_protocol_order(signal_warp_arts, bm, threads):
+    ptx = _ptx(signal_warp_arts, bm, threads)
     recv = _first(ptx, "ld.acquire.sys.global.u64")  # receive counts: this replay's pool blocks
     bar0 = _first(ptx, f"bar.sync 0, {threads};", recv)
     if threads == 384:
@@ -221,12 +239,12 @@ def _signal_warp_releases(ptx, start, end):
 
 
 @pytest.mark.parametrize("bm,threads,placed", [(16, 256, True), (64, 384, False)])
-def test_two_cta_builds_take_their_index_from_where_they_run(role2_arts, bm, threads, placed):
+def test_two_cta_builds_take_their_index_from_where_they_run(signal_warp_arts, bm, threads, placed):
     """role2_ring "Placement": a two-CTA build reads %smid, counts the CTA in on its SM and in its class (relaxed adds)
     and then as started, all before the first barrier: acq_rel (``place_ctas`` 1), or release (2, the late start
     count) whose last starter zeroes the region after the barrier behind an acquire fence; a one-CTA build keeps
     blockIdx and has none of it."""
-    ptx = _ptx(role2_arts, bm, threads)
+    ptx = _ptx(signal_warp_arts, bm, threads)
     bar0 = _first(ptx, f"bar.sync 0, {threads};")
     if not placed:
         assert "%smid" not in ptx[:bar0] and "atom.acq_rel.gpu" not in ptx and "atom.release" not in ptx[:bar0]
@@ -244,14 +262,14 @@ def test_two_cta_builds_take_their_index_from_where_they_run(role2_arts, bm, thr
 
 
 @pytest.mark.parametrize("bm,threads", [(8, 256), (64, 384)])
-def test_w1_and_w2_outputs_leave_in_16_byte_stores(role2_arts, bm, threads):
+def test_w1_and_w2_outputs_leave_in_16_byte_stores(signal_warp_arts, bm, threads):
     """W1: E4M3 bytes staged in shared memory, then 8 st.global.v4 per token over the 256 consumer threads; the only
     byte store left is the token's UE8M0 scale, written by one thread per token after its amax reduction (one IEEE
     division; the sigmoids' reciprocals are rcp.approx: the manifest's fast_math). W2 partials: BF16 staged in shared
     memory (transposed by stmatrix, one per 8 tokens), then st.global.v4 to base + offsets[src_rank] + o_combine + ...
     (the by-value peer descriptor), each token's destination computed once from its ring_meta row and read back from
     shared memory (st/ld.shared.u64); no 2-byte global stores remain."""
-    ptx = _ptx(role2_arts, bm, threads)
+    ptx = _ptx(signal_warp_arts, bm, threads)
     w2_mma = _first(ptx, "wgmma.mma_async", _first(ptx, "st.global.u8"))  # the first MMA after W1's scale store
     # (from the first task's acquire: before it a two-CTA build's last starter zeroes role2_place, role2_ring
     # "Placement")
@@ -279,6 +297,36 @@ def test_w1_and_w2_outputs_leave_in_16_byte_stores(role2_arts, bm, threads):
         window = w2[max(0, s - 1500):s]
         assert "ld.shared.v4.u32" in window and "ld.shared.u64" in window  # the staged unit, the destination
     assert "st.global.u16" not in ptx
+
+
+def test_epilogue_warpgroup_protocol_order(role2_arts):
+    """The shipped one-CTA BM 64 build (``heuristics.sm90_epilogue_wg``; role2_ring "Epilogue warpgroup"): its
+    consumers store nothing global and release nothing — each task leaves through the hand-over (an mbarrier arrive)
+    — and the epilogue warpgroup's code holds every release in the protocol's order: W1's scale byte and 16-byte
+    stores, its barrier, then the mask bits (a release operation); W2's ring_meta loads, its barrier, the
+    ``l2_empty`` count (the generation's hand-back behind it), then the combine stores."""
+    from gcmoe_build.kernels.sm90.role2_config import CONSUMER_REGS_EPI, EPILOGUE_BAR, EPILOGUE_REGS
+
+    for ranks in (1, 2):
+        art = role2_arts[(ranks, 64, 384)]
+        assert art.record.variant["epilogue_wg"] == 1 and art.record.launch.block == (512, 1, 1)
+        ptx = art.ptx
+        epi = _first(ptx, f"setmaxnreg.dec.sync.aligned.u32 {EPILOGUE_REGS};")
+        cons = _first(ptx, f"setmaxnreg.inc.sync.aligned.u32 {CONSUMER_REGS_EPI};", epi)
+        epilogue, consumers = ptx[epi:cons], ptx[cons:]
+        for op in ("st.global", "red.release", "atom.", "fence.acq_rel"):
+            assert op not in consumers, (ranks, op)
+        assert "mbarrier.arrive.shared::cta.b64" in consumers and "wgmma.mma_async" in consumers
+        assert "wgmma.mma_async" not in epilogue
+        bar = f"bar.sync {EPILOGUE_BAR}, 128;"
+        scale = _first(epilogue, "st.global.u8")
+        w1_store = _first(epilogue, "st.global.v4.u32", scale)
+        _first(epilogue, "red.release.gpu.global.or.b64", _first(epilogue, bar, w1_store))
+        meta = _first(epilogue, "ld.global.v4.u32")
+        count = _first(epilogue, "atom.release.gpu.global.add.u32", _first(epilogue, bar, meta))
+        assert "st.global.v4.u32" not in epilogue[meta:count]
+        _first(epilogue, "st.global.v4.u32", count)
+        _hand_back(ptx, epi + count)
 
 
 def test_every_wait_is_bounded_with_a_trap_record(role2_arts):
