@@ -156,8 +156,8 @@ def enumerate_variants(manifest: Any) -> list[Variant]:
                     if t.k_interleave:  # only when set: the plain builds' params (and keys) are as before; 2: W1's
                         # ring rows arrive interleaved (role1's), 1: role2 permutes them
                         p["k_interleave"] = 2 if sm90_role1_interleaves_rows(c.bm) else 1
-                    if sm90_epilogue_wg(c.bm, c.threads, c.ctas_per_sm):  # only when set (an experiment: the
-                        # shipped params and keys are as before)
+                    if sm90_epilogue_wg(c.bm, c.threads, c.ctas_per_sm):  # only there: every other tile's params
+                        # (and keys) are as before session 60
                         p["epilogue_wg"] = 1
                 add(ROLE2_GROUPED_GEMM, t.arch, p)
             # the routed-only layer (shared_experts 0) too: a model with shared experts may run them outside the

@@ -124,14 +124,8 @@ def _w1_quantize_store(ys, smem, amax_off: int, stage_off: int, ntok, tile, ctid
     bytes of ``ys`` (the values of both slabs, in order), their staging and 16-byte stores."""
     nd = bm // 2
     bar_sync(1, CONSUMER_THREADS)
-    if ctid < bm:  # token ctid: its group's amax, scale byte, and 1/scale for everyone (in partial 0's slot)
-        m = Float32(0.0)
-        for p in cutlass.range_constexpr(partials):  # 16: slab p // 4, warp p % 4; 8: warpgroup p // 4, warp p % 4
-            m = fmax(m, ld_shared_f32(smem + amax_off + (p * bm + ctid) * 4))
-        scale, inv = ue8m0_scale_for(m)
-        st_shared_f32(smem + amax_off + ctid * 4, inv)
-        if ctid < ntok:
-            st_global_u8(sf_addr(ctid, tile), (float_bits(scale) >> 23) & 0xFF)
+    # partials 16: slab p // 4, warp p % 4; 8: warpgroup p // 4, warp p % 4
+    w1_token_scales(smem, amax_off, partials, ntok, tile, ctid, bm, sf_addr)
     bar_sync(1, CONSUMER_THREADS)
     invs = {}
     yi = 0
@@ -150,6 +144,21 @@ def _w1_quantize_store(ys, smem, amax_off: int, stage_off: int, ntok, tile, ctid
                 yi += 1
     bar_sync(1, CONSUMER_THREADS)
     w1_store_rows(smem, stage_off, ntok, tile, ctid, CONSUMER_THREADS, bm, q_addr)
+
+
+@cute.jit
+def w1_token_scales(smem, amax_off: int, partials: int, ntok, tile, tid, bm: int, sf_addr):
+    """Thread ``tid < bm``, once every amax partial ``[partials][bm]`` FP32 at ``amax_off`` is written: token ``tid``'s
+    amax over the task's 128 I-columns, its UE8M0 scale byte (``sf_addr(n, grp)``, valid tokens only) and ``1/scale``
+    for every thread, in partial 0's slot (only this thread read the token's partials)."""
+    if tid < bm:
+        m = Float32(0.0)
+        for p in cutlass.range_constexpr(partials):
+            m = fmax(m, ld_shared_f32(smem + amax_off + (p * bm + tid) * 4))
+        scale, inv = ue8m0_scale_for(m)
+        st_shared_f32(smem + amax_off + tid * 4, inv)
+        if tid < ntok:
+            st_global_u8(sf_addr(tid, tile), (float_bits(scale) >> 23) & 0xFF)
 
 
 @cute.jit

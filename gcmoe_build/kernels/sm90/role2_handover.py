@@ -29,18 +29,18 @@ order the shared-memory writes before them for the waiters (release / acquire at
 """
 from __future__ import annotations
 
-import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, const_expr
 
 from gcmoe_runtime.numerics.sm90_layout import k128_epilogue_position
 
-from .ptx_mem import (bar_sync, ld_global_f32, ld_shared_f32, ld_shared_v4, mbar_arrive, mbar_init, st_global_u8,
-                      st_shared_f32, st_shared_u64, st_shared_u8, st_shared_v4)
+from .ptx_mem import (bar_sync, ld_global_f32, ld_shared_f32, ld_shared_v4, mbar_arrive, mbar_init, st_shared_f32,
+                      st_shared_u64, st_shared_u8, st_shared_v4)
 from .ring_sync import ld_shared_b32, st_shared_b32
 from .role2_config import CONSUMER_THREADS, EPILOGUE_BAR, EPILOGUE_THREADS
-from .role2_epilogue import W1_STAGE_STRIDE, _bf16_pair, swiglu_value, w1_store_rows, w2_stage_rows, w2_store_rows
-from .role2_math import bits_float, fabs, float_bits, fmax, sel_f32, shfl_bfly_f32, to_e4m3_byte, ue8m0_scale_for
+from .role2_epilogue import (W1_STAGE_STRIDE, _bf16_pair, swiglu_value, w1_store_rows, w1_token_scales, w2_stage_rows,
+                             w2_store_rows)
+from .role2_math import bits_float, fabs, fmax, sel_f32, shfl_bfly_f32, to_e4m3_byte
 
 #: W1's amax partials per token in the epilogue warpgroup (one per warp) and, after them, the routing weights
 #: ``[bm]`` FP32, in the kernel's amax area; W2's destination table ``[bm]`` u64 sits at the same offset
@@ -171,14 +171,7 @@ def epilogue_w1(smem, lay: dict, amax_off: int, e, ntok, tile, rw_addr, q_addr, 
         if g == 0:
             st_shared_f32(smem + amax_off + (warp * bm + 8 * key[0] + 2 * t + key[1]) * 4, mx)
     bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)
-    if e < bm:  # token e: its group's amax, scale byte, and 1/scale for everyone (in partial 0's slot)
-        mx = Float32(0.0)
-        for p in cutlass.range_constexpr(W1_PARTIALS):
-            mx = fmax(mx, ld_shared_f32(smem + amax_off + (p * bm + e) * 4))
-        scale, inv = ue8m0_scale_for(mx)
-        st_shared_f32(smem + amax_off + e * 4, inv)
-        if e < ntok:
-            st_global_u8(sf_addr(e, tile), (float_bits(scale) >> 23) & 0xFF)
+    w1_token_scales(smem, amax_off, W1_PARTIALS, ntok, tile, e, bm, sf_addr)
     bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)
     invs = {key: ld_shared_f32(smem + amax_off + (8 * key[0] + 2 * t + key[1]) * 4) for key in keys}
     packed = []  # (word, [(token, column), ...]): four E4M3 bytes per register

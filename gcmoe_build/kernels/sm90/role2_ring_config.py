@@ -320,7 +320,7 @@ class Role2RingConfig:
     @property
     def launch_threads(self):
         """The CTA's threads: the variant's ``threads``, plus the epilogue warpgroup's where it has one."""
-        return self.w1.threads if self.pipelined else self.threads
+        return self.w1.threads
 
     @property
     def experts_local(self):
