@@ -15,9 +15,11 @@ The data is BF16 pairs of ``acc x efac`` — the rounding both epilogues begin w
   16-byte words at ``(q * 256 + c) * 16`` (``q``: the word's group of four pairs): conflict-free on both sides.
   Epilogue thread ``e`` reads the pairs of consumer threads ``e`` and ``e + 128`` (the same warp and lane in both
   consumer warpgroups: the same 16 tokens, four I-columns each), so a token's amax over the task's 128 I-columns
-  has four partials (one per warp), not the consumers' eight. The E4M3 bytes are staged ``[bm][W1_STAGE_STRIDE]``
-  in the hand-over area once every epilogue thread has read its pairs (their values wait in registers, four to a
-  word), then leave in 16-byte stores.
+  has four partials (one per warp), not the consumers' eight. Each value is computed once: the first pass writes
+  the FP32 values back over the words it read (four values, 16 bytes, only that thread's), the second reads them
+  after the scales. The E4M3 bytes, a token's four in one register, are staged ``[bm][W1_STAGE_STRIDE]`` in the
+  hand-over area once every epilogue thread has read its values (in W2's interleaved K order one word per token,
+  :func:`w1_packed_stage_offset`), then leave in 16-byte stores.
 * **W2**: the consumers stage the BF16 rows in ``w2_epilogue``'s ``[bm][256]`` layout (``w2_stage_rows``) straight
   into the hand-over area, which the epilogue warpgroup stores out (``w2_store_rows``).
 
@@ -192,17 +194,25 @@ def epilogue_w1(smem, lay: dict, amax_off: int, e, ntok, tile, rw_addr, q_addr, 
     mbar_arrive(smem + lay["empty"])
 
 
+def w1_packed_stage_offset(warp, g):
+    """Byte offset within a staged W1 row of the word where :func:`epilogue_w1`'s thread of warp ``warp``, lane group
+    ``g`` stages a token's four bytes in W2's interleaved K order (byte ``s``: its column ``s``): word ``g & 3`` of
+    the 16-byte unit ``2 warp + (g >> 2)``, which holds the thread's four columns
+    (``k128_epilogue_position(s, warp, g)`` = ``16 (2 warp + (g >> 2)) + 4 s + (g & 3)``) with the unit's 4 x 4
+    bytes transposed; ``w1_store_rows(..., transposed=True)`` transposes them back on their way out. Conflict-free:
+    the warp's 32 words of one token step fall on banks ``4n + 8 warp + g`` (``n = 8m + 2t + b``)."""
+    return 16 * (2 * warp + (g >> 2)) + 4 * (g & 3)
+
+
 def _w1_stage_bytes(smem, stage_off: int, packed: dict, warp, g, t, k_interleave: bool):
     """:func:`epilogue_w1`'s E4M3 bytes into the ``[bm][W1_STAGE_STRIDE]`` staging: ``packed[(m, b)]`` holds token
-    ``8m + 2t + b``'s bytes of the thread's columns ``s`` = 0..3 (byte ``s``). In W2's interleaved K order the four
-    lie in one 16-byte unit, 4 apart (``k128_epilogue_position``: ``16 (2 warp + (g >> 2)) + 4 s + (g & 3)``): the
-    register is staged whole as the unit's word ``g & 3`` (conflict-free: bank ``4n + 8 warp + g``), and
-    ``w1_store_rows`` transposes each unit's 4 x 4 bytes on its way out. In the plain order (the ablation's: columns
-    ``32 s + 8 warp + g``, 32 apart) each byte is staged where it goes."""
+    ``8m + 2t + b``'s bytes of the thread's columns ``s`` = 0..3 (byte ``s``): in W2's interleaved K order one word
+    (:func:`w1_packed_stage_offset`); in the plain order (the ablation's: columns ``32 s + 8 warp + g``, 32 apart)
+    each byte where it goes."""
     for (m, b), word in packed.items():  # plain Python: trace-time dict
         row = smem + stage_off + (8 * m + 2 * t + b) * W1_STAGE_STRIDE
         if const_expr(k_interleave):
-            st_shared_b32(row + 16 * (2 * warp + (g >> 2)) + 4 * (g & 3), word)
+            st_shared_b32(row + w1_packed_stage_offset(warp, g), word)
         else:
             for s in range(4):
                 st_shared_u8(row + s * 32 + 8 * warp + g, word >> (8 * s))
