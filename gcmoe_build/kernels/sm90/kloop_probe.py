@@ -42,7 +42,7 @@ chunk that stays in shared memory (the B operand; what a task's fixed parts cost
   ``wg2ctq`` / ``wg2cmq`` copy a quarter of each chunk, ``wg2ca`` alternates two buffers filled once, ``wg2ct1``
   refills the one buffer it reads. Session 60: ``wg2ctw`` / ``wg2cts`` / ``wg2ctc`` run only some parts of ``tma``'s
   hand-over (``CHUNK_PARTS``): the copy and the scales without the wait, the scales alone, the copy and its wait
-  without the scales.
+  without the scales. Session 61: ``wg2ctb``, the copy and its wait with the token scales riding in the bulk copy.
 
 Kernel formals ``(w, ws, out, iters, stamps, task_steps, pause, act)`` (``stamps``: the stamp buffer's address, unused
 by unstamped forms; ``task_steps`` / ``pause``: used by the epilogue forms only; ``iters`` a multiple of
@@ -136,7 +136,8 @@ CHUNK_MODES = {"tma": "role2's: after the chunk's consumer barrier consumer thre
 #: copy after its loop)
 CHUNK_PARTS = {"c": "consumer thread 0 bulk-copies the next chunk into the other buffer after the chunk's barrier",
                "w": "every consumer waits on the chunk's mbarrier before the chunk's barrier",
-               "s": "every consumer loads its next token scale from global before the chunk's MMAs, stores it after"}
+               "s": "every consumer loads its next token scale from global before the chunk's MMAs, stores it after",
+               "b": "the chunk's token scales (1 KB) ride in its bulk copy, on the same mbarrier (instead of s)"}
 #: where a form's emulated epilogue runs (``pause`` cycles of a ``%clock`` spin after every ``task_steps`` K128 steps)
 EPILOGUES = {"both": "in both consumer warpgroups after the same step (the shipped task structure)",
              "stagger": "in each consumer warpgroup, warpgroup 1 half a task after warpgroup 0",
@@ -180,7 +181,9 @@ FORMS = {"wg2": Form(2, 2, True, (24, 240)), "wg4": Form(4, 1, True, (24, 112)),
          # session 60: ... or one of the copy's parts (CHUNK_PARTS): without the wait, the scales alone, without them
          "wg2ctw": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="cs"),
          "wg2cts": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="s"),
-         "wg2ctc": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="cw")}
+         "wg2ctc": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="cw"),
+         # session 61: ... with the token scales in the chunk's bulk copy (no per-consumer load / store)
+         "wg2ctb": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="cwb")}
 #: forms whose outputs are not the GEMM's (no decode or no promote): timed, not checked against the weights
 TIMING_ONLY = tuple(f for f, v in FORMS.items() if not (v.decode and v.promote))
 #: the four-warpgroup turns' named barriers (the shipped two use PINGPONG_BARS = 3, 4; 0: every thread)
@@ -312,9 +315,10 @@ def build_probe(form: str):
         raise ValueError(f"kloop_probe {form}: barrier_every={barrier_every}: 0, {SPC} or a multiple of "
                          f"{CHUNK_K128} K128 steps (the chunk)")
     parts = f.chunk_parts
-    if set(parts) - set(CHUNK_PARTS) or ("w" in parts and "c" not in parts) or (parts != "cws" and f.chunks != "tma"):
-        raise ValueError(f"kloop_probe {form}: chunk_parts={parts!r}: letters of {sorted(CHUNK_PARTS)}, the wait only "
-                         f"with the copy, and only for chunks='tma'")
+    if (set(parts) - set(CHUNK_PARTS) or ("w" in parts and "c" not in parts) or (parts != "cws" and f.chunks != "tma")
+            or ("b" in parts and ("c" not in parts or "s" in parts))):
+        raise ValueError(f"kloop_probe {form}: chunk_parts={parts!r}: letters of {sorted(CHUNK_PARTS)}, the wait and "
+                         f"the scales' ride only with the copy, not with s, and only for chunks='tma'")
     # both chunk buffers hold the chunk's bytes and token scales from the start wherever a read could otherwise find
     # bytes no copy wrote: nothing waits for the copies ("alt", no "w"), the copies bring no scales ("tma" without "s")
     # or only part of the chunk (chunk_copy < ACT_BYTES). Session 60 (call 12, the probe test's iters 16 on every SM):
@@ -413,7 +417,7 @@ def build_probe(form: str):
             if const_expr(f.chunks == "tma"):  # chunk 0 and its token scales, as role2's task top
                 if const_expr("c" in parts):
                     if ctid == 0:
-                        _copy_chunk(smem, lay, 0, act, f.chunk_copy, False)
+                        _copy_chunk(smem, lay, 0, act, f.chunk_copy, "b" in parts)
                 if const_expr("s" in parts):
                     st_shared_f32(smem + ASC_OFF + ctid * 4, ld_global_f32(act + ACT_BYTES + ctid * 4))
             for c in cutlass.range(iters // CHUNK_K128, unroll=1):
@@ -427,7 +431,7 @@ def build_probe(form: str):
                 if const_expr(f.chunks == "tma"):  # chunk c - 1's buffer is free: the next chunk into it
                     if const_expr("c" in parts):
                         if ctid == 0 and c + 1 < iters // CHUNK_K128:
-                            _copy_chunk(smem, lay, 1 - cb, act, f.chunk_copy, False)
+                            _copy_chunk(smem, lay, 1 - cb, act, f.chunk_copy, "b" in parts)
                     if const_expr("s" in parts):
                         next_scale = ld_global_f32(act + ACT_BYTES + ctid * 4)
                 if const_expr(barrier_every > CHUNK_K128):

@@ -16,7 +16,7 @@ from .ptx_mem import (bar_sync, ld_global_f32, ld_global_s32, ld_shared_f32, ld_
 from .ring_sync import ld_shared_b32, st_shared_b32
 from .role2_config import CONSUMER_THREADS, ROWS_PER_CTA, _consumer_lane
 from .role2_math import (bf16_round, fabs, float_bits, fmax, fmin, pack_bf16x2, sel_f32, shfl_bfly_f32, sigmoid,
-                         to_e4m3_byte, ue8m0_scale_for)
+                         to_e4m3_byte, transpose_bytes_4x4, ue8m0_scale_for)
 
 #: row stride (bytes) of the W1 epilogue's E4M3 staging tile ``[BM][128 I-columns]``: 16-byte aligned rows for the
 #: 16-byte copies out, and the +16 puts the rows of a warp's four token pairs (2t apart) on different banks
@@ -162,9 +162,10 @@ def w1_token_scales(smem, amax_off: int, partials: int, ntok, tile, tid, bm: int
 
 
 @cute.jit
-def w1_store_rows(smem, stage_off: int, ntok, tile, tid, threads: int, bm: int, q_addr):
+def w1_store_rows(smem, stage_off: int, ntok, tile, tid, threads: int, bm: int, q_addr, transposed: bool = False):
     """The staged ``[bm][W1_STAGE_STRIDE]`` E4M3 rows out, 16 bytes a store, 8 per valid token (``q_addr(n, col)``: the
-    token's byte of I-column ``col``), spread over ``threads`` threads (``tid`` in ``[0, threads)``)."""
+    token's byte of I-column ``col``), spread over ``threads`` threads (``tid`` in ``[0, threads)``). ``transposed``:
+    each 16-byte unit was staged with its 4 x 4 bytes transposed (``role2_handover``'s packed staging)."""
     for it in cutlass.range_constexpr((bm * 8 + threads - 1) // threads):
         u = tid + it * threads
         if u < bm * 8:
@@ -172,6 +173,8 @@ def w1_store_rows(smem, stage_off: int, ntok, tile, tid, threads: int, bm: int, 
             c = u & 7
             if n < ntok:
                 v = ld_shared_v4(smem + stage_off + n * W1_STAGE_STRIDE + c * 16)
+                if const_expr(transposed):
+                    v = transpose_bytes_4x4(v)
                 st_global_v4(q_addr(n, tile * 128 + c * 16), v[0], v[1], v[2], v[3])
 
 

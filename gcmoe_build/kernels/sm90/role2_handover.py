@@ -15,9 +15,11 @@ The data is BF16 pairs of ``acc x efac`` — the rounding both epilogues begin w
   16-byte words at ``(q * 256 + c) * 16`` (``q``: the word's group of four pairs): conflict-free on both sides.
   Epilogue thread ``e`` reads the pairs of consumer threads ``e`` and ``e + 128`` (the same warp and lane in both
   consumer warpgroups: the same 16 tokens, four I-columns each), so a token's amax over the task's 128 I-columns
-  has four partials (one per warp), not the consumers' eight. The E4M3 bytes are staged ``[bm][W1_STAGE_STRIDE]``
-  in the hand-over area once every epilogue thread has read its pairs (their values wait in registers, four to a
-  word), then leave in 16-byte stores.
+  has four partials (one per warp), not the consumers' eight. Each value is computed once: the first pass writes
+  the FP32 values back over the words it read (four values, 16 bytes, only that thread's), the second reads them
+  after the scales. The E4M3 bytes, a token's four in one register, are staged ``[bm][W1_STAGE_STRIDE]`` in the
+  hand-over area once every epilogue thread has read its values (in W2's interleaved K order one word per token,
+  :func:`w1_packed_stage_offset`), then leave in 16-byte stores.
 * **W2**: the consumers stage the BF16 rows in ``w2_epilogue``'s ``[bm][256]`` layout (``w2_stage_rows``) straight
   into the hand-over area, which the epilogue warpgroup stores out (``w2_store_rows``).
 
@@ -29,10 +31,9 @@ order the shared-memory writes before them for the waiters (release / acquire at
 """
 from __future__ import annotations
 
+import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Float32, const_expr
-
-from gcmoe_runtime.numerics.sm90_layout import k128_epilogue_position
 
 from .ptx_mem import (bar_sync, ld_global_f32, ld_shared_f32, ld_shared_v4, mbar_arrive, mbar_init, st_shared_f32,
                       st_shared_u64, st_shared_u8, st_shared_v4)
@@ -40,7 +41,7 @@ from .ring_sync import ld_shared_b32, st_shared_b32
 from .role2_config import CONSUMER_THREADS, EPILOGUE_BAR, EPILOGUE_THREADS
 from .role2_epilogue import (W1_STAGE_STRIDE, _bf16_pair, swiglu_value, w1_store_rows, w1_token_scales, w2_stage_rows,
                              w2_store_rows)
-from .role2_math import bits_float, fabs, fmax, sel_f32, shfl_bfly_f32, to_e4m3_byte
+from .role2_math import bits_float, fabs, float_bits, fmax, sel_f32, shfl_bfly_f32, to_e4m3x4
 
 #: W1's amax partials per token in the epilogue warpgroup (one per warp) and, after them, the routing weights
 #: ``[bm]`` FP32, in the kernel's amax area; W2's destination table ``[bm]`` u64 sits at the same offset
@@ -113,17 +114,15 @@ def w1_word_map(bm: int):
     return out
 
 
-def _w1_pairs(smem, lay: dict, e, bm: int):
-    """Epilogue thread ``e``'s W1 values, in a fixed order, as ``(wgc, slab, m, b, gate, up)`` tuples: consumer
-    warpgroup ``wgc``'s thread ``e + 128 wgc``, accumulator slab ``slab``, token ``8m + 2t + b``; ``gate`` / ``up``
-    BF16 values as FP32 (:func:`w1_word_map`). A generator (plain Python, run at trace time): each 16-byte word is
-    loaded just before its four pairs are used, so its ``bm / 4`` words are not all live at once."""
-    for wgc in range(2):
-        for q, slab, pairs in w1_word_map(bm):
-            v = ld_shared_v4(smem + lay["data"] + (q * CONSUMER_THREADS + wgc * EPILOGUE_THREADS + e) * 16)
-            for rg, ru, m in pairs:
-                yield wgc, slab, m, 0, _bf16_lo(v[rg]), _bf16_lo(v[ru])
-                yield wgc, slab, m, 1, _bf16_hi(v[rg]), _bf16_hi(v[ru])
+def _w1_word_addr(smem, lay: dict, e, wgc: int, q: int):
+    """Epilogue thread ``e``'s hand-over word ``q`` of consumer warpgroup ``wgc`` (consumer thread ``e + 128 wgc``)."""
+    return smem + lay["data"] + (q * CONSUMER_THREADS + wgc * EPILOGUE_THREADS + e) * 16
+
+
+def _w1_word_tokens(pairs):
+    """The ``(m, b)`` of a word's four values (token ``8m + 2t + b``), in the order :func:`epilogue_w1`'s first pass
+    writes their FP32 values back into the word."""
+    return [(m, b) for _, _, m in pairs for b in range(2)]
 
 
 def _fold_max(amax: dict, key, a):
@@ -131,25 +130,17 @@ def _fold_max(amax: dict, key, a):
     amax[key] = fmax(amax[key], a) if key in amax else a
 
 
-def _pack_byte(packed: list, byte, where):
-    """Append an E4M3 byte (an Int32 in 0..255) to ``packed``'s last word, or a new word once it holds four: each
-    entry ``(word, [where of byte 0, 1, ...])`` (trace-time bookkeeping; the register keeps byte k in bits 8k..)."""
-    if packed and len(packed[-1][1]) < 4:
-        word, wheres = packed[-1]
-        packed[-1] = (word | (byte << (8 * len(wheres))), wheres + [where])
-    else:
-        packed.append((byte, [where]))
-
-
 @cute.jit
 def epilogue_w1(smem, lay: dict, amax_off: int, e, ntok, tile, rw_addr, q_addr, sf_addr, bm: int, alpha: float,
                 clamp: float, fast_math: bool, k_interleave: bool):
     """The epilogue warpgroup's W1 task (numerics reference steps 3-4, as ``_w1_epilogue``): the routing weights into
-    shared memory, the values' amax partials (a thread's four columns of a token, then its 8 lanes of ``g``, then one
-    partial per warp), one thread per token its UE8M0 scale and inverse, the values again (recomputed from the pairs:
-    no registers to keep 32 of them) to E4M3 bytes, held four to a register until every thread has read its pairs,
-    then staged over them and stored 16 bytes at a time. Arrives on the empty barrier after its last read of the
-    area; the caller releases after its next barrier."""
+    shared memory; a first pass over the thread's hand-over words computes each value once (SwiGLU x routing weight,
+    zero past ``ntok``), folds the amax partials (a thread's four columns of a token, then its 8 lanes of ``g``,
+    then one partial per warp) and writes the FP32 values back over the word's four BF16 pairs (a word holds four
+    values either way, and only this thread reads it: no barrier); one thread per token its UE8M0 scale and
+    inverse; a second pass reads the values back, scales them to E4M3 bytes, held in registers until every thread
+    is done reading, then staged (:func:`_w1_stage_bytes`) and stored 16 bytes at a time. Arrives on the empty
+    barrier after its last read of the area; the caller releases after its next barrier."""
     warp = e // 32
     lane = e % 32
     g, t = lane // 4, lane % 4
@@ -157,13 +148,22 @@ def epilogue_w1(smem, lay: dict, amax_off: int, e, ntok, tile, rw_addr, q_addr, 
     if e < bm:
         st_shared_f32(smem + rw_off + e * 4, ld_global_f32(rw_addr(e)))
     bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)
-    keys = [(m, b) for m in range(bm // 8) for b in range(2)]
     amax = {}
-    for wgc, slab, m, b, gv, uv in _w1_pairs(smem, lay, e, bm):
-        n = 8 * m + 2 * t + b
-        y = swiglu_value(gv, uv, alpha, clamp, fast_math, ld_shared_f32(smem + rw_off + n * 4), rounded=True)
-        _fold_max(amax, (m, b), fabs(sel_f32(Int32(n < ntok), y, Float32(0.0))))
-    for key in keys:
+    for wgc in cutlass.range_constexpr(2):
+        for q, slab, pairs in w1_word_map(bm):
+            addr = _w1_word_addr(smem, lay, e, wgc, q)
+            v = ld_shared_v4(addr)
+            ys = []
+            for rg, ru, m in pairs:
+                for b, half in ((0, _bf16_lo), (1, _bf16_hi)):
+                    n = 8 * m + 2 * t + b
+                    y = swiglu_value(half(v[rg]), half(v[ru]), alpha, clamp, fast_math,
+                                     ld_shared_f32(smem + rw_off + n * 4), rounded=True)
+                    y = sel_f32(Int32(n < ntok), y, Float32(0.0))
+                    _fold_max(amax, (m, b), fabs(y))
+                    ys.append(float_bits(y))
+            st_shared_v4(addr, *ys)
+    for key in amax:
         mx = amax[key]
         mx = fmax(mx, shfl_bfly_f32(mx, 4))
         mx = fmax(mx, shfl_bfly_f32(mx, 8))
@@ -173,24 +173,49 @@ def epilogue_w1(smem, lay: dict, amax_off: int, e, ntok, tile, rw_addr, q_addr, 
     bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)
     w1_token_scales(smem, amax_off, W1_PARTIALS, ntok, tile, e, bm, sf_addr)
     bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)
-    invs = {key: ld_shared_f32(smem + amax_off + (8 * key[0] + 2 * t + key[1]) * 4) for key in keys}
-    packed = []  # (word, [(token, column), ...]): four E4M3 bytes per register
-    for wgc, slab, m, b, gv, uv in _w1_pairs(smem, lay, e, bm):
-        n = 8 * m + 2 * t + b
-        y = swiglu_value(gv, uv, alpha, clamp, fast_math, ld_shared_f32(smem + rw_off + n * 4), rounded=True)
-        byte = to_e4m3_byte(sel_f32(Int32(n < ntok), y, Float32(0.0)) * invs[(m, b)])
-        if const_expr(k_interleave):  # the column's byte in W2's interleaved K order
-            col = k128_epilogue_position(wgc * 2 + slab, warp, g)
-        else:  # within the task's 128 I-columns
-            col = (wgc * 2 + slab) * 32 + 8 * warp + g
-        _pack_byte(packed, byte, (n, col))
-    bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)  # every thread's pairs are read: the bytes may be staged over them
-    for word, where in packed:
-        for k, (n, col) in enumerate(where):
-            st_shared_u8(smem + lay["data"] + n * W1_STAGE_STRIDE + col, word >> (8 * k))
+    # second pass: the words of one token group (both slabs, both consumer warpgroups) at a time, each token's four
+    # columns s = 2 wgc + slab (the thread's I-columns 32 s + 8 warp + g) packed into one register, byte s
+    groups = {}
+    for q, slab, pairs in w1_word_map(bm):
+        groups.setdefault(tuple(_w1_word_tokens(pairs)), []).append((q, slab))
+    packed = {}
+    for tokens, words in groups.items():  # plain Python: trace-time dict
+        vs = [None] * 4
+        for wgc in cutlass.range_constexpr(2):
+            for q, slab in words:
+                vs[2 * wgc + slab] = ld_shared_v4(_w1_word_addr(smem, lay, e, wgc, q))
+        for k, (m, b) in enumerate(tokens):
+            inv = ld_shared_f32(smem + amax_off + (8 * m + 2 * t + b) * 4)
+            packed[(m, b)] = to_e4m3x4(*[bits_float(v[k]) * inv for v in vs])
+    bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)  # every thread's values are read: the bytes may be staged over them
+    _w1_stage_bytes(smem, lay["data"], packed, warp, g, t, k_interleave)
     bar_sync(EPILOGUE_BAR, EPILOGUE_THREADS)
-    w1_store_rows(smem, lay["data"], ntok, tile, e, EPILOGUE_THREADS, bm, q_addr)
+    w1_store_rows(smem, lay["data"], ntok, tile, e, EPILOGUE_THREADS, bm, q_addr, transposed=k_interleave)
     mbar_arrive(smem + lay["empty"])
+
+
+def w1_packed_stage_offset(warp, g):
+    """Byte offset within a staged W1 row of the word where :func:`epilogue_w1`'s thread of warp ``warp``, lane group
+    ``g`` stages a token's four bytes in W2's interleaved K order (byte ``s``: its column ``s``): word ``g & 3`` of
+    the 16-byte unit ``2 warp + (g >> 2)``, which holds the thread's four columns
+    (``k128_epilogue_position(s, warp, g)`` = ``16 (2 warp + (g >> 2)) + 4 s + (g & 3)``) with the unit's 4 x 4
+    bytes transposed; ``w1_store_rows(..., transposed=True)`` transposes them back on their way out. Conflict-free:
+    the warp's 32 words of one token step fall on banks ``4n + 8 warp + g`` (``n = 8m + 2t + b``)."""
+    return 16 * (2 * warp + (g >> 2)) + 4 * (g & 3)
+
+
+def _w1_stage_bytes(smem, stage_off: int, packed: dict, warp, g, t, k_interleave: bool):
+    """:func:`epilogue_w1`'s E4M3 bytes into the ``[bm][W1_STAGE_STRIDE]`` staging: ``packed[(m, b)]`` holds token
+    ``8m + 2t + b``'s bytes of the thread's columns ``s`` = 0..3 (byte ``s``): in W2's interleaved K order one word
+    (:func:`w1_packed_stage_offset`); in the plain order (the ablation's: columns ``32 s + 8 warp + g``, 32 apart)
+    each byte where it goes."""
+    for (m, b), word in packed.items():  # plain Python: trace-time dict
+        row = smem + stage_off + (8 * m + 2 * t + b) * W1_STAGE_STRIDE
+        if const_expr(k_interleave):
+            st_shared_b32(row + w1_packed_stage_offset(warp, g), word)
+        else:
+            for s in range(4):
+                st_shared_u8(row + s * 32 + 8 * warp + g, word >> (8 * s))
 
 
 @cute.jit

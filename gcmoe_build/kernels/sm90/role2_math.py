@@ -7,7 +7,9 @@ Owns the numerics that the FP32 reference must mirror bit-for-bit where the kern
   FP32 accumulators to BF16 before the clamp);
 * ``ue8m0_scale_for(amax)``: the requantisation scale ``2**ceil(log2(amax / 448))`` with
   ``amax / 448`` an IEEE-rounded FP32 division; ``amax == 0`` gives 1.0;
-* ``to_e4m3_byte(x)``: ``cvt.rn.satfinite.e4m3x2.f32`` (saturates to +-448, NaN stays NaN);
+* ``to_e4m3_byte(x)``: ``cvt.rn.satfinite.e4m3x2.f32`` (saturates to +-448, NaN stays NaN); ``to_e4m3x4`` four of
+  them in one register (the same conversion, two at a time);
+* ``transpose_bytes_4x4(w)``: byte ``j`` of word ``i`` to byte ``i`` of word ``j`` (four PRMTs);
 * ``sigmoid(x, fast)``: ``1 / (1 + 2**(-x log2 e))`` with ``ex2.approx`` and an IEEE reciprocal, or with
   ``fast`` (``activation.fast_math``) ``rcp.approx`` (not bit-exact to torch.sigmoid either way: compared with a
   tolerance).
@@ -105,6 +107,29 @@ def to_e4m3_byte(x, *, loc=None, ip=None) -> Int32:
     return Int32(_asm(
         "{\n.reg .b16 h;\n.reg .f32 z;\nmov.f32 z, 0f00000000;\ncvt.rn.satfinite.e4m3x2.f32 h, z, $1;\n"
         "cvt.u32.u16 $0, h;\n}", "=r,f", [_v(x, Float32)], 1, volatile=False)[0])
+
+
+@dsl_user_op
+def to_e4m3x4(x0, x1, x2, x3, *, loc=None, ip=None) -> Int32:
+    """Four FP32 -> E4M3 bytes (as :func:`to_e4m3_byte` each), ``x_k`` in byte ``k``."""
+    return Int32(_asm(
+        "{\n.reg .b16 l, h;\ncvt.rn.satfinite.e4m3x2.f32 l, $2, $1;\ncvt.rn.satfinite.e4m3x2.f32 h, $4, $3;\n"
+        "mov.b32 $0, {l, h};\n}", "=r,f,f,f,f", [_v(x, Float32) for x in (x0, x1, x2, x3)], 1, volatile=False)[0])
+
+
+def transpose_bytes_4x4(w):
+    """Words ``w[0..3]`` as a 4 x 4 byte matrix (byte ``j`` of ``w[i]``), transposed: byte ``i`` of result ``j``.
+    Two rounds of PRMT (interleave the bytes of two words, then the halves of two words)."""
+    lo01, hi01 = _prmt(w[0], w[1], 0x5140), _prmt(w[0], w[1], 0x7362)
+    lo23, hi23 = _prmt(w[2], w[3], 0x5140), _prmt(w[2], w[3], 0x7362)
+    return [_prmt(lo01, lo23, 0x5410), _prmt(lo01, lo23, 0x7632), _prmt(hi01, hi23, 0x5410),
+            _prmt(hi01, hi23, 0x7632)]
+
+
+@dsl_user_op
+def _prmt(a, b, selector: int, *, loc=None, ip=None) -> Int32:
+    """``prmt.b32`` of ``a`` (bytes 0-3) and ``b`` (bytes 4-7) with a constant selector."""
+    return Int32(_asm(f"prmt.b32 $0, $1, $2, {selector:#x};", "=r,r,r", [_v(a), _v(b)], 1, volatile=False)[0])
 
 
 @dsl_user_op

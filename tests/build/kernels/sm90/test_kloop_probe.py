@@ -26,7 +26,7 @@ EXPECT = {"wg2": (384, (24, 240), 16), "wg4": (640, (24, 112), 8), "wg4n": (640,
           "wg2cm": (384, (24, 240), 16), "wg2ctq": (384, (24, 240), 16), "wg2cmq": (384, (24, 240), 16),
           "wg2ca": (384, (24, 240), 16), "wg2ct1": (384, (24, 240), 16), "wg2cwh": (512, (24, 200), 16),
           "wg2ce7": (384, (24, 200), 16), "wg2ctw": (384, (24, 240), 16), "wg2cts": (384, (24, 240), 16),
-          "wg2ctc": (384, (24, 240), 16)}
+          "wg2ctc": (384, (24, 240), 16), "wg2ctb": (384, (24, 240), 16)}
 #: what the timing-only forms leave out, in the SASS of their K loop: (PRMT, FFMA) there
 LEFT_OUT = {"wg2": (72, 128), "wg2x": (0, 128), "wg2p": (72, 0), "wg2xp": (0, 0)}
 
@@ -90,8 +90,9 @@ def test_probe_forms_do_not_spill(built):
 
 def test_chunk_parts_leave_out_what_they_say(built, monkeypatch):
     """``Form.chunk_parts`` (session 60): a "tma" chunk form without ``c`` issues no chunk copy (the weight stages'
-    bulk copies only, as ``wg2c``), without ``s`` loads no token scale from global, and a wait without its copy, or
-    parts on another chunk mode, is refused by name."""
+    bulk copies only, as ``wg2c``), without ``s`` loads no token scale from global, with ``b`` copies the scales
+    beside each chunk copy; a wait without its copy, the scales both ways, or parts on another chunk mode, are refused
+    by name."""
     from gcmoe_build.kernels.sm90 import kloop_probe
 
     def counts(form):
@@ -103,7 +104,9 @@ def test_chunk_parts_leave_out_what_they_say(built, monkeypatch):
     assert counts("wg2ctw") == (copies, scales)
     assert counts("wg2cts") == (copies0, scales)
     assert counts("wg2ctc") == (copies, 0)
+    assert counts("wg2ctb") == (copies + (copies - copies0), 0)  # each chunk copy with its scales' copy beside it
     for bad in (kloop_probe.Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="ws"),
+                kloop_probe.Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="cwbs"),
                 kloop_probe.Form(2, 2, True, (24, 240), chunks="mbar", chunk_parts="c")):
         monkeypatch.setitem(kloop_probe.FORMS, "_bad", bad)
         with pytest.raises(ValueError, match="chunk_parts"):

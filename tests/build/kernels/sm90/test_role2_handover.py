@@ -12,7 +12,10 @@ import pytest
 from gcmoe_build.kernels.sm90.role2_config import (CONSUMER_REGS_EPI, CONSUMER_THREADS, EPILOGUE_BAR, EPILOGUE_REGS,
                                                    EPILOGUE_THREADS, HANDOVER_FIELDS, PRODUCER_REGS_EPI,
                                                    PRODUCER_THREADS, Role2GemmConfig)
-from gcmoe_build.kernels.sm90.role2_handover import handover_layout, w1_word_map
+from gcmoe_build.kernels.sm90 import role2_math
+from gcmoe_build.kernels.sm90.role2_epilogue import W1_STAGE_STRIDE
+from gcmoe_build.kernels.sm90.role2_handover import handover_layout, w1_packed_stage_offset, w1_word_map
+from gcmoe_runtime.numerics.sm90_layout import k128_epilogue_position
 
 SHAPES = {"glm52": (6144, 2048), "dsv41flash": (5120, 2304)}
 
@@ -50,6 +53,56 @@ def test_w1_word_map_covers_the_consumer_epilogue(bm):
             assert seen[elem + 2] == ("up", slab, m, b)  # the consumers' up value of this gate
         else:
             assert (i >> 1) & 1 == 1 and ((i - 2) >> 2, i & 1) == (m, b), (elem, role, slab, m, b)
+
+
+def _prmt_model(a, b, selector):
+    """``prmt.b32``'s default mode: result byte ``k`` is byte ``(selector >> 4k) & 7`` of ``b:a``."""
+    src = [(a >> (8 * i)) & 0xFF for i in range(4)] + [(b >> (8 * i)) & 0xFF for i in range(4)]
+    return sum(src[(selector >> (4 * k)) & 7] << (8 * k) for k in range(4))
+
+
+def _byte(word, j):
+    return (word >> (8 * j)) & 0xFF
+
+
+def test_transpose_bytes_4x4(monkeypatch):
+    """The PRMT selectors of ``transpose_bytes_4x4``: byte ``j`` of word ``i`` becomes byte ``i`` of word ``j``."""
+    monkeypatch.setattr(role2_math, "_prmt", _prmt_model)
+    words = [0x03020100 + 0x04040404 * i for i in range(4)]  # byte j of word i = 4i + j
+    out = role2_math.transpose_bytes_4x4(words)
+    assert [[_byte(out[j], i) for i in range(4)] for j in range(4)] == [[4 * i + j for i in range(4)]
+                                                                         for j in range(4)]
+
+
+def test_w1_packed_staging_lands_in_the_interleaved_order(monkeypatch):
+    """A token's four bytes staged as one word (:func:`w1_packed_stage_offset`, byte ``s``: the thread's column
+    ``s``), then each 16-byte unit transposed on its way out (``w1_store_rows(..., transposed=True)``), put every
+    byte at ``k128_epilogue_position(s, warp, g)`` — all 128 positions of a row once — and a warp's 32 words of one
+    token step (lanes ``g``, ``t``: tokens ``8m + 2t + b``) fall on 32 different banks."""
+    monkeypatch.setattr(role2_math, "_prmt", _prmt_model)
+    row = {}  # staged byte offset -> (warp, g, s)
+    for warp in range(4):
+        for g in range(8):
+            off = w1_packed_stage_offset(warp, g)
+            assert off % 4 == 0
+            for s in range(4):
+                assert off + s not in row
+                row[off + s] = (warp, g, s)
+    assert sorted(row) == list(range(128))
+    for unit in range(8):  # what leaves: the transposed unit, word by word
+        staged = [sum(hash(row[16 * unit + 4 * j + s]) % 251 << (8 * s) for s in range(4)) for j in range(4)]
+        out = role2_math.transpose_bytes_4x4(staged)
+        for j in range(4):
+            for s in range(4):
+                warp, g, col = row[16 * unit + 4 * j + s]
+                assert k128_epilogue_position(col, warp, g) == 16 * unit + 4 * s + j
+                assert _byte(out[s], j) == hash(row[16 * unit + 4 * j + s]) % 251
+    for warp in range(4):
+        for m in range(8):
+            for b in range(2):
+                banks = {(((8 * m + 2 * t + b) * W1_STAGE_STRIDE + w1_packed_stage_offset(warp, g)) // 4) % 32
+                         for g in range(8) for t in range(4)}
+                assert len(banks) == 32, (warp, m, b)
 
 
 def test_config_of_the_epilogue_warpgroup():
@@ -98,6 +151,9 @@ def test_epilogue_warpgroup_build(built, mode):
     assert {CONSUMER_THREADS, EPILOGUE_THREADS} <= inits, inits
     assert f"bar.sync {EPILOGUE_BAR}, {EPILOGUE_THREADS};" in ptx
     assert ("red.release.gpu.global.or.b64" in ptx) == (mode == "w1")
+    if mode == "w1":  # each of a thread's bm values computed once; the interleaved order's bytes staged as words
+        assert ptx.count("ex2.approx") == 64
+        assert "st.shared.u8" not in ptx
     summary = sass.summarize(cubin)
     assert summary.qgmma == summary.qgmma_register_a > 0
     assert summary.spill_ops_in_mma_loops == 0
