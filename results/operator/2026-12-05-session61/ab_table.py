@@ -41,7 +41,7 @@ def table(runs, base):
 
 
 def main(folder):
-    runs = [json.loads(p.read_text()) for p in sorted(Path(folder).glob("t64f-ab*.json"))]
+    runs = [json.loads(p.read_text()) for p in sorted(Path(folder).glob("t64[fg]-ab*.json"))]
     print(f"{len(runs)} runs, {runs[0]['gpu']}, streaming read {min(r['stream_read_Bps'] for r in runs) / 1e12:.2f}-"
           f"{max(r['stream_read_Bps'] for r in runs) / 1e12:.2f} TB/s\n")
     for base in ("_ppksafwreo", "_ppksafwr"):
