@@ -119,10 +119,11 @@ def _w1_word_addr(smem, lay: dict, e, wgc: int, q: int):
     return smem + lay["data"] + (q * CONSUMER_THREADS + wgc * EPILOGUE_THREADS + e) * 16
 
 
-def _w1_word_tokens(pairs):
-    """The ``(m, b)`` of a word's four values (token ``8m + 2t + b``), in the order :func:`epilogue_w1`'s first pass
-    writes their FP32 values back into the word."""
-    return [(m, b) for _, _, m in pairs for b in range(2)]
+def _w1_word_values(pairs):
+    """A hand-over word's four values, in the order :func:`epilogue_w1`'s first pass writes their FP32 back into the
+    word: ``(m, b, r_gate, r_up)`` — token ``8m + 2t + b``, its gate / up BF16 in words ``r_gate`` / ``r_up`` of the
+    pairs (low half ``b = 0``, high half ``b = 1``; :func:`w1_word_map`)."""
+    return [(m, b, rg, ru) for rg, ru, m in pairs for b in range(2)]
 
 
 def _fold_max(amax: dict, key, a):
@@ -154,14 +155,14 @@ def epilogue_w1(smem, lay: dict, amax_off: int, e, ntok, tile, rw_addr, q_addr, 
             addr = _w1_word_addr(smem, lay, e, wgc, q)
             v = ld_shared_v4(addr)
             ys = []
-            for rg, ru, m in pairs:
-                for b, half in ((0, _bf16_lo), (1, _bf16_hi)):
-                    n = 8 * m + 2 * t + b
-                    y = swiglu_value(half(v[rg]), half(v[ru]), alpha, clamp, fast_math,
-                                     ld_shared_f32(smem + rw_off + n * 4), rounded=True)
-                    y = sel_f32(Int32(n < ntok), y, Float32(0.0))
-                    _fold_max(amax, (m, b), fabs(y))
-                    ys.append(float_bits(y))
+            for m, b, rg, ru in _w1_word_values(pairs):
+                half = _bf16_hi if b else _bf16_lo
+                n = 8 * m + 2 * t + b
+                y = swiglu_value(half(v[rg]), half(v[ru]), alpha, clamp, fast_math,
+                                 ld_shared_f32(smem + rw_off + n * 4), rounded=True)
+                y = sel_f32(Int32(n < ntok), y, Float32(0.0))
+                _fold_max(amax, (m, b), fabs(y))
+                ys.append(float_bits(y))
             st_shared_v4(addr, *ys)
     for key in amax:
         mx = amax[key]
@@ -177,7 +178,7 @@ def epilogue_w1(smem, lay: dict, amax_off: int, e, ntok, tile, rw_addr, q_addr, 
     # columns s = 2 wgc + slab (the thread's I-columns 32 s + 8 warp + g) packed into one register, byte s
     groups = {}
     for q, slab, pairs in w1_word_map(bm):
-        groups.setdefault(tuple(_w1_word_tokens(pairs)), []).append((q, slab))
+        groups.setdefault(tuple((m, b) for m, b, _, _ in _w1_word_values(pairs)), []).append((q, slab))
     packed = {}
     for tokens, words in groups.items():  # plain Python: trace-time dict
         vs = [None] * 4

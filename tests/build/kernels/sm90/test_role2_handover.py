@@ -70,8 +70,8 @@ def test_transpose_bytes_4x4(monkeypatch):
     monkeypatch.setattr(role2_math, "_prmt", _prmt_model)
     words = [0x03020100 + 0x04040404 * i for i in range(4)]  # byte j of word i = 4i + j
     out = role2_math.transpose_bytes_4x4(words)
-    assert [[_byte(out[j], i) for i in range(4)] for j in range(4)] == [[4 * i + j for i in range(4)]
-                                                                         for j in range(4)]
+    want = [[4 * i + j for i in range(4)] for j in range(4)]  # result j's bytes: byte j of each word i
+    assert [[_byte(out[j], i) for i in range(4)] for j in range(4)] == want
 
 
 def test_w1_packed_staging_lands_in_the_interleaved_order(monkeypatch):
