@@ -137,7 +137,9 @@ CHUNK_MODES = {"tma": "role2's: after the chunk's consumer barrier consumer thre
 CHUNK_PARTS = {"c": "consumer thread 0 bulk-copies the next chunk into the other buffer after the chunk's barrier",
                "w": "every consumer waits on the chunk's mbarrier before the chunk's barrier",
                "s": "every consumer loads its next token scale from global before the chunk's MMAs, stores it after",
-               "b": "the chunk's token scales (1 KB) ride in its bulk copy, on the same mbarrier (instead of s)"}
+               "b": "the chunk's token scales (1 KB) ride in its bulk copy, on the same mbarrier (instead of s)",
+               "q": "as b, in four bulk copies of BM x 4 bytes, one per K128 group (role2's refuted scales_in_copy, "
+                    "session 62: the ring's MN-major rows are not contiguous across groups)"}
 #: where a form's emulated epilogue runs (``pause`` cycles of a ``%clock`` spin after every ``task_steps`` K128 steps)
 EPILOGUES = {"both": "in both consumer warpgroups after the same step (the shipped task structure)",
              "stagger": "in each consumer warpgroup, warpgroup 1 half a task after warpgroup 0",
@@ -183,7 +185,9 @@ FORMS = {"wg2": Form(2, 2, True, (24, 240)), "wg4": Form(4, 1, True, (24, 112)),
          "wg2cts": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="s"),
          "wg2ctc": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="cw"),
          # session 61: ... with the token scales in the chunk's bulk copy (no per-consumer load / store)
-         "wg2ctb": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="cwb")}
+         "wg2ctb": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="cwb"),
+         # session 62: ... in four copies of 256 bytes, as role2's refuted scales_in_copy issued them
+         "wg2ctb4": Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="cwq")}
 #: forms whose outputs are not the GEMM's (no decode or no promote): timed, not checked against the weights
 TIMING_ONLY = tuple(f for f, v in FORMS.items() if not (v.decode and v.promote))
 #: the four-warpgroup turns' named barriers (the shipped two use PINGPONG_BARS = 3, 4; 0: every thread)
@@ -279,16 +283,17 @@ def chunk_buffer(lay: dict, b):
     return ACT_OFF + b * (lay["act1"] - ACT_OFF), ASC_OFF + b * (lay["asc1"] - ASC_OFF)
 
 
-def _copy_chunk(smem, lay: dict, b, act, nbytes: int, with_scales: bool):
-    """One thread: arm chunk buffer ``b``'s full mbarrier and bulk-copy ``nbytes`` of the chunk (and, ``with_scales``,
-    its token scales) from ``act`` into it."""
+def _copy_chunk(smem, lay: dict, b, act, nbytes: int, scale_copies: int):
+    """One thread: arm chunk buffer ``b``'s full mbarrier and bulk-copy ``nbytes`` of the chunk (and its token scales
+    in ``scale_copies`` bulk copies, 0: none) from ``act`` into it."""
     full = smem + lay["chunk_bar"] + 8 * b
     policy = _evict_normal_policy()
     act_off, asc_off = chunk_buffer(lay, b)
-    mbar_arrive_expect_tx(full, nbytes + (ASC_BYTES if with_scales else 0))
+    mbar_arrive_expect_tx(full, nbytes + (ASC_BYTES if scale_copies else 0))
     bulk_copy_g2s(smem + act_off, act, nbytes, full, policy)
-    if with_scales:
-        bulk_copy_g2s(smem + asc_off, act + ACT_BYTES, ASC_BYTES, full, policy)
+    for q in range(scale_copies):  # plain Python: unrolled at trace time
+        part = ASC_BYTES // scale_copies
+        bulk_copy_g2s(smem + asc_off + q * part, act + ACT_BYTES + q * part, part, full, policy)
 
 
 def probe_step(smem, lay: dict, ns: int, gs, kl128, lane, t, nsl: int, stamp_at=None, asc=ASC_OFF) -> K128Step:
@@ -316,9 +321,11 @@ def build_probe(form: str):
                          f"{CHUNK_K128} K128 steps (the chunk)")
     parts = f.chunk_parts
     if (set(parts) - set(CHUNK_PARTS) or ("w" in parts and "c" not in parts) or (parts != "cws" and f.chunks != "tma")
-            or ("b" in parts and ("c" not in parts or "s" in parts))):
+            or (("b" in parts or "q" in parts) and ("c" not in parts or "s" in parts))
+            or ("b" in parts and "q" in parts)):
         raise ValueError(f"kloop_probe {form}: chunk_parts={parts!r}: letters of {sorted(CHUNK_PARTS)}, the wait and "
-                         f"the scales' ride only with the copy, not with s, and only for chunks='tma'")
+                         f"the scales' ride (b or q) only with the copy, not with s, and only for chunks='tma'")
+    scale_copies = 1 if "b" in parts else 4 if "q" in parts else 0  # the token scales' bulk copies per chunk copy
     # both chunk buffers hold the chunk's bytes and token scales from the start wherever a read could otherwise find
     # bytes no copy wrote: nothing waits for the copies ("alt", no "w"), the copies bring no scales ("tma" without "s")
     # or only part of the chunk (chunk_copy < ACT_BYTES). Session 60 (call 12, the probe test's iters 16 on every SM):
@@ -372,7 +379,7 @@ def build_probe(form: str):
                         b = c & 1
                         if c >= 2:
                             mbar_wait_or_trap(smem + lay["chunk_bar"] + 16 + 8 * b, ((c >> 1) - 1) & 1, TIMEOUT_NS)
-                        _copy_chunk(smem, lay, b, act, f.chunk_copy, True)
+                        _copy_chunk(smem, lay, b, act, f.chunk_copy, 1)
             if tid == 0:
                 policy = evict_first_policy()
                 slab0 = Int64(cta) * 4
@@ -417,7 +424,7 @@ def build_probe(form: str):
             if const_expr(f.chunks == "tma"):  # chunk 0 and its token scales, as role2's task top
                 if const_expr("c" in parts):
                     if ctid == 0:
-                        _copy_chunk(smem, lay, 0, act, f.chunk_copy, "b" in parts)
+                        _copy_chunk(smem, lay, 0, act, f.chunk_copy, scale_copies)
                 if const_expr("s" in parts):
                     st_shared_f32(smem + ASC_OFF + ctid * 4, ld_global_f32(act + ACT_BYTES + ctid * 4))
             for c in cutlass.range(iters // CHUNK_K128, unroll=1):
@@ -431,7 +438,7 @@ def build_probe(form: str):
                 if const_expr(f.chunks == "tma"):  # chunk c - 1's buffer is free: the next chunk into it
                     if const_expr("c" in parts):
                         if ctid == 0 and c + 1 < iters // CHUNK_K128:
-                            _copy_chunk(smem, lay, 1 - cb, act, f.chunk_copy, "b" in parts)
+                            _copy_chunk(smem, lay, 1 - cb, act, f.chunk_copy, scale_copies)
                     if const_expr("s" in parts):
                         next_scale = ld_global_f32(act + ACT_BYTES + ctid * 4)
                 if const_expr(barrier_every > CHUNK_K128):

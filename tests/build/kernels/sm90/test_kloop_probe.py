@@ -26,7 +26,8 @@ EXPECT = {"wg2": (384, (24, 240), 16), "wg4": (640, (24, 112), 8), "wg4n": (640,
           "wg2cm": (384, (24, 240), 16), "wg2ctq": (384, (24, 240), 16), "wg2cmq": (384, (24, 240), 16),
           "wg2ca": (384, (24, 240), 16), "wg2ct1": (384, (24, 240), 16), "wg2cwh": (512, (24, 200), 16),
           "wg2ce7": (384, (24, 200), 16), "wg2ctw": (384, (24, 240), 16), "wg2cts": (384, (24, 240), 16),
-          "wg2ctc": (384, (24, 240), 16), "wg2ctb": (384, (24, 240), 16)}
+          "wg2ctc": (384, (24, 240), 16), "wg2ctb": (384, (24, 240), 16),
+          "wg2ctb4": (384, (24, 240), 16)}
 #: what the timing-only forms leave out, in the SASS of their K loop: (PRMT, FFMA) there
 LEFT_OUT = {"wg2": (72, 128), "wg2x": (0, 128), "wg2p": (72, 0), "wg2xp": (0, 0)}
 
@@ -105,8 +106,12 @@ def test_chunk_parts_leave_out_what_they_say(built, monkeypatch):
     assert counts("wg2cts") == (copies0, scales)
     assert counts("wg2ctc") == (copies, 0)
     assert counts("wg2ctb") == (copies + (copies - copies0), 0)  # each chunk copy with its scales' copy beside it
+    assert counts("wg2ctb4") == (copies + 4 * (copies - copies0), 0)  # ... or four, one per K128 group
+    small = {f: len(re.findall(r"cp\.async\.bulk\.shared[^;]*, 256, ", built[f][0])) for f in ("wg2ctb", "wg2ctb4")}
+    assert small["wg2ctb4"] - small["wg2ctb"] == 4 * (copies - copies0)  # 256 bytes each (the stages' scales too)
     for bad in (kloop_probe.Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="ws"),
                 kloop_probe.Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="cwbs"),
+                kloop_probe.Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="cwbq"),
                 kloop_probe.Form(2, 2, True, (24, 240), chunks="mbar", chunk_parts="c")):
         monkeypatch.setitem(kloop_probe.FORMS, "_bad", bad)
         with pytest.raises(ValueError, match="chunk_parts"):
