@@ -134,7 +134,8 @@ CHUNK_MODES = {"tma": "role2's: after the chunk's consumer barrier consumer thre
 #: the parts of a "tma" chunk form's hand-over (``Form.chunk_parts``; a form without the wait has both buffers
 #: pre-filled with the chunk's bytes, so a read before a copy lands reads the same values, and waits for the last
 #: copy after its loop)
-CHUNK_PARTS = {"c": "consumer thread 0 bulk-copies the next chunk into the other buffer after the chunk's barrier",
+CHUNK_PARTS = {"c": "consumer thread 0 bulk-copies the next chunk into the other buffer after the chunk's barrier "
+                      "(without w, it first waits for that buffer's previous copy: its mbarrier is re-armed)",
                "w": "every consumer waits on the chunk's mbarrier before the chunk's barrier",
                "s": "every consumer loads its next token scale from global before the chunk's MMAs, stores it after",
                "b": "the chunk's token scales (1 KB) ride in its bulk copy, on the same mbarrier (instead of s)",
@@ -438,6 +439,13 @@ def build_probe(form: str):
                 if const_expr(f.chunks == "tma"):  # chunk c - 1's buffer is free: the next chunk into it
                     if const_expr("c" in parts):
                         if ctid == 0 and c + 1 < iters // CHUNK_K128:
+                            if const_expr("w" not in parts):
+                                # nobody else waits on the buffer's full mbarrier: re-arming it (a count-1 barrier)
+                                # before its last copy (chunk c - 1's) landed is a second arrival on one phase, which
+                                # loses a phase and hangs the final wait until the trap (session 63)
+                                if c >= 1:
+                                    mbar_wait_or_trap(smem + lay["chunk_bar"] + 8 * (1 - cb), ((c - 1) >> 1) & 1,
+                                                      TIMEOUT_NS)
                             _copy_chunk(smem, lay, 1 - cb, act, f.chunk_copy, scale_copies)
                     if const_expr("s" in parts):
                         next_scale = ld_global_f32(act + ACT_BYTES + ctid * 4)

@@ -107,6 +107,11 @@ def test_chunk_parts_leave_out_what_they_say(built, monkeypatch):
     assert counts("wg2ctc") == (copies, 0)
     assert counts("wg2ctb") == (copies + (copies - copies0), 0)  # each chunk copy with its scales' copy beside it
     assert counts("wg2ctb4") == (copies + 4 * (copies - copies0), 0)  # ... or four, one per K128 group
+    # the bounded mbarrier waits (two try_waits each): without "w" the copying thread waits for the buffer's
+    # previous copy before re-arming its count-1 mbarrier, and every consumer for the last copy after the loop
+    # (session 63: re-armed unwaited, the test's launches trapped now and then)
+    waits = {f: len(re.findall(r"mbarrier\.try_wait", built[f][0])) // 2 for f in ("wg2cts", "wg2ct", "wg2ctw")}
+    assert waits["wg2ct"] == waits["wg2cts"] + 1 and waits["wg2ctw"] == waits["wg2cts"] + 2, waits
     small = {f: len(re.findall(r"cp\.async\.bulk\.shared[^;]*, 256, ", built[f][0])) for f in ("wg2ctb", "wg2ctb4")}
     assert small["wg2ctb4"] - small["wg2ctb"] == 4 * (copies - copies0)  # 256 bytes each (the stages' scales too)
     for bad in (kloop_probe.Form(2, 2, True, (24, 240), barrier_every=4, chunks="tma", chunk_parts="ws"),
