@@ -27,6 +27,10 @@ from tests.build.kernels.sm90.stamp_role2 import POISON, phases, table  # noqa: 
 #: E2M1 magnitudes x 2 (integers), the probe's codes being positive (every byte & 0x77)
 _MAG2 = (0, 1, 2, 3, 4, 6, 8, 12)
 REL_TOL = 1e-4  # FP32 sums over ~10**5 products each; one lost stage of 4 * 384 moves a CTA's sum by 6.5e-4
+#: the correctness launches of the probe's GPU test (and of ``stress_kloop.py``, which repeats them): K128 steps per
+#: CTA (two turns round the 8 stages) and the epilogue forms' (steps per task, emulated epilogue cycles): two tasks of
+#: 8 steps and a 500-cycle epilogue (warpgroup 1 of the staggered form pauses at steps 4 and 12)
+CHECK_ITERS, CHECK_TASK = 16, (8, 500)
 
 
 def make_weights(torch, ntiles: int, gen, device: str = "cuda"):
@@ -41,6 +45,13 @@ def make_weights(torch, ntiles: int, gen, device: str = "cuda"):
     for lo in range(0, ntiles, 16384):  # 16384 x 4096 int32 lookups at a time
         sums[lo:lo + 16384] = byte_mag2[codes[lo:lo + 16384].long()].sum(1).to(torch.float64) / 2
     return codes, scales, sums * torch.pow(2.0, r.to(torch.float64))
+
+
+def check_inputs(torch, sms: int, iters: int = CHECK_ITERS):
+    """The GPU test's weights for ``sms`` CTAs of ``iters`` K128 steps (seed 1) and each CTA's reference sum (all
+    activations 1: 64 tokens x its tiles' dequantised sum): ``(codes, scales, ref)``."""
+    codes, scales, tile_sums = make_weights(torch, sms * 4 * iters, torch.Generator(device="cuda").manual_seed(1))
+    return codes, scales, tile_sums.view(sms, 4 * iters).sum(1) * 64
 
 
 @functools.cache

@@ -1,8 +1,8 @@
 """Hunt for a moving failure in the K-loop probe (dev tool, not a test): the GPU test's launches
-(``test_kloop_probe.test_every_form_matches_the_weights_and_each_other``: 16 K128 steps per CTA, every SM, the epilogue
-forms at two tasks of 8 steps with a 500-cycle emulated epilogue) repeated, each form named before its launch, so a
-launch that traps (a bounded mbarrier wait that timed out: "unspecified launch failure") or writes a wrong sum names
-its form. A trap kills the CUDA context, so every pass runs in its own process.
+(``test_kloop_probe.test_every_form_matches_the_weights_and_each_other``: ``bench_kloop.check_inputs`` on every SM,
+``CHECK_ITERS`` K128 steps per CTA, the epilogue forms at ``CHECK_TASK``) repeated, each form named before its launch,
+so a launch that traps (a bounded mbarrier wait that timed out: "unspecified launch failure") or writes a wrong sum
+names its form. A trap kills the CUDA context, so every pass runs in its own process.
 
 ``GCMOE_KLOOP_CUBINS=DIR python3 tests/build/kernels/sm90/stress_kloop.py [--passes 8] [--repeats 5] [--forms a,b]
 [--json OUT]``: ``--passes`` child processes, each running every form ``--repeats`` times in the index's order
@@ -19,26 +19,24 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_kloop import CHECK_ITERS, CHECK_TASK, check_inputs, checked_sums  # noqa: E402
 
-ITERS, TASK = 16, (8, 500)  # the GPU test's parameters
 
 
 def child(forms: list[str], repeats: int, cubins: Path) -> int:
     """Run ``forms`` ``repeats`` times in this process; print ``RUN form`` before and ``OK form err`` after each
     launch (flushed: the last ``RUN`` without its ``OK`` names a launch that killed the process)."""
     import torch
-    from bench_kloop import checked_sums, make_weights
 
     from tests.build.kernels.sm90.role2_harness import Role2Kernels
 
     k = Role2Kernels(cubins)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    codes, scales, tile_sums = make_weights(torch, sms * 4 * ITERS, torch.Generator(device="cuda").manual_seed(1))
-    ref = tile_sums.view(sms, 4 * ITERS).sum(1) * 64
+    codes, scales, ref = check_inputs(torch, sms)
     for r in range(repeats):
         for form in forms:
             print(f"RUN {r} {form}", flush=True)
-            _, err = checked_sums(torch, k, form, codes, scales, ref, ITERS, sms, TASK)
+            _, err = checked_sums(torch, k, form, codes, scales, ref, CHECK_ITERS, sms, CHECK_TASK)
             print(f"OK {r} {form} {err:.2e}", flush=True)
     return 0
 
@@ -88,10 +86,11 @@ def main():
         seq = sum(p["failed_form"] == form for p in passes)
         al = alone.get(form, [])
         print(f"| {form} | {seq} / {len(passes)} | {sum(not r['ok'] for r in al)} / {len(al)} |")
-    print(f"\nfailed passes: {sum(not p['ok'] for p in passes)} of {len(passes)} ({a.repeats} x {len(forms)} forms each)")
+    failed = sum(not p["ok"] for p in passes)
+    print(f"\nfailed passes: {failed} of {len(passes)} ({a.repeats} x {len(forms)} forms each)")
     if a.json:
         Path(a.json).write_text(json.dumps({"passes": passes, "alone": alone, "forms": forms,
-                                            "repeats": a.repeats, "iters": ITERS, "task": TASK}, indent=1))
+                                            "repeats": a.repeats, "iters": CHECK_ITERS, "task": CHECK_TASK}, indent=1))
     return 0
 
 

@@ -165,20 +165,18 @@ def test_every_form_matches_the_weights_and_each_other():
     d = Path(os.environ.get("GCMOE_KLOOP_CUBINS", "build/kloop_probe"))
     if not (d / "index.json").is_file():
         pytest.skip(f"K-loop probe cubins not built at {d}")
-    from bench_kloop import checked_sums, make_weights
+    from bench_kloop import CHECK_ITERS, CHECK_TASK, check_inputs, checked_sums
 
     from tests.build.kernels.sm90.role2_harness import Role2Kernels
 
     k = Role2Kernels(d)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    iters = 16  # two turns round the 8 stages
-    codes, scales, tile_sums = make_weights(torch, sms * 4 * iters, torch.Generator(device="cuda").manual_seed(1))
-    ref = tile_sums.view(sms, 4 * iters).sum(1) * 64
-    # every form the cubins' index holds (the decoder-warpgroup forms too); the epilogue forms with two tasks of 8
-    # steps and a 500-cycle emulated epilogue (warpgroup 1 of the staggered one pauses at steps 4 and 12)
+    iters = CHECK_ITERS
+    codes, scales, ref = check_inputs(torch, sms)
+    # every form the cubins' index holds (the decoder-warpgroup forms too); the epilogue forms at CHECK_TASK
     forms = [name.removeprefix("kloop_probe_") for name in k.index]
     assert set(EXPECT) <= set(forms) and any(k.index[f"kloop_probe_{f}"].get("decoder_warpgroup") for f in forms)
-    sums = {form: checked_sums(torch, k, form, codes, scales, ref, iters, sms, (8, 500))[0] for form in forms}
+    sums = {form: checked_sums(torch, k, form, codes, scales, ref, iters, sms, CHECK_TASK)[0] for form in forms}
     for form, got in sums.items():  # the device has no CuTe DSL: what a form is comes from the cubins' index
         if not k.index[f"kloop_probe_{form}"]["timing_only"]:
             assert torch.allclose(got, sums["wg2"], rtol=1e-5, atol=0), form
